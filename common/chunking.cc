@@ -1,0 +1,151 @@
+#include "common/chunking.h"
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace asgd {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the wire format is little-endian float32; add byte swapping");
+
+std::vector<ChunkRef> PlanChunks(const ModelLayout& layout, FlatRange range,
+                                 int64_t max_elements) {
+  std::vector<ChunkRef> chunks;
+  for (const Slice& s : layout.SlicesOf(range)) {
+    for (int64_t off = s.begin; off < s.end; off += max_elements) {
+      const int64_t count = std::min(max_elements, s.end - off);
+      chunks.push_back({s.tensor, off, s.flat_begin + (off - s.begin), count});
+    }
+  }
+  return chunks;
+}
+
+void AppendFloats(const float* src, int64_t count, std::string* out) {
+  const size_t old = out->size();
+  out->resize(old + count * sizeof(float));
+  std::memcpy(&(*out)[old], src, count * sizeof(float));
+}
+
+absl::string_view ChunkErrorName(ChunkError e) {
+  switch (e) {
+    case ChunkError::kNone: return "none";
+    case ChunkError::kUnknownTensor: return "unknown_tensor";
+    case ChunkError::kBadSize: return "bad_size";
+    case ChunkError::kBadSequence: return "bad_sequence";
+    case ChunkError::kNonFinite: return "nonfinite";
+  }
+  return "unknown";
+}
+
+ChunkAssembler::ChunkAssembler(const ModelLayout* layout, FlatRange range,
+                               int64_t max_elements, float* dst,
+                               bool check_finite)
+    : layout_(layout),
+      range_(range),
+      max_elements_(max_elements),
+      dst_(dst),
+      check_finite_(check_finite),
+      slices_(layout->SlicesOf(range)) {
+  if (!slices_.empty()) next_ = slices_[0].begin;
+}
+
+absl::Status ChunkAssembler::Fail(ChunkError error, std::string message) {
+  error_ = error;
+  return absl::InvalidArgumentError(std::move(message));
+}
+
+absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
+                                 absl::string_view data) {
+  if (error_ != ChunkError::kNone) {
+    return absl::InvalidArgumentError("chunk after an earlier error");
+  }
+  const int t = layout_->FindTensor(tensor);
+  if (t < 0) {
+    return Fail(ChunkError::kUnknownTensor,
+                absl::StrCat("unknown tensor '", tensor, "'"));
+  }
+  bool held = false;
+  for (const Slice& s : slices_) held |= (s.tensor == t);
+  if (!held) {
+    return Fail(ChunkError::kUnknownTensor,
+                absl::StrCat("tensor '", tensor,
+                             "' has no elements on this server"));
+  }
+  if (data.empty() || data.size() % sizeof(float) != 0) {
+    return Fail(ChunkError::kBadSize,
+                absl::StrCat("chunk of '", tensor, "' has ", data.size(),
+                             " bytes, not a positive multiple of 4"));
+  }
+  const int64_t count = static_cast<int64_t>(data.size() / sizeof(float));
+  if (count > max_elements_) {
+    return Fail(ChunkError::kBadSize,
+                absl::StrCat("chunk of '", tensor, "' has ", count,
+                             " elements, more than the limit ", max_elements_));
+  }
+  // Move to the next slice when the current one is complete.
+  if (slice_ < slices_.size() && next_ == slices_[slice_].end) {
+    ++slice_;
+    if (slice_ < slices_.size()) next_ = slices_[slice_].begin;
+  }
+  if (slice_ >= slices_.size()) {
+    return Fail(ChunkError::kBadSequence,
+                absl::StrCat("chunk of '", tensor, "' at offset ", offset,
+                             " after the server's whole slice was received"));
+  }
+  const Slice& s = slices_[slice_];
+  if (t != s.tensor || static_cast<int64_t>(offset) != next_) {
+    return Fail(ChunkError::kBadSequence,
+                absl::StrCat("chunk of '", tensor, "' at offset ", offset,
+                             " is out of sequence: expected '",
+                             layout_->tensors()[s.tensor].name, "' at offset ",
+                             next_));
+  }
+  if (count > s.end - next_) {
+    return Fail(ChunkError::kBadSize,
+                absl::StrCat("chunk of '", tensor, "' at offset ", offset,
+                             " has ", count, " elements but only ",
+                             s.end - next_, " remain in this server's slice"));
+  }
+  float* out = dst_ + (s.flat_begin + (next_ - s.begin) - range_.begin);
+  std::memcpy(out, data.data(), data.size());
+  if (check_finite_) {
+    for (int64_t i = 0; i < count; ++i) {
+      if (!std::isfinite(out[i])) {
+        return Fail(ChunkError::kNonFinite,
+                    absl::StrCat("non-finite value ", out[i], " in '", tensor,
+                                 "' at element ", offset + i));
+      }
+    }
+  }
+  next_ += count;
+  ++chunks_;
+  return absl::OkStatus();
+}
+
+absl::Status ChunkAssembler::Finish(uint64_t declared_chunks) {
+  if (error_ != ChunkError::kNone) {
+    return absl::InvalidArgumentError("finish after an earlier error");
+  }
+  // Add() never leaves slice_ past the last slice, so completeness is
+  // "on the last slice, at its end".
+  const bool complete = slices_.empty() || (slice_ == slices_.size() - 1 &&
+                                            next_ == slices_.back().end);
+  if (!complete) {
+    const Slice& s = slices_[slice_];
+    return Fail(ChunkError::kBadSequence,
+                absl::StrCat("incomplete: stopped at '",
+                             layout_->tensors()[s.tensor].name, "' offset ",
+                             next_, " before the end of this server's slice"));
+  }
+  if (declared_chunks != static_cast<uint64_t>(chunks_)) {
+    return Fail(ChunkError::kBadSequence,
+                absl::StrCat("sender declared ", declared_chunks,
+                             " chunks but ", chunks_, " arrived"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace asgd

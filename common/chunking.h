@@ -1,0 +1,95 @@
+// Chunking of flat float32 ranges into wire chunks, and their reassembly.
+//
+// A server's part of the model is one flat range (see model_layout.h). On the
+// wire it travels as TensorChunks: (tensor name, element offset inside the
+// tensor, raw little-endian float32 bytes), in flat order, never crossing a
+// tensor boundary and never longer than `max_elements`.
+//
+// PlanChunks() says how a range is cut; ChunkAssembler checks an incoming
+// sequence of chunks against that expectation and copies the values into a
+// destination buffer. The assembler never reads past the data it is given and
+// never writes outside its destination, whatever the input.
+//
+// Thread-safety: PlanChunks/EncodeFloats are pure. A ChunkAssembler is used by
+// one thread at a time.
+#ifndef ASGD_COMMON_CHUNKING_H_
+#define ASGD_COMMON_CHUNKING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "common/model_layout.h"
+
+namespace asgd {
+
+// 256 Ki floats = 1 MiB per chunk: well under gRPC's 4 MB default limit.
+inline constexpr int64_t kDefaultMaxChunkElements = 256 * 1024;
+
+struct ChunkRef {
+  int tensor = 0;          // tensor index in the layout
+  int64_t offset = 0;      // element offset inside the tensor
+  int64_t flat_begin = 0;  // element offset in the flat model
+  int64_t count = 0;       // number of elements
+};
+
+// The chunks that carry `range`, in order.
+std::vector<ChunkRef> PlanChunks(const ModelLayout& layout, FlatRange range,
+                                 int64_t max_elements);
+
+// Appends `count` floats from `src` to `out` as little-endian bytes.
+void AppendFloats(const float* src, int64_t count, std::string* out);
+
+// Why a chunk sequence was rejected; bounded set, used as a metric label.
+enum class ChunkError {
+  kNone,
+  kUnknownTensor,  // no tensor of that name, or not held by this server
+  kBadSize,        // byte length not a positive multiple of 4, or too long
+  kBadSequence,    // out of order, gap, overlap, past the end, incomplete
+  kNonFinite,      // NaN or Inf in the data
+};
+absl::string_view ChunkErrorName(ChunkError e);
+
+class ChunkAssembler {
+ public:
+  // Expects chunks covering exactly `range` of `layout` and writes element
+  // flat_begin + i to dst[flat_begin + i - range.begin]. `dst` must hold
+  // range.size() floats and outlive the assembler. When `check_finite`,
+  // NaN/Inf values are rejected.
+  ChunkAssembler(const ModelLayout* layout, FlatRange range,
+                 int64_t max_elements, float* dst, bool check_finite);
+
+  // Accepts the next chunk. On error returns InvalidArgument saying what was
+  // wrong, sets error(), and rejects every later call. Values of a rejected
+  // chunk may have been partly copied into dst: callers stage into a buffer
+  // they discard on error.
+  absl::Status Add(absl::string_view tensor, uint64_t offset,
+                   absl::string_view data);
+
+  // InvalidArgument unless every element of the range has arrived and the
+  // sender's chunk count matches.
+  absl::Status Finish(uint64_t declared_chunks);
+
+  int64_t chunks_received() const { return chunks_; }
+  ChunkError error() const { return error_; }
+
+ private:
+  absl::Status Fail(ChunkError error, std::string message);
+
+  const ModelLayout* layout_;
+  FlatRange range_;
+  int64_t max_elements_;
+  float* dst_;
+  bool check_finite_;
+  std::vector<Slice> slices_;
+  size_t slice_ = 0;       // current slice
+  int64_t next_ = 0;       // next expected element offset inside the tensor
+  int64_t chunks_ = 0;
+  ChunkError error_ = ChunkError::kNone;
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_COMMON_CHUNKING_H_

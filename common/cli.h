@@ -1,0 +1,17 @@
+// Command-line setup shared by asgd binaries: --help lists the flags defined
+// in the binary's *_main.cc, and signals for clean shutdown.
+#ifndef ASGD_COMMON_CLI_H_
+#define ASGD_COMMON_CLI_H_
+
+#include <vector>
+
+namespace asgd {
+
+// Sets the usage message, makes --help/--helpshort show the flags of
+// *_main.cc files, and parses the command line. Returns the positional
+// arguments (argv[0] first).
+std::vector<char*> ParseCommandLine(int argc, char** argv, const char* usage);
+
+}  // namespace asgd
+
+#endif  // ASGD_COMMON_CLI_H_

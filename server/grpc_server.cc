@@ -1,0 +1,49 @@
+#include "server/grpc_server.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace asgd {
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
+    const ParamStoreOptions& options, absl::Span<const float> initial_model,
+    const std::string& host, int port) {
+  auto server = std::unique_ptr<GrpcServer>(new GrpcServer());
+  ASGD_ASSIGN_OR_RETURN(server->store_,
+                        ParamStore::Create(options, initial_model));
+  server->service_ =
+      std::make_unique<GrpcParameterService>(server->store_.get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(host, ":", port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                           &server->port_);
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  return server;
+}
+
+GrpcServer::~GrpcServer() { Shutdown(absl::Seconds(1)); }
+
+std::string GrpcServer::local_address() const {
+  return absl::StrCat("127.0.0.1:", port_);
+}
+
+void GrpcServer::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  if (store_) store_->Shutdown();
+}
+
+}  // namespace asgd

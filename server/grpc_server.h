@@ -1,0 +1,54 @@
+// GrpcServer: a running parameter-server process in one object: ParamStore,
+// its gRPC service, gRPC health checking and server reflection, listening on
+// host:port (port 0 picks a free port; port() tells which).
+//
+//   auto server = GrpcServer::Start(options, initial_model, "127.0.0.1", 0);
+//   ... connect to "127.0.0.1:" + (*server)->port() ...
+//   (*server)->Shutdown();
+//
+// Used by asgd_server's main and by tests that need a real server in-process.
+// Thread-safety: thread-safe; Shutdown() is idempotent and also run by the
+// destructor.
+#ifndef ASGD_SERVER_GRPC_SERVER_H_
+#define ASGD_SERVER_GRPC_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "grpcpp/server.h"
+#include "server/grpc_service.h"
+#include "server/param_store.h"
+
+namespace asgd {
+
+class GrpcServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
+      const ParamStoreOptions& options, absl::Span<const float> initial_model,
+      const std::string& host, int port);
+  ~GrpcServer();
+
+  int port() const { return port_; }
+  // "127.0.0.1:<port>" style address for clients on this machine.
+  std::string local_address() const;
+  ParamStore* store() { return store_.get(); }
+
+  // Stops serving (in-flight calls get up to `grace` to finish), then drains
+  // and joins the shard threads.
+  void Shutdown(absl::Duration grace = absl::Seconds(5));
+
+ private:
+  GrpcServer() = default;
+
+  std::unique_ptr<ParamStore> store_;
+  std::unique_ptr<GrpcParameterService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_SERVER_GRPC_SERVER_H_

@@ -1,0 +1,229 @@
+#include "server/grpc_service.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/chunking.h"
+#include "common/grpc_status.h"
+
+namespace asgd {
+namespace {
+
+using asgd::v1::PullChunk;
+using asgd::v1::PushChunk;
+using asgd::v1::PushReply;
+
+class PullReactor : public grpc::ServerWriteReactor<PullChunk> {
+ public:
+  explicit PullReactor(ParamStore* store)
+      : store_(store),
+        chunks_(PlanChunks(store->layout(), store->range(),
+                           store->options().max_chunk_elements)),
+        version_(store->version()) {
+    store_->CountPull();
+    NextWrite();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull write failed"));
+      return;
+    }
+    NextWrite();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void NextWrite() {
+    if (next_ == chunks_.size()) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const ChunkRef& c = chunks_[next_++];
+    msg_.Clear();
+    msg_.set_model_version(version_);
+    asgd::v1::TensorChunk* chunk = msg_.mutable_chunk();
+    chunk->set_tensor(store_->layout().tensors()[c.tensor].name);
+    chunk->set_offset(c.offset);
+    std::string* data = chunk->mutable_data();
+    data->resize(c.count * sizeof(float));
+    store_->Read(c.flat_begin - store_->range().begin, c.count,
+                 reinterpret_cast<float*>(data->data()));
+    StartWrite(&msg_);
+  }
+
+  ParamStore* const store_;
+  const std::vector<ChunkRef> chunks_;
+  const uint64_t version_;
+  size_t next_ = 0;
+  PullChunk msg_;
+};
+
+class PushReactor : public grpc::ServerReadReactor<PushChunk> {
+ public:
+  PushReactor(ParamStore* store, PushReply* reply)
+      : store_(store),
+        reply_(reply),
+        staging_(std::make_shared<std::vector<float>>(store->range().size())),
+        assembler_(&store->layout(), store->range(),
+                   store->options().max_chunk_elements, staging_->data(),
+                   /*check_finite=*/true) {
+    StartRead(&msg_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Reject(RejectReason::kIncomplete,
+             absl::InvalidArgumentError(
+                 "push stream ended before its commit; nothing was applied"));
+      return;
+    }
+    absl::Status status = Handle();
+    if (!status.ok()) return;  // already finished
+    if (!committed_) StartRead(&msg_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Processes msg_; on error finishes the call and returns the error.
+  absl::Status Handle() {
+    if (have_header_ && msg_.model_version() != base_version_) {
+      return Reject(RejectReason::kBadHeader,
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "message carries version ", msg_.model_version(),
+                        " but the push header said ", base_version_)));
+    }
+    switch (msg_.part_case()) {
+      case PushChunk::kHeader: {
+        if (have_header_) {
+          return Reject(RejectReason::kBadHeader,
+                        absl::InvalidArgumentError("second push header"));
+        }
+        const auto& h = msg_.header();
+        if (h.num_minibatches() < 1) {
+          return Reject(RejectReason::kBadHeader,
+                        absl::InvalidArgumentError(
+                            "push header needs num_minibatches >= 1"));
+        }
+        have_header_ = true;
+        base_version_ = h.model_version();
+        num_minibatches_ = static_cast<int>(h.num_minibatches());
+        return absl::OkStatus();
+      }
+      case PushChunk::kChunk: {
+        if (!have_header_) {
+          return Reject(RejectReason::kBadSequence,
+                        absl::InvalidArgumentError(
+                            "push chunk before the push header"));
+        }
+        const auto& c = msg_.chunk();
+        absl::Status s = assembler_.Add(c.tensor(), c.offset(), c.data());
+        if (!s.ok()) return Reject(FromChunkError(assembler_.error()), s);
+        return absl::OkStatus();
+      }
+      case PushChunk::kCommit: {
+        if (!have_header_) {
+          return Reject(RejectReason::kBadSequence,
+                        absl::InvalidArgumentError(
+                            "push commit before the push header"));
+        }
+        absl::Status s = assembler_.Finish(msg_.commit().num_chunks());
+        if (!s.ok()) return Reject(FromChunkError(assembler_.error()), s);
+        committed_ = true;
+        s = store_->Submit(base_version_, num_minibatches_,
+                           std::move(staging_), [this](const PushResult& r) {
+                             reply_->set_result(r.applied
+                                                    ? PushReply::APPLIED
+                                                    : PushReply::DROPPED_STALE);
+                             reply_->set_staleness(r.staleness);
+                             reply_->set_model_version(r.version);
+                             reply_->set_pull_required(!r.applied);
+                             Finish(grpc::Status::OK);
+                           });
+        if (!s.ok()) {
+          Finish(ToGrpcStatus(s));  // Submit counted the reason
+          return s;
+        }
+        return absl::OkStatus();
+      }
+      case PushChunk::PART_NOT_SET:
+        break;
+    }
+    return Reject(RejectReason::kBadHeader,
+                  absl::InvalidArgumentError("empty push message"));
+  }
+
+  absl::Status Reject(RejectReason reason, absl::Status status) {
+    store_->CountRejected(reason);
+    staging_.reset();
+    Finish(ToGrpcStatus(status));
+    return status;
+  }
+
+  ParamStore* const store_;
+  PushReply* const reply_;
+  std::shared_ptr<std::vector<float>> staging_;
+  ChunkAssembler assembler_;
+  PushChunk msg_;
+  bool have_header_ = false;
+  bool committed_ = false;
+  uint64_t base_version_ = 0;
+  int num_minibatches_ = 1;
+};
+
+}  // namespace
+
+GrpcParameterService::GrpcParameterService(ParamStore* store) : store_(store) {
+  const ModelLayout& layout = store->layout();
+  for (size_t t = 0; t < layout.tensors().size(); ++t) {
+    auto* info = description_.add_tensors();
+    info->set_name(layout.tensors()[t].name);
+    for (int64_t d : layout.tensors()[t].shape) info->add_shape(d);
+    for (int s = 0; s < layout.num_servers(); ++s) {
+      for (int k = 0; k < layout.num_shards(); ++k) {
+        for (const Slice& slice : layout.SlicesOf(layout.ShardRange(s, k))) {
+          if (slice.tensor != static_cast<int>(t)) continue;
+          auto* a = info->add_slices();
+          a->set_server_index(s);
+          a->set_shard_index(k);
+          a->set_begin(slice.begin);
+          a->set_end(slice.end);
+        }
+      }
+    }
+  }
+  description_.set_server_index(store->server_index());
+  description_.set_num_servers(layout.num_servers());
+  description_.set_num_shards(layout.num_shards());
+  description_.set_layout_fingerprint(layout.Fingerprint());
+  description_.set_max_chunk_elements(store->options().max_chunk_elements);
+}
+
+grpc::ServerUnaryReactor* GrpcParameterService::DescribeModel(
+    grpc::CallbackServerContext* context,
+    const asgd::v1::DescribeModelRequest* /*request*/,
+    asgd::v1::ModelDescription* response) {
+  *response = description_;
+  response->set_model_version(store_->version());
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerWriteReactor<PullChunk>* GrpcParameterService::Pull(
+    grpc::CallbackServerContext* /*context*/,
+    const asgd::v1::PullRequest* /*request*/) {
+  return new PullReactor(store_);
+}
+
+grpc::ServerReadReactor<PushChunk>* GrpcParameterService::Push(
+    grpc::CallbackServerContext* /*context*/, PushReply* reply) {
+  return new PushReactor(store_, reply);
+}
+
+}  // namespace asgd

@@ -1,0 +1,49 @@
+// GrpcParameterService: the gRPC adapter of a ParamStore (asgd.v1
+// ParameterServer, callback API). Handlers only validate, stage and enqueue;
+// the ParamStore's shard threads apply.
+//
+// Push lifecycle (one reactor per stream, one read in flight): read header ->
+// read chunks into a private staging buffer through a ChunkAssembler -> on the
+// commit, check completeness and Submit() to the store -> Finish when every
+// shard applied it. Any invalid message finishes the call with
+// INVALID_ARGUMENT at once and discards the staging buffer; a stream that
+// ends before its commit is never applied.
+//
+// Pull lifecycle: read the version, then stream the server's range chunk by
+// chunk, one write in flight, each chunk copied from the live weights.
+//
+// Thread-safety: the service is thread-safe; the store must outlive it.
+#ifndef ASGD_SERVER_GRPC_SERVICE_H_
+#define ASGD_SERVER_GRPC_SERVICE_H_
+
+#include "proto/asgd.grpc.pb.h"
+#include "server/param_store.h"
+
+namespace asgd {
+
+class GrpcParameterService final
+    : public asgd::v1::ParameterServer::CallbackService {
+ public:
+  explicit GrpcParameterService(ParamStore* store);
+
+  grpc::ServerUnaryReactor* DescribeModel(
+      grpc::CallbackServerContext* context,
+      const asgd::v1::DescribeModelRequest* request,
+      asgd::v1::ModelDescription* response) override;
+
+  grpc::ServerWriteReactor<asgd::v1::PullChunk>* Pull(
+      grpc::CallbackServerContext* context,
+      const asgd::v1::PullRequest* request) override;
+
+  grpc::ServerReadReactor<asgd::v1::PushChunk>* Push(
+      grpc::CallbackServerContext* context,
+      asgd::v1::PushReply* reply) override;
+
+ private:
+  ParamStore* const store_;
+  asgd::v1::ModelDescription description_;  // without the version
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_SERVER_GRPC_SERVICE_H_

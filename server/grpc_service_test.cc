@@ -1,0 +1,262 @@
+// Every push validation case, sent over a real gRPC connection to a server on
+// port 0: each gets INVALID_ARGUMENT, is counted, and leaves the weights
+// unchanged. Plus a valid push, a pull round trip and a broken stream.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/chunking.h"
+#include "common/dnn_spec.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/asgd.grpc.pb.h"
+#include "server/grpc_server.h"
+
+namespace asgd {
+namespace {
+
+using asgd::v1::PushChunk;
+using asgd::v1::PushReply;
+
+class GrpcServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DnnSpec spec;
+    spec.input_dim = 20;
+    spec.hidden = {16};
+    spec.num_classes = 5;
+    ParamStoreOptions o;
+    o.tensors = DnnTensors(spec);
+    o.num_servers = 2;
+    o.server_index = 0;
+    o.num_shards = 2;
+    o.optimizer.learning_rate = 0.5f;
+    o.max_chunk_elements = 64;  // many chunks per push
+    auto server = GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1", 0);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    auto channel = grpc::CreateChannel(server_->local_address(),
+                                       grpc::InsecureChannelCredentials());
+    stub_ = asgd::v1::ParameterServer::NewStub(channel);
+    plan_ = PlanChunks(store()->layout(), store()->range(), 64);
+    ASSERT_GE(plan_.size(), 4u);
+  }
+
+  ParamStore* store() { return server_->store(); }
+
+  // A valid push of `value` everywhere, computed from `version`.
+  std::vector<PushChunk> ValidPush(float value, uint64_t version) {
+    std::vector<PushChunk> msgs;
+    PushChunk header;
+    header.set_model_version(version);
+    header.mutable_header()->set_worker_id(7);
+    header.mutable_header()->set_model_version(version);
+    header.mutable_header()->set_num_minibatches(1);
+    msgs.push_back(header);
+    for (const ChunkRef& c : plan_) {
+      PushChunk m;
+      m.set_model_version(version);
+      m.mutable_chunk()->set_tensor(store()->layout().tensors()[c.tensor].name);
+      m.mutable_chunk()->set_offset(c.offset);
+      std::vector<float> values(c.count, value);
+      AppendFloats(values.data(), c.count, m.mutable_chunk()->mutable_data());
+      msgs.push_back(m);
+    }
+    PushChunk commit;
+    commit.set_model_version(version);
+    commit.mutable_commit()->set_num_chunks(plan_.size());
+    msgs.push_back(commit);
+    return msgs;
+  }
+
+  grpc::Status Send(const std::vector<PushChunk>& msgs, PushReply* reply) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto writer = stub_->Push(&ctx, reply);
+    for (const PushChunk& m : msgs) {
+      if (!writer->Write(m)) break;  // server already finished the call
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  uint64_t Rejected(RejectReason r) {
+    return store()->stats().rejected[static_cast<int>(r)];
+  }
+
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<asgd::v1::ParameterServer::Stub> stub_;
+  std::vector<ChunkRef> plan_;
+};
+
+TEST_F(GrpcServiceTest, DescribeModelReportsLayout) {
+  grpc::ClientContext ctx;
+  asgd::v1::ModelDescription d;
+  ASSERT_TRUE(stub_->DescribeModel(&ctx, {}, &d).ok());
+  EXPECT_EQ(d.tensors_size(), 4);
+  EXPECT_EQ(d.tensors(0).name(), "layer0/weight");
+  EXPECT_EQ(d.tensors(0).shape(0), 16u);
+  EXPECT_EQ(d.tensors(0).shape(1), 20u);
+  EXPECT_EQ(d.num_servers(), 2u);
+  EXPECT_EQ(d.num_shards(), 2u);
+  EXPECT_EQ(d.layout_fingerprint(), store()->layout().Fingerprint());
+  // Slices of every tensor cover it exactly once across the pool.
+  for (const auto& t : d.tensors()) {
+    uint64_t covered = 0;
+    for (const auto& s : t.slices()) covered += s.end() - s.begin();
+    uint64_t size = 1;
+    for (uint64_t dim : t.shape()) size *= dim;
+    EXPECT_EQ(covered, size) << t.name();
+  }
+}
+
+TEST_F(GrpcServiceTest, PullReturnsTheWeightsAndVersion) {
+  grpc::ClientContext ctx;
+  auto reader = stub_->Pull(&ctx, {});
+  asgd::v1::PullChunk chunk;
+  std::vector<float> got(store()->range().size());
+  ChunkAssembler assembler(&store()->layout(), store()->range(), 64, got.data(),
+                           true);
+  while (reader->Read(&chunk)) {
+    EXPECT_EQ(chunk.model_version(), 0u);
+    ASSERT_TRUE(assembler
+                    .Add(chunk.chunk().tensor(), chunk.chunk().offset(),
+                         chunk.chunk().data())
+                    .ok());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(assembler.Finish(assembler.chunks_received()).ok());
+  EXPECT_EQ(got, store()->Snapshot());
+}
+
+TEST_F(GrpcServiceTest, ValidPushIsAppliedAndAdvancesTheVersion) {
+  const std::vector<float> before = store()->Snapshot();
+  PushReply reply;
+  ASSERT_TRUE(Send(ValidPush(0.25f, 0), &reply).ok());
+  EXPECT_EQ(reply.result(), PushReply::APPLIED);
+  EXPECT_EQ(reply.staleness(), 0u);
+  EXPECT_EQ(reply.model_version(), 1u);
+  EXPECT_EQ(store()->version(), 1u);
+  const std::vector<float> after = store()->Snapshot();
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_FLOAT_EQ(after[i], before[i] - 0.5f * 0.25f);
+  }
+  // A second push from version 0 is one version stale.
+  ASSERT_TRUE(Send(ValidPush(0.25f, 0), &reply).ok());
+  EXPECT_EQ(reply.staleness(), 1u);
+  EXPECT_EQ(reply.model_version(), 2u);
+}
+
+struct BadCase {
+  std::string name;
+  std::function<void(std::vector<PushChunk>&)> corrupt;
+  RejectReason reason;
+  std::string message;  // expected substring
+};
+
+TEST_F(GrpcServiceTest, EveryInvalidPushIsRejectedAndChangesNothing) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<BadCase> cases = {
+      {"unknown tensor",
+       [](auto& m) { m[1].mutable_chunk()->set_tensor("layer9/weight"); },
+       RejectReason::kUnknownTensor, "unknown tensor"},
+      {"tensor not on this server",
+       [](auto& m) { m[1].mutable_chunk()->set_tensor("layer1/bias"); },
+       RejectReason::kUnknownTensor, "no elements on this server"},
+      {"bytes not a multiple of 4",
+       [](auto& m) { m[2].mutable_chunk()->mutable_data()->pop_back(); },
+       RejectReason::kBadSize, "multiple of 4"},
+      {"chunk longer than the limit",
+       [](auto& m) { m[1].mutable_chunk()->mutable_data()->append(16, '\0'); },
+       RejectReason::kBadSize, "limit"},
+      {"chunks out of order", [](auto& m) { std::swap(m[1], m[2]); },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"duplicate chunk", [](auto& m) { m[2] = m[1]; },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"missing chunk", [](auto& m) { m.erase(m.begin() + 3); },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"missing last chunk",
+       [](auto& m) {
+         m.erase(m.end() - 2);
+         m.back().mutable_commit()->set_num_chunks(m.size() - 2);
+       },
+       RejectReason::kBadSequence, "incomplete"},
+      {"wrong chunk count",
+       [](auto& m) { m.back().mutable_commit()->set_num_chunks(1); },
+       RejectReason::kBadSequence, "declared"},
+      {"chunk before header", [](auto& m) { m.erase(m.begin()); },
+       RejectReason::kBadSequence, "before the push header"},
+      {"NaN value",
+       [nan](auto& m) {
+         std::memcpy(&(*m[3].mutable_chunk()->mutable_data())[8], &nan, 4);
+       },
+       RejectReason::kNonFinite, "non-finite"},
+      {"Inf value",
+       [inf](auto& m) {
+         std::memcpy(&(*m[1].mutable_chunk()->mutable_data())[0], &inf, 4);
+       },
+       RejectReason::kNonFinite, "non-finite"},
+      {"version from the future",
+       [](auto& m) {
+         for (auto& x : m) x.set_model_version(99);
+         m[0].mutable_header()->set_model_version(99);
+       },
+       RejectReason::kFutureVersion, "future"},
+      {"version mismatch inside the stream",
+       [](auto& m) { m[2].set_model_version(3); }, RejectReason::kBadHeader,
+       "header said"},
+      {"no minibatches",
+       [](auto& m) { m[0].mutable_header()->set_num_minibatches(0); },
+       RejectReason::kBadHeader, "num_minibatches"},
+      {"no commit", [](auto& m) { m.pop_back(); }, RejectReason::kIncomplete,
+       "before its commit"},
+  };
+  const std::vector<float> before = store()->Snapshot();
+  for (const BadCase& c : cases) {
+    std::vector<PushChunk> msgs = ValidPush(0.25f, 0);
+    c.corrupt(msgs);
+    const uint64_t count_before = Rejected(c.reason);
+    PushReply reply;
+    grpc::Status status = Send(msgs, &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << c.name << ": " << status.error_message();
+    EXPECT_NE(status.error_message().find(c.message), std::string::npos)
+        << c.name << ": " << status.error_message();
+    EXPECT_EQ(Rejected(c.reason), count_before + 1) << c.name;
+    EXPECT_EQ(store()->Snapshot(), before) << c.name;
+    EXPECT_EQ(store()->version(), 0u) << c.name;
+  }
+}
+
+TEST_F(GrpcServiceTest, StreamBrokenHalfWayIsNotApplied) {
+  const std::vector<float> before = store()->Snapshot();
+  std::vector<PushChunk> msgs = ValidPush(0.25f, 0);
+  {
+    grpc::ClientContext ctx;
+    PushReply reply;
+    auto writer = stub_->Push(&ctx, &reply);
+    for (size_t i = 0; i < msgs.size() / 2; ++i) ASSERT_TRUE(writer->Write(msgs[i]));
+    ctx.TryCancel();  // the client goes away mid-push
+    writer->Finish();
+  }
+  // The server notices the broken stream and counts it; wait for that.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Rejected(RejectReason::kIncomplete) == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));  // polling a counter, bounded
+  }
+  EXPECT_EQ(Rejected(RejectReason::kIncomplete), 1u);
+  EXPECT_EQ(store()->Snapshot(), before);
+  EXPECT_EQ(store()->version(), 0u);
+  // The server is still healthy: a valid push goes through.
+  PushReply reply;
+  ASSERT_TRUE(Send(ValidPush(0.25f, 0), &reply).ok());
+  EXPECT_EQ(reply.result(), PushReply::APPLIED);
+}
+
+}  // namespace
+}  // namespace asgd

@@ -1,0 +1,144 @@
+// ParamStore: one parameter-server process's slice of the model.
+//
+// The store holds the server's contiguous flat range of the model (see
+// common/model_layout.h), split into num_shards Shards, each with one apply
+// thread. A push is validated by the caller (the gRPC adapter reassembles and
+// checks chunks into a staging buffer), then Submit() checks its version,
+// assigns it the next model version and enqueues one ApplyTask per shard; the
+// callback runs when every shard has applied it. Nothing is ever applied to
+// only some shards: admission reserves room in every queue first.
+//
+// Versions: accepted() counts accepted pushes; version() is the number of
+// pushes every shard has applied, which is what a pull reports. A push's
+// staleness is accepted() at arrival minus the version it was computed from.
+//
+// Thread-safety: all methods are thread-safe. Read() may run while shards
+// apply updates (lock-free ASGD reads).
+#ifndef ASGD_SERVER_PARAM_STORE_H_
+#define ASGD_SERVER_PARAM_STORE_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/chunking.h"
+#include "common/model_layout.h"
+#include "server/optimizer.h"
+#include "server/shard.h"
+
+namespace asgd {
+
+struct ParamStoreOptions {
+  std::vector<TensorSpec> tensors;
+  int server_index = 0;
+  int num_servers = 1;
+  int num_shards = 1;
+  OptimizerOptions optimizer;
+  // Pushes admitted but not yet applied by every shard; beyond it Submit()
+  // answers Unavailable ("busy").
+  int queue_capacity = 32;
+  // A push staler than this is dropped and the worker told to pull (0: never).
+  uint64_t max_staleness = 0;
+  int64_t max_chunk_elements = kDefaultMaxChunkElements;
+};
+
+// Why a push was not applied; a bounded set, usable as a metric label.
+enum class RejectReason {
+  kUnknownTensor = 0,
+  kBadSize,
+  kBadSequence,
+  kNonFinite,
+  kFutureVersion,
+  kBadHeader,
+  kBusy,
+  kIncomplete,  // stream ended without a commit
+  kCount,
+};
+const char* RejectReasonName(RejectReason r);
+RejectReason FromChunkError(ChunkError e);
+
+struct PushResult {
+  bool applied = false;        // false: dropped as too stale
+  uint64_t staleness = 0;
+  uint64_t version = 0;        // version assigned (applied) or current (dropped)
+};
+
+struct ParamStoreStats {
+  uint64_t pushes_applied = 0;
+  uint64_t pushes_dropped_stale = 0;
+  std::array<uint64_t, static_cast<int>(RejectReason::kCount)> rejected{};
+  uint64_t pulls = 0;
+};
+
+class ParamStore {
+ public:
+  // `initial_model` is the whole flat model (layout order); the store keeps
+  // its own range. InvalidArgument for a bad layout, optimizer or size.
+  static absl::StatusOr<std::unique_ptr<ParamStore>> Create(
+      const ParamStoreOptions& options, absl::Span<const float> initial_model);
+  ~ParamStore();
+
+  const ModelLayout& layout() const { return layout_; }
+  FlatRange range() const { return range_; }
+  int server_index() const { return options_.server_index; }
+  const ParamStoreOptions& options() const { return options_; }
+
+  uint64_t version() const;
+  uint64_t accepted() const { return accepted_.load(std::memory_order_acquire); }
+
+  // Copies server-local elements [begin, begin + n) into `out`.
+  void Read(int64_t begin, int64_t n, float* out) const;
+  // A copy of the whole local range (tests, checkpoints).
+  std::vector<float> Snapshot() const;
+
+  // Accepts a complete, validated gradient for this server's range
+  // (gradient->size() == range().size()). On OK, `done` runs exactly once
+  // with the result: after every shard applied it, or at once when dropped as
+  // stale. Errors (nothing enqueued, `done` not run): InvalidArgument for a
+  // version from the future or a wrong size; Unavailable when busy or shut
+  // down.
+  absl::Status Submit(uint64_t base_version, int num_minibatches,
+                      std::shared_ptr<const std::vector<float>> gradient,
+                      std::function<void(const PushResult&)> done);
+
+  // Counts a push rejected before Submit (e.g. by chunk validation).
+  void CountRejected(RejectReason reason);
+  void CountPull();
+  ParamStoreStats stats() const;
+
+  // Stops admitting pushes, applies what is queued, joins the apply threads.
+  void Shutdown();
+
+ private:
+  ParamStore(const ParamStoreOptions& options, ModelLayout layout,
+             Optimizer optimizer);
+
+  const ParamStoreOptions options_;
+  const ModelLayout layout_;
+  const FlatRange range_;
+  const Optimizer optimizer_;
+  std::vector<float> weights_;  // written only by shard threads
+  std::vector<std::unique_ptr<Shard>> shards_;
+
+  absl::Mutex submit_mu_;  // orders admission, version assignment, enqueue
+  bool shut_down_ ABSL_GUARDED_BY(submit_mu_) = false;
+  std::atomic<uint64_t> accepted_{0};
+  std::atomic<int> in_flight_{0};
+
+  std::atomic<uint64_t> applied_count_{0};
+  std::atomic<uint64_t> dropped_stale_{0};
+  std::atomic<uint64_t> pulls_{0};
+  std::array<std::atomic<uint64_t>, static_cast<int>(RejectReason::kCount)>
+      rejected_{};
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_SERVER_PARAM_STORE_H_

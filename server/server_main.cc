@@ -1,0 +1,160 @@
+// asgd_server: one process of the parameter-server pool.
+//
+//   asgd_server --server_index=0 --num_servers=2 --num_shards=2 --port=0
+//
+// Prints "asgd_server <i>/<n> listening on <host>:<port>" once it serves, a
+// status line every --log_every_s seconds, and shuts down cleanly (draining
+// the shard queues) on SIGINT or SIGTERM.
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "common/cli.h"
+#include "common/dnn_spec.h"
+#include "server/grpc_server.h"
+#include "server/param_store.h"
+
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on.");
+ABSL_FLAG(int, port, 50051, "Port to listen on; 0 picks a free port (printed).");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, write the chosen port to this file once serving.");
+ABSL_FLAG(int, server_index, 0, "This process's index in the pool [0, num_servers).");
+ABSL_FLAG(int, num_servers, 1, "Number of server processes in the pool.");
+ABSL_FLAG(int, num_shards, 2,
+          "Shards in this process, each with one apply thread.");
+ABSL_FLAG(int, input_dim, 440, "Model input size (11 frames x 40 log-mel).");
+ABSL_FLAG(std::string, hidden, "512,512", "Hidden layer sizes, comma-separated.");
+ABSL_FLAG(int, num_classes, 40, "Output classes (frame labels).");
+ABSL_FLAG(std::string, activation, "relu", "Hidden activation: relu or sigmoid.");
+ABSL_FLAG(double, learning_rate, 0.05, "Server-side learning rate.");
+ABSL_FLAG(double, momentum, 0.0, "Momentum in [0, 1); 0 is plain SGD.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial weights (same on every server).");
+ABSL_FLAG(int, queue_capacity, 32,
+          "Pushes admitted but not yet applied before the server answers busy.");
+ABSL_FLAG(uint64_t, max_staleness, 0,
+          "Drop pushes staler than this many versions and tell the worker to "
+          "pull (0: never drop).");
+ABSL_FLAG(int, log_every_s, 10, "Seconds between status lines (0: none).");
+
+namespace asgd {
+namespace {
+
+int Run() {
+  DnnSpec spec;
+  spec.input_dim = absl::GetFlag(FLAGS_input_dim);
+  spec.num_classes = absl::GetFlag(FLAGS_num_classes);
+  auto hidden = ParseLayerSizes(absl::GetFlag(FLAGS_hidden));
+  auto activation = ParseActivation(absl::GetFlag(FLAGS_activation));
+  if (!hidden.ok() || !activation.ok()) {
+    std::fprintf(stderr, "asgd_server: %s\n",
+                 (!hidden.ok() ? hidden.status() : activation.status())
+                     .ToString().c_str());
+    return 2;
+  }
+  spec.hidden = *hidden;
+  spec.activation = *activation;
+  if (absl::Status s = ValidateDnnSpec(spec); !s.ok()) {
+    std::fprintf(stderr, "asgd_server: %s\n", s.ToString().c_str());
+    return 2;
+  }
+
+  ParamStoreOptions options;
+  options.tensors = DnnTensors(spec);
+  options.server_index = absl::GetFlag(FLAGS_server_index);
+  options.num_servers = absl::GetFlag(FLAGS_num_servers);
+  options.num_shards = absl::GetFlag(FLAGS_num_shards);
+  options.optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  options.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
+  options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
+  options.max_staleness = absl::GetFlag(FLAGS_max_staleness);
+  auto server = GrpcServer::Start(
+      options, InitialDnnParams(spec, absl::GetFlag(FLAGS_seed)),
+      absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port));
+  if (!server.ok()) {
+    std::fprintf(stderr, "asgd_server: %s\n",
+                 server.status().ToString().c_str());
+    return 1;
+  }
+  ParamStore* store = (*server)->store();
+  const int port = (*server)->port();
+  const ModelLayout& layout = store->layout();
+  std::printf(
+      "asgd_server %d/%d listening on %s:%d (model %lld params, this server "
+      "%lld in %d shards, fingerprint %s)\n",
+      options.server_index, options.num_servers,
+      absl::GetFlag(FLAGS_host).c_str(), port,
+      static_cast<long long>(layout.total_size()),
+      static_cast<long long>(store->range().size()), options.num_shards,
+      layout.Fingerprint().c_str());
+  std::fflush(stdout);
+  if (const std::string f = absl::GetFlag(FLAGS_port_file); !f.empty()) {
+    const std::string tmp = f + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    std::rename(tmp.c_str(), f.c_str());
+  }
+
+  // Signals were blocked in main() before any thread started; wait for one
+  // here, waking up to print status.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  const int log_every = absl::GetFlag(FLAGS_log_every_s);
+  for (;;) {
+    timespec timeout{log_every > 0 ? log_every : 3600, 0};
+    const int sig = sigtimedwait(&set, nullptr, &timeout);
+    if (sig == SIGINT || sig == SIGTERM) {
+      std::printf("asgd_server %d: signal %d, shutting down\n",
+                  options.server_index, sig);
+      break;
+    }
+    if (log_every > 0) {
+      const ParamStoreStats st = store->stats();
+      uint64_t rejected = 0;
+      for (uint64_t r : st.rejected) rejected += r;
+      std::printf(
+          "asgd_server %d: version %llu, pushes applied %llu, dropped stale "
+          "%llu, rejected %llu, pulls %llu\n",
+          options.server_index,
+          static_cast<unsigned long long>(store->version()),
+          static_cast<unsigned long long>(st.pushes_applied),
+          static_cast<unsigned long long>(st.pushes_dropped_stale),
+          static_cast<unsigned long long>(rejected),
+          static_cast<unsigned long long>(st.pulls));
+      std::fflush(stdout);
+    }
+  }
+  (*server)->Shutdown(absl::Seconds(5));
+  std::printf("asgd_server %d: stopped at version %llu\n", options.server_index,
+              static_cast<unsigned long long>(store->version()));
+  return 0;
+}
+
+}  // namespace
+}  // namespace asgd
+
+int main(int argc, char** argv) {
+  asgd::ParseCommandLine(
+      argc, argv,
+      "asgd parameter server: holds one slice of the model, sharded across "
+      "apply threads, and serves Pull/Push/DescribeModel over gRPC.\n"
+      "Example: asgd_server --server_index=0 --num_servers=2 --port=0");
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return asgd::Run();
+}

@@ -1,0 +1,59 @@
+#include "server/shard.h"
+
+#include <utility>
+
+namespace asgd {
+
+Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
+             const Optimizer* optimizer, int queue_capacity)
+    : index_(index),
+      weights_(weights),
+      local_begin_(local_begin),
+      size_(size),
+      optimizer_(optimizer),
+      capacity_(queue_capacity),
+      state_(optimizer->has_state() ? size : 0, 0.0f),
+      thread_([this] { Run(); }) {}
+
+Shard::~Shard() { Close(); }
+
+bool Shard::TryEnqueue(ApplyTask task) {
+  absl::MutexLock lock(&mu_);
+  if (closed_ || queue_.size() >= capacity_) return false;
+  queue_.push_back(std::move(task));
+  return true;
+}
+
+void Shard::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Shard::Run() {
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return closed_ || !queue_.empty();
+  };
+  for (;;) {
+    ApplyTask task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // closed and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    optimizer_->Apply(weights_, state_.data(),
+                      task.gradient->data() + local_begin_, size_, task.scale);
+    applied_.fetch_add(1, std::memory_order_acq_rel);
+    if (task.completion &&
+        task.completion->remaining.fetch_sub(1, std::memory_order_acq_rel) ==
+            1) {
+      task.completion->on_done();
+    }
+  }
+}
+
+}  // namespace asgd

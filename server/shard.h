@@ -1,0 +1,90 @@
+// Shard: one contiguous range of a server's weights, owned by one apply thread.
+//
+// The shard's thread is the only writer of its range of the weights and of its
+// optimizer state. Work arrives through a bounded FIFO queue of ApplyTasks;
+// TryEnqueue never blocks. Readers (pulls) may copy the weights while the
+// apply thread writes them: as in Hogwild/ASGD, a pull may see a mix of two
+// consecutive versions of some elements, never torn floats on x86-64.
+//
+// Lifecycle: the constructor starts the thread; Close() (also run by the
+// destructor) stops accepting work, applies everything already queued, and
+// joins the thread.
+//
+// Thread-safety: TryEnqueue, applied() and Close() are thread-safe.
+#ifndef ASGD_SERVER_SHARD_H_
+#define ASGD_SERVER_SHARD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/optimizer.h"
+
+namespace asgd {
+
+// Shared by the ApplyTasks of one push: `on_done` runs once, on the apply
+// thread of the last shard to finish its part.
+struct PushCompletion {
+  std::atomic<int> remaining{0};
+  std::function<void()> on_done;
+};
+
+struct ApplyTask {
+  // The server-local gradient (the whole server range); the shard reads its
+  // own sub-range.
+  std::shared_ptr<const std::vector<float>> gradient;
+  float scale = 1.0f;
+  std::shared_ptr<PushCompletion> completion;
+};
+
+class Shard {
+ public:
+  // `weights` points at element `local_begin` of the server's weight buffer,
+  // holds `size` floats and must outlive the shard.
+  Shard(int index, float* weights, int64_t local_begin, int64_t size,
+        const Optimizer* optimizer, int queue_capacity);
+  ~Shard();
+
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  // False if the queue is full or the shard is closed.
+  bool TryEnqueue(ApplyTask task);
+
+  // Number of tasks applied so far.
+  uint64_t applied() const { return applied_.load(std::memory_order_acquire); }
+
+  int index() const { return index_; }
+  int64_t local_begin() const { return local_begin_; }
+  int64_t size() const { return size_; }
+
+  void Close();
+
+ private:
+  void Run();
+
+  const int index_;
+  float* const weights_;
+  const int64_t local_begin_;
+  const int64_t size_;
+  const Optimizer* const optimizer_;
+  const size_t capacity_;
+  std::vector<float> state_;  // optimizer state; apply thread only
+
+  absl::Mutex mu_;
+  std::deque<ApplyTask> queue_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::atomic<uint64_t> applied_{0};
+  std::thread thread_;
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_SERVER_SHARD_H_
