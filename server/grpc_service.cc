@@ -202,6 +202,9 @@ GrpcParameterService::GrpcParameterService(ParamStore* store) : store_(store) {
   description_.set_num_shards(layout.num_shards());
   description_.set_layout_fingerprint(layout.Fingerprint());
   description_.set_max_chunk_elements(store->options().max_chunk_elements);
+  for (const auto& [key, value] : store->options().attributes) {
+    (*description_.mutable_model_attributes())[key] = value;
+  }
 }
 
 grpc::ServerUnaryReactor* GrpcParameterService::DescribeModel(

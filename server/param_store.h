@@ -21,7 +21,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +49,9 @@ struct ParamStoreOptions {
   // A push staler than this is dropped and the worker told to pull (0: never).
   uint64_t max_staleness = 0;
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
+  // Served by DescribeModel so workers build the same model (e.g.
+  // {"activation", "relu"}); the store itself does not read them.
+  std::map<std::string, std::string> attributes;
 };
 
 // Why a push was not applied; a bounded set, usable as a metric label.

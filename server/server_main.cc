@@ -79,6 +79,7 @@ int Run() {
   options.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
   options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
   options.max_staleness = absl::GetFlag(FLAGS_max_staleness);
+  options.attributes["activation"] = std::string(ActivationName(spec.activation));
   auto server = GrpcServer::Start(
       options, InitialDnnParams(spec, absl::GetFlag(FLAGS_seed)),
       absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port));

@@ -1,0 +1,261 @@
+#include "worker/grpc_param_client.h"
+
+#include <future>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/chunking.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "grpcpp/grpcpp.h"
+
+namespace asgd {
+namespace {
+
+void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+absl::Status WithServer(const std::string& address, absl::Status s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("server ", address, ": ",
+                                             s.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseServerList(
+    const std::string& text) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    part = absl::StripAsciiWhitespace(part);
+    const size_t colon = part.rfind(':');
+    if (colon == absl::string_view::npos || colon == 0 ||
+        colon + 1 == part.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad server address '", part, "' (want host:port)"));
+    }
+    out.emplace_back(part);
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(
+        "no servers given (want --servers=host:port,host:port,...)");
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<GrpcParamClient>> GrpcParamClient::Create(
+    const std::vector<std::string>& addresses,
+    const GrpcClientOptions& options) {
+  if (addresses.empty()) return absl::InvalidArgumentError("no servers given");
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(16 << 20);
+  std::vector<asgd::v1::ModelDescription> descs(addresses.size());
+  std::vector<std::unique_ptr<asgd::v1::ParameterServer::Stub>> stubs(
+      addresses.size());
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    auto channel = grpc::CreateCustomChannel(
+        addresses[i], grpc::InsecureChannelCredentials(), args);
+    auto stub = asgd::v1::ParameterServer::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);  // servers may still be starting
+    SetDeadline(&ctx, options.connect_timeout);
+    grpc::Status s = stub->DescribeModel(&ctx, {}, &descs[i]);
+    if (!s.ok()) {
+      return WithServer(addresses[i],
+                        absl::Status(FromGrpcStatus(s).code(),
+                                     absl::StrCat("DescribeModel failed: ",
+                                                  s.error_message())));
+    }
+    const auto& d = descs[i];
+    if (d.num_servers() != addresses.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "server ", addresses[i], " belongs to a pool of ", d.num_servers(),
+          " servers but ", addresses.size(), " addresses were given"));
+    }
+    if (d.server_index() >= addresses.size() ||
+        stubs[d.server_index()] != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "server ", addresses[i], " says it is index ", d.server_index(),
+          ", which is out of range or taken by another address"));
+    }
+    if (d.layout_fingerprint() != descs[0].layout_fingerprint()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "servers ", addresses[0], " and ", addresses[i],
+          " hold different models (layout fingerprints ",
+          descs[0].layout_fingerprint(), " vs ", d.layout_fingerprint(),
+          "): start every server with the same model flags"));
+    }
+    stubs[d.server_index()] = std::move(stub);
+  }
+  std::vector<TensorSpec> tensors;
+  for (const auto& t : descs[0].tensors()) {
+    TensorSpec spec{t.name(), {}};
+    for (uint64_t dim : t.shape()) spec.shape.push_back(dim);
+    tensors.push_back(std::move(spec));
+  }
+  ASGD_ASSIGN_OR_RETURN(ModelLayout layout,
+                        ModelLayout::Create(std::move(tensors),
+                                            descs[0].num_servers(),
+                                            descs[0].num_shards()));
+  if (layout.Fingerprint() != descs[0].layout_fingerprint()) {
+    return absl::FailedPreconditionError(
+        "the pool's layout fingerprint does not match the layout computed "
+        "from its description (incompatible asgd versions?)");
+  }
+  auto client = std::unique_ptr<GrpcParamClient>(
+      new GrpcParamClient(options, std::move(layout)));
+  client->attributes_.insert(descs[0].model_attributes().begin(),
+                             descs[0].model_attributes().end());
+  // The server's own limit bounds both directions; 4 bytes each, it must stay
+  // well under gRPC's 4 MB default message size.
+  client->max_chunk_elements_ = static_cast<int64_t>(descs[0].max_chunk_elements());
+  if (client->max_chunk_elements_ < 1 ||
+      client->max_chunk_elements_ > (int64_t{3} << 20) / 4) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "server chunk limit ", descs[0].max_chunk_elements(),
+        " elements is outside [1, 786432]"));
+  }
+  client->addresses_.resize(addresses.size());
+  for (const auto& d : descs) {
+    client->addresses_[d.server_index()] =
+        addresses[&d - descs.data()];
+  }
+  client->stubs_ = std::move(stubs);
+  return client;
+}
+
+absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server,
+                                                   absl::Span<float> params) {
+  const FlatRange range = layout_.ServerRange(server);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.rpc_timeout);
+  asgd::v1::PullRequest request;
+  request.set_worker_id(options_.worker_id);
+  auto reader = stubs_[server]->Pull(&ctx, request);
+  ChunkAssembler assembler(&layout_, range, max_chunk_elements_,
+                           params.data() + range.begin, /*check_finite=*/true);
+  asgd::v1::PullChunk chunk;
+  uint64_t version = 0;
+  bool first = true;
+  absl::Status bad;
+  while (reader->Read(&chunk)) {
+    if (first) version = chunk.model_version();
+    first = false;
+    if (chunk.model_version() != version) {
+      bad = absl::DataLossError("pull chunks carry different versions");
+    }
+    if (bad.ok()) {
+      bad = assembler.Add(chunk.chunk().tensor(), chunk.chunk().offset(),
+                          chunk.chunk().data());
+    }
+    if (!bad.ok()) ctx.TryCancel();
+  }
+  grpc::Status status = reader->Finish();
+  if (!bad.ok()) return bad;
+  ASGD_RETURN_IF_ERROR(FromGrpcStatus(status));
+  ASGD_RETURN_IF_ERROR(assembler.Finish(assembler.chunks_received()));
+  return version;
+}
+
+absl::Status GrpcParamClient::Pull(absl::Span<float> params,
+                                   std::vector<uint64_t>* versions) {
+  if (static_cast<int64_t>(params.size()) != layout_.total_size()) {
+    return absl::InvalidArgumentError("pull buffer has the wrong size");
+  }
+  const int n = static_cast<int>(stubs_.size());
+  std::vector<std::future<absl::StatusOr<uint64_t>>> futures;
+  for (int s = 1; s < n; ++s) {
+    futures.push_back(std::async(std::launch::async,
+                                 [this, s, params] { return PullFrom(s, params); }));
+  }
+  absl::StatusOr<uint64_t> first = PullFrom(0, params);
+  versions->assign(n, 0);
+  absl::Status status = WithServer(addresses_[0], first.status());
+  if (first.ok()) (*versions)[0] = *first;
+  for (int s = 1; s < n; ++s) {
+    absl::StatusOr<uint64_t> v = futures[s - 1].get();
+    if (v.ok()) {
+      (*versions)[s] = *v;
+    } else if (status.ok()) {
+      status = WithServer(addresses_[s], v.status());
+    }
+  }
+  return status;
+}
+
+absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
+    int server, absl::Span<const float> gradient, uint64_t version,
+    int num_minibatches) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.rpc_timeout);
+  asgd::v1::PushReply reply;
+  auto writer = stubs_[server]->Push(&ctx, &reply);
+  asgd::v1::PushChunk msg;
+  msg.set_model_version(version);
+  auto* header = msg.mutable_header();
+  header->set_worker_id(options_.worker_id);
+  header->set_model_version(version);
+  header->set_num_minibatches(num_minibatches);
+  bool ok = writer->Write(msg);
+  const auto plan =
+      PlanChunks(layout_, layout_.ServerRange(server), max_chunk_elements_);
+  for (size_t i = 0; ok && i < plan.size(); ++i) {
+    const ChunkRef& c = plan[i];
+    msg.Clear();
+    msg.set_model_version(version);
+    auto* chunk = msg.mutable_chunk();
+    chunk->set_tensor(layout_.tensors()[c.tensor].name);
+    chunk->set_offset(c.offset);
+    AppendFloats(gradient.data() + c.flat_begin, c.count,
+                 chunk->mutable_data());
+    ok = writer->Write(msg);
+  }
+  if (ok) {
+    msg.Clear();
+    msg.set_model_version(version);
+    msg.mutable_commit()->set_num_chunks(plan.size());
+    ok = writer->Write(msg);
+  }
+  if (ok) writer->WritesDone();
+  ASGD_RETURN_IF_ERROR(FromGrpcStatus(writer->Finish()));
+  return reply;
+}
+
+absl::StatusOr<PushOutcome> GrpcParamClient::Push(
+    absl::Span<const float> gradient, const std::vector<uint64_t>& versions,
+    int num_minibatches) {
+  const int n = static_cast<int>(stubs_.size());
+  if (static_cast<int64_t>(gradient.size()) != layout_.total_size() ||
+      static_cast<int>(versions.size()) != n) {
+    return absl::InvalidArgumentError("push gradient or versions wrong size");
+  }
+  std::vector<std::future<absl::StatusOr<asgd::v1::PushReply>>> futures;
+  for (int s = 1; s < n; ++s) {
+    futures.push_back(std::async(std::launch::async, [=] {
+      return PushTo(s, gradient, versions[s], num_minibatches);
+    }));
+  }
+  std::vector<absl::StatusOr<asgd::v1::PushReply>> replies;
+  replies.push_back(PushTo(0, gradient, versions[0], num_minibatches));
+  for (auto& f : futures) replies.push_back(f.get());
+  PushOutcome outcome;
+  for (int s = 0; s < n; ++s) {
+    if (!replies[s].ok()) return WithServer(addresses_[s], replies[s].status());
+    const auto& r = *replies[s];
+    if (r.result() == asgd::v1::PushReply::APPLIED) {
+      ++outcome.applied;
+    } else {
+      ++outcome.dropped;
+    }
+    outcome.pull_required |= r.pull_required();
+    outcome.max_staleness = std::max<uint64_t>(outcome.max_staleness,
+                                               r.staleness());
+  }
+  return outcome;
+}
+
+}  // namespace asgd

@@ -1,0 +1,72 @@
+// GrpcParamClient: ParamClient over gRPC to a pool of asgd servers.
+//
+// Create() connects to every address (waiting up to connect_timeout for
+// servers that are still starting), asks each for its ModelDescription and
+// checks that the pool is consistent: as many servers as addresses, each
+// index exactly once, one layout fingerprint. The addresses may be given in
+// any order. Pull and Push talk to all servers concurrently, one stream each,
+// every call with a deadline.
+//
+// Thread-safety: one thread at a time (see ParamClient).
+#ifndef ASGD_WORKER_GRPC_PARAM_CLIENT_H_
+#define ASGD_WORKER_GRPC_PARAM_CLIENT_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/asgd.grpc.pb.h"
+#include "worker/param_client.h"
+
+namespace asgd {
+
+struct GrpcClientOptions {
+  uint64_t worker_id = 0;
+  absl::Duration connect_timeout = absl::Seconds(30);
+  absl::Duration rpc_timeout = absl::Seconds(60);
+};
+
+class GrpcParamClient final : public ParamClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<GrpcParamClient>> Create(
+      const std::vector<std::string>& addresses,
+      const GrpcClientOptions& options);
+
+  const ModelLayout& layout() const override { return layout_; }
+  const std::map<std::string, std::string>& attributes() const override {
+    return attributes_;
+  }
+  absl::Status Pull(absl::Span<float> params,
+                    std::vector<uint64_t>* versions) override;
+  absl::StatusOr<PushOutcome> Push(absl::Span<const float> gradient,
+                                   const std::vector<uint64_t>& versions,
+                                   int num_minibatches) override;
+
+ private:
+  GrpcParamClient(GrpcClientOptions options, ModelLayout layout)
+      : options_(options), layout_(std::move(layout)) {}
+
+  absl::StatusOr<uint64_t> PullFrom(int server, absl::Span<float> params);
+  absl::StatusOr<asgd::v1::PushReply> PushTo(int server,
+                                             absl::Span<const float> gradient,
+                                             uint64_t version,
+                                             int num_minibatches);
+
+  const GrpcClientOptions options_;
+  const ModelLayout layout_;
+  std::map<std::string, std::string> attributes_;
+  int64_t max_chunk_elements_ = 0;  // the pool's chunk limit
+  std::vector<std::string> addresses_;  // by server index
+  std::vector<std::unique_ptr<asgd::v1::ParameterServer::Stub>> stubs_;
+};
+
+// Splits "host:port,host:port". InvalidArgument when empty or malformed.
+absl::StatusOr<std::vector<std::string>> ParseServerList(
+    const std::string& text);
+
+}  // namespace asgd
+
+#endif  // ASGD_WORKER_GRPC_PARAM_CLIENT_H_
