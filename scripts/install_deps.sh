@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages asgd builds and runs with, if any is missing.
+# Idempotent and quiet: does nothing when everything is already installed.
+# Needs root (or sudo) only when something must be installed.
+set -euo pipefail
+
+PACKAGES=(
+  g++ python3
+  bazel-bootstrap
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev libfftw3-dev
+  flite flite1-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install_deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
+  "${missing[@]}" >/dev/null

@@ -1,0 +1,140 @@
+// End to end in one process: a generated tiny corpus, a pool of 2 servers
+// (2 shards each) on port 0, and 2 workers training concurrently through
+// gRPC. The held-out frame accuracy must clearly beat chance and the
+// always-majority-class baseline.
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/dnn_spec.h"
+#include "corpus/corpus_io.h"
+#include "corpus/generator.h"
+#include "gtest/gtest.h"
+#include "server/grpc_server.h"
+#include "worker/dnn.h"
+#include "worker/frames.h"
+#include "worker/grpc_param_client.h"
+#include "worker/trainer.h"
+
+namespace asgd {
+namespace {
+
+class EndToEndTest : public ::testing::Test {
+ protected:
+  // Generating forks child processes: do it before any gRPC thread exists.
+  static void SetUpTestSuite() {
+    corpus_dir_ = new std::string(
+        absl::StrCat(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp",
+                     "/e2e_corpus"));
+    corpus::GeneratorOptions options;
+    options.out_dir = *corpus_dir_;
+    options.num_train = 160;
+    options.num_heldout = 24;
+    options.voices = {"kal16", "slt"};
+    options.jobs = 2;
+    options.seed = 5;
+    ASSERT_TRUE(corpus::GenerateCorpus(options).ok());
+  }
+  static void TearDownTestSuite() { delete corpus_dir_; }
+
+  static std::string* corpus_dir_;
+};
+std::string* EndToEndTest::corpus_dir_ = nullptr;
+
+TEST_F(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
+  auto corpus = corpus::LoadCorpus(*corpus_dir_);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+
+  DnnSpec spec;
+  spec.input_dim = 11 * corpus->info.feature_dim;
+  spec.hidden = {256};
+  spec.num_classes = corpus->info.num_classes;
+  std::vector<std::unique_ptr<GrpcServer>> servers;
+  std::vector<std::string> addresses;
+  for (int s = 0; s < 2; ++s) {
+    ParamStoreOptions o;
+    o.tensors = DnnTensors(spec);
+    o.server_index = s;
+    o.num_servers = 2;
+    o.num_shards = 2;
+    o.optimizer.learning_rate = 0.05f;
+    o.attributes["activation"] = "relu";
+    auto server = GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1", 0);
+    ASSERT_TRUE(server.ok()) << server.status();
+    addresses.push_back((*server)->local_address());
+    servers.push_back(*std::move(server));
+  }
+  // Addresses in reverse order: the client sorts the pool by server index.
+  std::swap(addresses[0], addresses[1]);
+
+  FrameData heldout(corpus->info, corpus->heldout, 5);
+  const int kWorkers = 2;
+  std::vector<absl::StatusOr<TrainResult>> results(kWorkers);
+  std::vector<std::ostringstream> logs(kWorkers);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      FrameData train(corpus->info, corpus->train, 5, w, kWorkers);
+      GrpcClientOptions co;
+      co.worker_id = w;
+      auto client = GrpcParamClient::Create(addresses, co);
+      if (!client.ok()) {
+        results[w] = client.status();
+        return;
+      }
+      auto pool_spec = DnnSpecFromPool(**client);
+      if (!pool_spec.ok()) {
+        results[w] = pool_spec.status();
+        return;
+      }
+      auto dnn = CreateCpuDnn(*pool_spec, 128);
+      TrainerOptions to;
+      to.worker_index = w;
+      to.batch_size = 128;
+      to.epochs = 6;
+      to.log_every = 50;
+      Trainer trainer(client->get(), dnn->get(), &train, &heldout, to, &logs[w]);
+      results[w] = trainer.Run();
+    });
+  }
+  for (auto& t : threads) t.join();
+
+  int64_t total_steps = 0;
+  for (int w = 0; w < kWorkers; ++w) {
+    ASSERT_TRUE(results[w].ok()) << results[w].status();
+    EXPECT_GT(results[w]->steps, 0);
+    total_steps += results[w]->steps;
+    std::cout << logs[w].str();
+  }
+  // Every push reached both servers and was applied exactly once.
+  for (auto& server : servers) {
+    EXPECT_EQ(server->store()->version(), static_cast<uint64_t>(total_steps));
+    const ParamStoreStats stats = server->store()->stats();
+    EXPECT_EQ(stats.pushes_applied, static_cast<uint64_t>(total_steps));
+    for (uint64_t r : stats.rejected) EXPECT_EQ(r, 0u);
+  }
+  // The pool's final model, after every push of both workers.
+  auto client = GrpcParamClient::Create(addresses, {});
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<float> params((*client)->layout().total_size());
+  std::vector<uint64_t> versions;
+  ASSERT_TRUE((*client)->Pull(absl::MakeSpan(params), &versions).ok());
+  EXPECT_EQ(versions, std::vector<uint64_t>(2, total_steps));
+  auto dnn = CreateCpuDnn(spec, 512);
+  ASSERT_TRUE(dnn.ok());
+  auto accuracy = EvaluateAccuracy(dnn->get(), params, heldout, 512);
+  ASSERT_TRUE(accuracy.ok()) << accuracy.status();
+  const double acc = *accuracy;
+  const double majority = heldout.MajorityClassRate();
+  std::cout << "held-out frame accuracy " << 100 * acc << "% (majority class "
+            << 100 * majority << "%, chance " << 100.0 / spec.num_classes
+            << "%)\n";
+  RecordProperty("heldout_accuracy", std::to_string(acc));
+  EXPECT_GT(acc, 0.35);
+  EXPECT_GT(acc, majority + 0.15);
+}
+
+}  // namespace
+}  // namespace asgd
