@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   ASGD_ASSIGN_OR_RETURN(server->store_,
                         ParamStore::Create(options, initial_model));
   server->service_ =
-      std::make_unique<GrpcParameterService>(server->store_.get());
+      std::make_unique<GrpcParameterService>(server->store_.get(), &server->pool_);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

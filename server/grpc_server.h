@@ -34,6 +34,7 @@ class GrpcServer {
   // "127.0.0.1:<port>" style address for clients on this machine.
   std::string local_address() const;
   ParamStore* store() { return store_.get(); }
+  BatchPool* pool() { return &pool_; }
 
   // Stops serving (in-flight calls get up to `grace` to finish), then drains
   // and joins the shard threads.
@@ -43,6 +44,7 @@ class GrpcServer {
   GrpcServer() = default;
 
   std::unique_ptr<ParamStore> store_;
+  BatchPool pool_;
   std::unique_ptr<GrpcParameterService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -1,5 +1,6 @@
 #include "server/grpc_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,11 +19,12 @@ using asgd::v1::PushReply;
 
 class PullReactor : public grpc::ServerWriteReactor<PullChunk> {
  public:
-  explicit PullReactor(ParamStore* store)
+  PullReactor(ParamStore* store, uint64_t worker_id)
       : store_(store),
         chunks_(PlanChunks(store->layout(), store->range(),
                            store->options().max_chunk_elements)),
-        version_(store->version()) {
+        version_(store->version()),
+        snapshot_(store->SnapshotForPull(worker_id)) {
     store_->CountPull();
     NextWrite();
   }
@@ -51,14 +53,22 @@ class PullReactor : public grpc::ServerWriteReactor<PullChunk> {
     chunk->set_offset(c.offset);
     std::string* data = chunk->mutable_data();
     data->resize(c.count * sizeof(float));
-    store_->Read(c.flat_begin - store_->range().begin, c.count,
-                 reinterpret_cast<float*>(data->data()));
+    const int64_t local = c.flat_begin - store_->range().begin;
+    float* out = reinterpret_cast<float*>(data->data());
+    if (snapshot_ != nullptr) {
+      std::copy_n(snapshot_->data() + local, c.count, out);
+    } else {
+      store_->Read(local, c.count, out);
+    }
     StartWrite(&msg_);
   }
 
   ParamStore* const store_;
   const std::vector<ChunkRef> chunks_;
   const uint64_t version_;
+  // Set when the store keeps the worker's model for delay compensation: the
+  // pull then serves exactly that copy.
+  const std::shared_ptr<const std::vector<float>> snapshot_;
   size_t next_ = 0;
   PullChunk msg_;
 };
@@ -113,6 +123,8 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
         have_header_ = true;
         base_version_ = h.model_version();
         num_minibatches_ = static_cast<int>(h.num_minibatches());
+        worker_id_ = h.worker_id();
+        assign_ = h.kind() == asgd::v1::PushHeader::ASSIGN;
         return absl::OkStatus();
       }
       case PushChunk::kChunk: {
@@ -135,8 +147,13 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
         absl::Status s = assembler_.Finish(msg_.commit().num_chunks());
         if (!s.ok()) return Reject(FromChunkError(assembler_.error()), s);
         committed_ = true;
-        s = store_->Submit(base_version_, num_minibatches_,
-                           std::move(staging_), [this](const PushResult& r) {
+        PushRequest request;
+        request.worker_id = worker_id_;
+        request.base_version = base_version_;
+        request.num_minibatches = num_minibatches_;
+        request.assign = assign_;
+        request.values = std::move(staging_);
+        s = store_->Submit(std::move(request), [this](const PushResult& r) {
                              reply_->set_result(r.applied
                                                     ? PushReply::APPLIED
                                                     : PushReply::DROPPED_STALE);
@@ -174,11 +191,14 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
   bool committed_ = false;
   uint64_t base_version_ = 0;
   int num_minibatches_ = 1;
+  uint64_t worker_id_ = 0;
+  bool assign_ = false;
 };
 
 }  // namespace
 
-GrpcParameterService::GrpcParameterService(ParamStore* store) : store_(store) {
+GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool)
+    : store_(store), pool_(pool) {
   const ModelLayout& layout = store->layout();
   for (size_t t = 0; t < layout.tensors().size(); ++t) {
     auto* info = description_.add_tensors();
@@ -220,8 +240,28 @@ grpc::ServerUnaryReactor* GrpcParameterService::DescribeModel(
 
 grpc::ServerWriteReactor<PullChunk>* GrpcParameterService::Pull(
     grpc::CallbackServerContext* /*context*/,
-    const asgd::v1::PullRequest* /*request*/) {
-  return new PullReactor(store_);
+    const asgd::v1::PullRequest* request) {
+  return new PullReactor(store_, request->worker_id());
+}
+
+grpc::ServerUnaryReactor* GrpcParameterService::FetchBatches(
+    grpc::CallbackServerContext* context,
+    const asgd::v1::FetchBatchesRequest* request,
+    asgd::v1::FetchBatchesReply* reply) {
+  auto* reactor = context->DefaultReactor();
+  absl::StatusOr<BatchGrant> grant = pool_->Take(
+      request->worker_id(), request->num_frames(), request->batch_size(),
+      request->epochs(), request->count());
+  if (!grant.ok()) {
+    reactor->Finish(ToGrpcStatus(grant.status()));
+    return reactor;
+  }
+  for (uint64_t id : grant->batch_ids) reply->add_batch_ids(id);
+  reply->set_batches_per_epoch(grant->batches_per_epoch);
+  reply->set_exhausted(grant->exhausted);
+  reply->set_model_version(store_->version());
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 grpc::ServerReadReactor<PushChunk>* GrpcParameterService::Push(

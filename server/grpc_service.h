@@ -10,13 +10,17 @@
 // ends before its commit is never applied.
 //
 // Pull lifecycle: read the version, then stream the server's range chunk by
-// chunk, one write in flight, each chunk copied from the live weights.
+// chunk, one write in flight, each chunk copied from the live weights (or from
+// a snapshot kept as the worker's backup model when DC-ASGD is on).
+//
+// FetchBatches hands out minibatch ids from the shared BatchPool.
 //
 // Thread-safety: the service is thread-safe; the store must outlive it.
 #ifndef ASGD_SERVER_GRPC_SERVICE_H_
 #define ASGD_SERVER_GRPC_SERVICE_H_
 
 #include "proto/asgd.grpc.pb.h"
+#include "server/batch_pool.h"
 #include "server/param_store.h"
 
 namespace asgd {
@@ -24,7 +28,8 @@ namespace asgd {
 class GrpcParameterService final
     : public asgd::v1::ParameterServer::CallbackService {
  public:
-  explicit GrpcParameterService(ParamStore* store);
+  // `store` and `pool` must outlive the service.
+  GrpcParameterService(ParamStore* store, BatchPool* pool);
 
   grpc::ServerUnaryReactor* DescribeModel(
       grpc::CallbackServerContext* context,
@@ -39,8 +44,14 @@ class GrpcParameterService final
       grpc::CallbackServerContext* context,
       asgd::v1::PushReply* reply) override;
 
+  grpc::ServerUnaryReactor* FetchBatches(
+      grpc::CallbackServerContext* context,
+      const asgd::v1::FetchBatchesRequest* request,
+      asgd::v1::FetchBatchesReply* reply) override;
+
  private:
   ParamStore* const store_;
+  BatchPool* const pool_;
   asgd::v1::ModelDescription description_;  // without the version
 };
 

@@ -1,40 +1,75 @@
 // Server-side optimizers, applied by a shard's apply thread to its range.
 //
-// Plain SGD:      w -= lr * g
-// Momentum SGD:   v = momentum * v + g;  w -= lr * v
+// With g the pushed gradient (already averaged over the worker's
+// minibatches), w the weights, v the momentum buffer and lr_t the scheduled
+// learning rate times the update's scale:
 //
-// `g` is the gradient as pushed (already averaged over the worker's
-// minibatch). `scale` multiplies the learning rate for this one update.
+//   delay compensation (DC-ASGD, Zheng et al. 2017), if dc_lambda > 0:
+//       g = g + dc_lambda * g * g * (w - w_backup)
+//     where w_backup is the model the worker computed g from;
+//   gradient decay (weight decay on the server):  g = g + weight_decay * w
+//   plain SGD      (momentum == 0):  w -= lr_t * g
+//   momentum SGD:                     v = momentum * v + g;  w -= lr_t * v
+//   Nesterov momentum (nesterov):     v = momentum * v + g;
+//                                     w -= lr_t * (g + momentum * v)
+//
+// Learning-rate schedule over the server step t (updates applied so far):
+//   constant:     lr_t = lr
+//   step:         lr_t = lr * gamma ^ floor(t / step_size)
+//   exponential:  lr_t = lr * gamma ^ (t / step_size)
 //
 // Thread-safety: an Optimizer is immutable; Apply() may run concurrently on
-// disjoint ranges. The caller owns w, v and g.
+// disjoint ranges. The caller owns every buffer.
 #ifndef ASGD_SERVER_OPTIMIZER_H_
 #define ASGD_SERVER_OPTIMIZER_H_
 
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace asgd {
+
+enum class LrSchedule { kConstant, kStep, kExponential };
+absl::StatusOr<LrSchedule> ParseLrSchedule(absl::string_view text);
 
 struct OptimizerOptions {
   float learning_rate = 0.1f;
   float momentum = 0.0f;  // 0 selects plain SGD
+  bool nesterov = false;  // needs momentum > 0
+  float weight_decay = 0.0f;
+  float dc_lambda = 0.0f;  // DC-ASGD delay compensation; 0 disables
+  LrSchedule schedule = LrSchedule::kConstant;
+  int64_t step_size = 1000;  // schedule period in server steps
+  float gamma = 0.5f;        // schedule decay factor
+};
+
+// One update's parameters beyond the gradient.
+struct UpdateContext {
+  float scale = 1.0f;               // multiplies the learning rate
+  uint64_t step = 0;                // server step, for the schedule
+  const float* backup = nullptr;    // the worker's model (DC-ASGD), or null
 };
 
 class Optimizer {
  public:
-  // InvalidArgument for a non-positive/non-finite learning rate or a
-  // momentum outside [0, 1).
+  // InvalidArgument for a non-positive/non-finite learning rate, momentum
+  // outside [0, 1), Nesterov without momentum, negative decay or lambda, or a
+  // schedule with step_size < 1 or gamma outside (0, 1].
   static absl::StatusOr<Optimizer> Create(const OptimizerOptions& options);
 
   // True when Apply() reads and writes the per-element state `v`.
   bool has_state() const { return options_.momentum > 0.0f; }
+  bool needs_backup() const { return options_.dc_lambda > 0.0f; }
   const OptimizerOptions& options() const { return options_; }
 
+  // The scheduled learning rate at server step `step`.
+  float LearningRate(uint64_t step) const;
+
   // Updates w[0..n) (and v[0..n) if has_state()) with gradient g[0..n).
+  // ctx.backup, when set, points at n floats.
   void Apply(float* w, float* v, const float* g, int64_t n,
-             float scale) const;
+             const UpdateContext& ctx) const;
 
  private:
   explicit Optimizer(const OptimizerOptions& options) : options_(options) {}

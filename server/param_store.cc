@@ -1,6 +1,7 @@
 #include "server/param_store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -23,6 +24,24 @@ const char* RejectReasonName(RejectReason r) {
     case RejectReason::kCount: break;
   }
   return "unknown";
+}
+
+absl::StatusOr<MinibatchLrScale> ParseMinibatchLrScale(absl::string_view text) {
+  if (text == "none") return MinibatchLrScale::kNone;
+  if (text == "linear") return MinibatchLrScale::kLinear;
+  if (text == "sqrt") return MinibatchLrScale::kSqrt;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown minibatch learning-rate scale '", text,
+      "' (want none, linear or sqrt)"));
+}
+
+absl::StatusOr<StalenessLrScale> ParseStalenessLrScale(absl::string_view text) {
+  if (text == "none") return StalenessLrScale::kNone;
+  if (text == "inverse") return StalenessLrScale::kInverse;
+  if (text == "sqrt") return StalenessLrScale::kSqrt;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown staleness learning-rate scale '", text,
+      "' (want none, inverse or sqrt)"));
 }
 
 RejectReason FromChunkError(ChunkError e) {
@@ -52,9 +71,11 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ParamStore::Create(
         absl::StrCat("initial model has ", initial_model.size(),
                      " values, the layout needs ", layout.total_size()));
   }
-  if (options.queue_capacity < 1 || options.max_chunk_elements < 1) {
+  if (options.queue_capacity < 1 || options.max_chunk_elements < 1 ||
+      options.sync_workers < 0) {
     return absl::InvalidArgumentError(
-        "queue_capacity and max_chunk_elements must be at least 1");
+        "queue_capacity and max_chunk_elements must be at least 1, "
+        "sync_workers at least 0");
   }
   ASGD_ASSIGN_OR_RETURN(Optimizer optimizer,
                         Optimizer::Create(options.optimizer));
@@ -99,70 +120,161 @@ std::vector<float> ParamStore::Snapshot() const {
   return copy;
 }
 
-absl::Status ParamStore::Submit(
-    uint64_t base_version, int num_minibatches,
-    std::shared_ptr<const std::vector<float>> gradient,
-    std::function<void(const PushResult&)> done) {
-  if (gradient == nullptr ||
-      static_cast<int64_t>(gradient->size()) != range_.size()) {
+std::shared_ptr<const std::vector<float>> ParamStore::SnapshotForPull(
+    uint64_t worker_id) {
+  if (!optimizer_.needs_backup()) return nullptr;
+  auto snapshot = std::make_shared<const std::vector<float>>(Snapshot());
+  absl::MutexLock lock(&backup_mu_);
+  // Bounded: workers that come and go must not grow this without limit.
+  if (backups_.size() >= 4096 && !backups_.contains(worker_id)) backups_.clear();
+  backups_[worker_id] = snapshot;
+  return snapshot;
+}
+
+float ParamStore::UpdateScale(int num_minibatches, uint64_t staleness) const {
+  float scale = 1.0f;
+  switch (options_.minibatch_lr_scale) {
+    case MinibatchLrScale::kNone: break;
+    case MinibatchLrScale::kLinear: scale = num_minibatches; break;
+    case MinibatchLrScale::kSqrt: scale = std::sqrt(float(num_minibatches)); break;
+  }
+  switch (options_.staleness_lr_scale) {
+    case StalenessLrScale::kNone: break;
+    case StalenessLrScale::kInverse: scale /= 1.0f + staleness; break;
+    case StalenessLrScale::kSqrt: scale /= std::sqrt(1.0f + staleness); break;
+  }
+  return scale;
+}
+
+absl::Status ParamStore::EnqueueLocked(
+    ApplyTask::Kind kind, std::shared_ptr<const std::vector<float>> values,
+    float scale, std::shared_ptr<const std::vector<float>> backup,
+    std::function<void(uint64_t version)> on_applied) {
+  if (in_flight_.load(std::memory_order_acquire) >= options_.queue_capacity) {
+    CountRejected(RejectReason::kBusy);
+    return absl::UnavailableError(
+        "server busy: apply queues are full; retry or compute another "
+        "minibatch");
+  }
+  in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  const uint64_t version = accepted_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  auto completion = std::make_shared<PushCompletion>();
+  completion->remaining.store(static_cast<int>(shards_.size()));
+  completion->on_done = [this, version, on_applied = std::move(on_applied)] {
+    applied_count_.fetch_add(1, std::memory_order_relaxed);
+    in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    on_applied(version);
+  };
+  for (auto& shard : shards_) {
+    // Cannot fail: every queue holds at most in_flight_ tasks.
+    const bool ok = shard->TryEnqueue(ApplyTask{kind, values, scale, backup, completion});
+    (void)ok;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParamStore::Submit(PushRequest request,
+                                std::function<void(const PushResult&)> done) {
+  if (request.values == nullptr ||
+      static_cast<int64_t>(request.values->size()) != range_.size()) {
     CountRejected(RejectReason::kBadSize);
     return absl::InvalidArgumentError(absl::StrCat(
-        "gradient has ", gradient ? gradient->size() : 0,
+        "update has ", request.values ? request.values->size() : 0,
         " values, this server holds ", range_.size()));
   }
-  if (num_minibatches < 1) {
+  if (request.num_minibatches < 1) {
     CountRejected(RejectReason::kBadHeader);
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_minibatches must be >= 1, got ", num_minibatches));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_minibatches must be >= 1, got ", request.num_minibatches));
   }
-  PushResult result;
+  PushResult dropped_result;
   {
     absl::MutexLock lock(&submit_mu_);
+    if (shut_down_) return absl::UnavailableError("server is shutting down");
     const uint64_t now = accepted_.load(std::memory_order_acquire);
-    if (shut_down_) {
-      return absl::UnavailableError("server is shutting down");
-    }
-    if (base_version > now) {
+    if (request.base_version > now) {
       CountRejected(RejectReason::kFutureVersion);
       return absl::InvalidArgumentError(absl::StrCat(
-          "push computed from version ", base_version,
+          "push computed from version ", request.base_version,
           " but this server is only at version ", now,
           " (a version from the future: wrong server or a restarted one)"));
     }
-    result.staleness = now - base_version;
-    if (options_.max_staleness > 0 &&
-        result.staleness > options_.max_staleness) {
-      result.applied = false;
-      result.version = now;
-      dropped_stale_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t staleness = now - request.base_version;
+    if (request.assign) {
+      return EnqueueLocked(ApplyTask::Kind::kAssign, std::move(request.values),
+                           1.0f, nullptr, [done = std::move(done)](uint64_t v) {
+                             done(PushResult{true, 0, v});
+                           });
+    }
+    bool dropped = false;
+    if (options_.sync_workers > 0) {
+      ASGD_RETURN_IF_ERROR(SubmitSyncLocked(request, done, &dropped));
+      if (!dropped) return absl::OkStatus();
+    } else if (options_.max_staleness > 0 &&
+               staleness > options_.max_staleness) {
+      dropped = true;
     } else {
-      if (in_flight_.load(std::memory_order_acquire) >=
-          options_.queue_capacity) {
-        CountRejected(RejectReason::kBusy);
-        return absl::UnavailableError(
-            "server busy: apply queues are full; retry or compute another "
-            "minibatch");
+      std::shared_ptr<const std::vector<float>> backup;
+      if (optimizer_.needs_backup()) {
+        absl::MutexLock backup_lock(&backup_mu_);
+        auto it = backups_.find(request.worker_id);
+        if (it != backups_.end()) backup = it->second;
       }
-      in_flight_.fetch_add(1, std::memory_order_acq_rel);
-      result.applied = true;
-      result.version = accepted_.fetch_add(1, std::memory_order_acq_rel) + 1;
-      auto completion = std::make_shared<PushCompletion>();
-      completion->remaining.store(static_cast<int>(shards_.size()));
-      completion->on_done = [this, result, done = std::move(done)] {
-        applied_count_.fetch_add(1, std::memory_order_relaxed);
-        in_flight_.fetch_sub(1, std::memory_order_acq_rel);
-        done(result);
-      };
-      for (auto& shard : shards_) {
-        // Cannot fail: every queue holds at most in_flight_ tasks.
-        const bool ok =
-            shard->TryEnqueue(ApplyTask{gradient, 1.0f, completion});
-        (void)ok;
-      }
-      return absl::OkStatus();
+      return EnqueueLocked(
+          ApplyTask::Kind::kGradient, std::move(request.values),
+          UpdateScale(request.num_minibatches, staleness), std::move(backup),
+          [staleness, done = std::move(done)](uint64_t v) {
+            done(PushResult{true, staleness, v});
+          });
+    }
+    dropped_stale_.fetch_add(1, std::memory_order_relaxed);
+    dropped_result = PushResult{false, staleness, now};
+  }
+  done(dropped_result);
+  return absl::OkStatus();
+}
+
+absl::Status ParamStore::SubmitSyncLocked(
+    PushRequest& request, std::function<void(const PushResult&)>& done,
+    bool* dropped) {
+  if (request.base_version != accepted_.load(std::memory_order_acquire)) {
+    *dropped = true;  // computed from an older step
+    return absl::OkStatus();
+  }
+  for (const SyncWaiter& w : sync_waiters_) {
+    if (w.worker_id == request.worker_id) {
+      CountRejected(RejectReason::kBadHeader);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "worker ", request.worker_id, " already pushed for version ",
+          request.base_version, " (synchronous mode takes one push per worker)"));
     }
   }
-  done(result);
+  const std::vector<float>& g = *request.values;
+  if (sync_sum_.empty()) {
+    sync_sum_ = g;
+  } else {
+    for (size_t i = 0; i < g.size(); ++i) sync_sum_[i] += g[i];
+  }
+  sync_waiters_.push_back({request.worker_id, std::move(done)});
+  if (static_cast<int>(sync_waiters_.size()) < options_.sync_workers) {
+    return absl::OkStatus();
+  }
+  auto average = std::make_shared<std::vector<float>>(std::move(sync_sum_));
+  sync_sum_.clear();
+  const float inv = 1.0f / options_.sync_workers;
+  for (float& x : *average) x *= inv;
+  auto waiters = std::make_shared<std::vector<SyncWaiter>>(std::move(sync_waiters_));
+  sync_waiters_.clear();
+  absl::Status s = EnqueueLocked(
+      ApplyTask::Kind::kGradient, std::move(average), 1.0f, nullptr,
+      [waiters](uint64_t v) {
+        for (SyncWaiter& w : *waiters) w.done(PushResult{true, 0, v});
+      });
+  if (!s.ok()) {
+    // Busy: nobody's gradient was applied; every waiter re-pulls and retries.
+    const uint64_t now = accepted_.load(std::memory_order_acquire);
+    for (SyncWaiter& w : *waiters) w.done(PushResult{false, 0, now});
+  }
   return absl::OkStatus();
 }
 
@@ -184,10 +296,14 @@ ParamStoreStats ParamStore::stats() const {
 }
 
 void ParamStore::Shutdown() {
+  std::vector<SyncWaiter> waiters;
   {
     absl::MutexLock lock(&submit_mu_);
     shut_down_ = true;
+    waiters.swap(sync_waiters_);
   }
+  // Synchronous pushes still waiting for their step will never complete.
+  for (SyncWaiter& w : waiters) w.done(PushResult{false, 0, accepted()});
   for (auto& shard : shards_) shard->Close();
 }
 

@@ -8,9 +8,20 @@
 // callback runs when every shard has applied it. Nothing is ever applied to
 // only some shards: admission reserves room in every queue first.
 //
-// Versions: accepted() counts accepted pushes; version() is the number of
-// pushes every shard has applied, which is what a pull reports. A push's
+// Versions: accepted() counts accepted updates; version() is the number of
+// updates every shard has applied, which is what a pull reports. A push's
 // staleness is accepted() at arrival minus the version it was computed from.
+//
+// Modes:
+//  * asynchronous (sync_workers == 0): every push is its own update. Pushes
+//    staler than max_staleness are dropped and the worker told to pull.
+//  * synchronous (sync_workers == N): the store waits for one push from each
+//    of N workers computed from the current version, applies their average
+//    as one update, then answers all N. A push from an older version is
+//    dropped (pull required).
+// Update scale: the learning rate of an update is multiplied by
+// f(num_minibatches) (accumulated pushes; see MinibatchLrScale) and by
+// g(staleness) (StalenessLrScale).
 //
 // Thread-safety: all methods are thread-safe. Read() may run while shards
 // apply updates (lock-free ASGD reads).
@@ -26,8 +37,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/chunking.h"
@@ -37,17 +50,30 @@
 
 namespace asgd {
 
+// Learning-rate multiplier for a push that averages k minibatches:
+// none (1), linear (k, the seed's compensation: one update stands for k), sqrt.
+enum class MinibatchLrScale { kNone, kLinear, kSqrt };
+// Learning-rate multiplier for a push of staleness s: none (1),
+// inverse (1 / (1 + s)), sqrt (1 / sqrt(1 + s)).
+enum class StalenessLrScale { kNone, kInverse, kSqrt };
+absl::StatusOr<MinibatchLrScale> ParseMinibatchLrScale(absl::string_view text);
+absl::StatusOr<StalenessLrScale> ParseStalenessLrScale(absl::string_view text);
+
 struct ParamStoreOptions {
   std::vector<TensorSpec> tensors;
   int server_index = 0;
   int num_servers = 1;
   int num_shards = 1;
   OptimizerOptions optimizer;
-  // Pushes admitted but not yet applied by every shard; beyond it Submit()
+  // Updates admitted but not yet applied by every shard; beyond it Submit()
   // answers Unavailable ("busy").
   int queue_capacity = 32;
   // A push staler than this is dropped and the worker told to pull (0: never).
   uint64_t max_staleness = 0;
+  MinibatchLrScale minibatch_lr_scale = MinibatchLrScale::kLinear;
+  StalenessLrScale staleness_lr_scale = StalenessLrScale::kNone;
+  // 0: asynchronous. N > 0: synchronous over N workers.
+  int sync_workers = 0;
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
   // Served by DescribeModel so workers build the same model (e.g.
   // {"activation", "relu"}); the store itself does not read them.
@@ -68,6 +94,15 @@ enum class RejectReason {
 };
 const char* RejectReasonName(RejectReason r);
 RejectReason FromChunkError(ChunkError e);
+
+struct PushRequest {
+  uint64_t worker_id = 0;
+  uint64_t base_version = 0;
+  int num_minibatches = 1;
+  bool assign = false;  // set the weights to `values` instead of a step
+  // Server-local values (range().size() floats): a gradient, or weights.
+  std::shared_ptr<const std::vector<float>> values;
+};
 
 struct PushResult {
   bool applied = false;        // false: dropped as too stale
@@ -100,17 +135,21 @@ class ParamStore {
 
   // Copies server-local elements [begin, begin + n) into `out`.
   void Read(int64_t begin, int64_t n, float* out) const;
-  // A copy of the whole local range (tests, checkpoints).
+  // A copy of the whole local range.
   std::vector<float> Snapshot() const;
 
-  // Accepts a complete, validated gradient for this server's range
-  // (gradient->size() == range().size()). On OK, `done` runs exactly once
-  // with the result: after every shard applied it, or at once when dropped as
-  // stale. Errors (nothing enqueued, `done` not run): InvalidArgument for a
-  // version from the future or a wrong size; Unavailable when busy or shut
-  // down.
-  absl::Status Submit(uint64_t base_version, int num_minibatches,
-                      std::shared_ptr<const std::vector<float>> gradient,
+  // For a pull by `worker_id`: when the optimizer uses delay compensation,
+  // returns a snapshot to serve and remembers it as the worker's backup model;
+  // otherwise null (serve the live weights).
+  std::shared_ptr<const std::vector<float>> SnapshotForPull(uint64_t worker_id);
+
+  // Accepts a complete, validated update (see PushRequest). On OK, `done`
+  // runs exactly once with the result: after every shard applied it, or at
+  // once when dropped as stale. Errors (nothing enqueued, `done` not run):
+  // InvalidArgument for a version from the future, a wrong size, or a second
+  // push from one worker for one synchronous step; Unavailable when busy or
+  // shut down.
+  absl::Status Submit(PushRequest request,
                       std::function<void(const PushResult&)> done);
 
   // Counts a push rejected before Submit (e.g. by chunk validation).
@@ -122,8 +161,26 @@ class ParamStore {
   void Shutdown();
 
  private:
+  struct SyncWaiter {
+    uint64_t worker_id;
+    std::function<void(const PushResult&)> done;
+  };
+
   ParamStore(const ParamStoreOptions& options, ModelLayout layout,
              Optimizer optimizer);
+
+  float UpdateScale(int num_minibatches, uint64_t staleness) const;
+  // Admits one update into every shard queue. Needs submit_mu_.
+  absl::Status EnqueueLocked(ApplyTask::Kind kind,
+                             std::shared_ptr<const std::vector<float>> values,
+                             float scale,
+                             std::shared_ptr<const std::vector<float>> backup,
+                             std::function<void(uint64_t version)> on_applied)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
+  absl::Status SubmitSyncLocked(PushRequest& request,
+                                std::function<void(const PushResult&)>& done,
+                                bool* dropped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
 
   const ParamStoreOptions options_;
   const ModelLayout layout_;
@@ -134,6 +191,14 @@ class ParamStore {
 
   absl::Mutex submit_mu_;  // orders admission, version assignment, enqueue
   bool shut_down_ ABSL_GUARDED_BY(submit_mu_) = false;
+  // Synchronous mode: the sum of this step's gradients and who sent them.
+  std::vector<float> sync_sum_ ABSL_GUARDED_BY(submit_mu_);
+  std::vector<SyncWaiter> sync_waiters_ ABSL_GUARDED_BY(submit_mu_);
+
+  absl::Mutex backup_mu_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const std::vector<float>>>
+      backups_ ABSL_GUARDED_BY(backup_mu_);
+
   std::atomic<uint64_t> accepted_{0};
   std::atomic<int> in_flight_{0};
 

@@ -11,6 +11,16 @@
 namespace asgd {
 namespace {
 
+PushRequest Push(uint64_t base, std::shared_ptr<const std::vector<float>> g,
+                 uint64_t worker = 0, int minibatches = 1) {
+  PushRequest r;
+  r.worker_id = worker;
+  r.base_version = base;
+  r.num_minibatches = minibatches;
+  r.values = std::move(g);
+  return r;
+}
+
 ParamStoreOptions Options(int num_shards, int capacity) {
   ParamStoreOptions o;
   o.tensors = {{"w", {100, 37}}, {"b", {100}}};
@@ -81,7 +91,7 @@ TEST(ParamStoreTest, ConcurrentPushesAndPullsApplyEveryUpdateExactlyOnce) {
   for (int p = 0; p < kPushers; ++p) {
     pushers.emplace_back([&] {
       for (int i = 0; i < kPushesEach; ++i) {
-        ASSERT_TRUE(ps.Submit(ps.version(), 1, ones, completions.Callback())
+        ASSERT_TRUE(ps.Submit(Push(ps.version(), ones), completions.Callback())
                         .ok());
       }
     });
@@ -107,7 +117,7 @@ TEST(ParamStoreTest, FutureVersionIsRejectedAndChangesNothing) {
                                                       1.0f);
   bool called = false;
   absl::Status s =
-      (*store)->Submit(5, 1, g, [&](const PushResult&) { called = true; });
+      (*store)->Submit(Push(5, g), [&](const PushResult&) { called = true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("future"), absl::string_view::npos) << s;
   EXPECT_FALSE(called);
@@ -122,7 +132,7 @@ TEST(ParamStoreTest, WrongSizeIsRejected) {
   auto store = ParamStore::Create(Options(2, 4), std::vector<float>(3800, 1));
   ASSERT_TRUE(store.ok());
   auto g = std::make_shared<const std::vector<float>>(7, 1.0f);
-  EXPECT_EQ((*store)->Submit(0, 1, g, [](const PushResult&) {}).code(),
+  EXPECT_EQ((*store)->Submit(Push(0, g), [](const PushResult&) {}).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ParamStore::Create(Options(2, 4), std::vector<float>(10)).ok());
 }
@@ -141,7 +151,7 @@ TEST(ParamStoreTest, TooStalePushIsDroppedAndCounted) {
     results.push_back(r);
   };
   // Three pushes all computed from version 0: staleness 0, 1, 2.
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*store)->Submit(0, 1, g, record).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*store)->Submit(Push(0, g), record).ok());
   (*store)->Shutdown();  // drains the queues
   ASSERT_EQ(results.size(), 3u);
   int applied = 0, dropped = 0;
@@ -166,8 +176,98 @@ TEST(ParamStoreTest, ShutdownRefusesNewPushes) {
   (*store)->Shutdown();
   auto g = std::make_shared<const std::vector<float>>((*store)->range().size(),
                                                       1.0f);
-  EXPECT_EQ((*store)->Submit(0, 1, g, [](const PushResult&) {}).code(),
+  EXPECT_EQ((*store)->Submit(Push(0, g), [](const PushResult&) {}).code(),
             absl::StatusCode::kUnavailable);
+}
+
+std::shared_ptr<const std::vector<float>> Filled(const ParamStore& ps, float v) {
+  return std::make_shared<const std::vector<float>>(ps.range().size(), v);
+}
+
+TEST(ParamStoreTest, SyncModeAppliesExactlyOneAveragedUpdatePerVersion) {
+  ParamStoreOptions o = Options(2, 8);
+  o.sync_workers = 3;
+  auto store = ParamStore::Create(o, std::vector<float>(3800, 0.0f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  Completions completions;
+  // Three workers push 1, 2 and 6 for version 0: one update with mean 3.
+  ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 1), 0), completions.Callback()).ok());
+  ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 2), 1), completions.Callback()).ok());
+  EXPECT_EQ(ps.accepted(), 0u);  // still waiting for the third worker
+  // The same worker twice for one step is an error.
+  EXPECT_EQ(ps.Submit(Push(0, Filled(ps, 9), 1), completions.Callback()).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 6), 2), completions.Callback()).ok());
+  ASSERT_TRUE(completions.WaitFor(3));
+  EXPECT_EQ(completions.applied(), 3);
+  EXPECT_EQ(ps.version(), 1u);
+  EXPECT_EQ(ps.stats().pushes_applied, 1u);
+  for (float x : ps.Snapshot()) ASSERT_EQ(x, -0.125f * 3);
+  // A push computed from version 0 is now one step late: dropped.
+  PushResult late;
+  ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 1), 0),
+                        [&](const PushResult& r) { late = r; }).ok());
+  EXPECT_FALSE(late.applied);
+  EXPECT_EQ(ps.version(), 1u);
+}
+
+TEST(ParamStoreTest, AssignReplacesTheWeightsAndAdvancesTheVersion) {
+  ParamStoreOptions o = Options(3, 4);
+  o.optimizer.momentum = 0.5f;
+  auto store = ParamStore::Create(o, std::vector<float>(3800, 1.0f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  Completions c;
+  ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 1)), c.Callback()).ok());
+  PushRequest assign = Push(1, Filled(ps, 7));
+  assign.assign = true;
+  ASSERT_TRUE(ps.Submit(std::move(assign), c.Callback()).ok());
+  ASSERT_TRUE(c.WaitFor(2));
+  for (float x : ps.Snapshot()) ASSERT_EQ(x, 7.0f);
+  EXPECT_EQ(ps.version(), 2u);
+  // Momentum was reset: the next step is a plain lr * g.
+  ASSERT_TRUE(ps.Submit(Push(2, Filled(ps, 1)), c.Callback()).ok());
+  ASSERT_TRUE(c.WaitFor(3));
+  for (float x : ps.Snapshot()) ASSERT_EQ(x, 7.0f - 0.125f);
+}
+
+TEST(ParamStoreTest, LearningRateScalesWithMinibatchesAndStaleness) {
+  ParamStoreOptions o = Options(1, 8);
+  o.minibatch_lr_scale = MinibatchLrScale::kLinear;
+  o.staleness_lr_scale = StalenessLrScale::kInverse;
+  auto store = ParamStore::Create(o, std::vector<float>(3800, 0.0f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  Completions c;
+  // 4 accumulated minibatches at staleness 0: step 4 * lr.
+  ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 1), 0, 4), c.Callback()).ok());
+  ASSERT_TRUE(c.WaitFor(1));
+  EXPECT_EQ(ps.Snapshot()[0], -0.5f);
+  // 1 minibatch at staleness 1: step lr / 2.
+  ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 1)), c.Callback()).ok());
+  ASSERT_TRUE(c.WaitFor(2));
+  EXPECT_EQ(ps.Snapshot()[0], -0.5f - 0.0625f);
+}
+
+TEST(ParamStoreTest, DelayCompensationUsesTheWorkersPulledModel) {
+  ParamStoreOptions o = Options(2, 8);
+  o.optimizer.learning_rate = 0.5f;
+  o.optimizer.dc_lambda = 1.0f;
+  auto store = ParamStore::Create(o, std::vector<float>(3800, 0.0f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  Completions c;
+  auto backup = ps.SnapshotForPull(/*worker_id=*/5);  // worker 5 sees w = 0
+  ASSERT_NE(backup, nullptr);
+  // Worker 6 moves the model to w = -0.5 (its backup is unknown: plain step).
+  ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 1), 6), c.Callback()).ok());
+  ASSERT_TRUE(c.WaitFor(1));
+  // Worker 5's gradient 1, computed at w = 0, applied at w = -0.5:
+  // g' = 1 + 1 * 1 * 1 * (-0.5 - 0) = 0.5; w = -0.5 - 0.5 * 0.5 = -0.75.
+  ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 1), 5), c.Callback()).ok());
+  ASSERT_TRUE(c.WaitFor(2));
+  for (float x : ps.Snapshot()) ASSERT_EQ(x, -0.75f);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "common/cli.h"
 #include "common/dnn_spec.h"
 #include "server/grpc_server.h"
+#include "server/health_probe.h"
 #include "server/param_store.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on.");
@@ -40,6 +41,31 @@ ABSL_FLAG(int, num_classes, 40, "Output classes (frame labels).");
 ABSL_FLAG(std::string, activation, "relu", "Hidden activation: relu or sigmoid.");
 ABSL_FLAG(double, learning_rate, 0.05, "Server-side learning rate.");
 ABSL_FLAG(double, momentum, 0.0, "Momentum in [0, 1); 0 is plain SGD.");
+ABSL_FLAG(bool, nesterov, false,
+          "Nesterov-style momentum (gradient projection); needs --momentum.");
+ABSL_FLAG(double, weight_decay, 0.0,
+          "Gradient decay applied on the server: g += weight_decay * w.");
+ABSL_FLAG(double, dc_lambda, 0.0,
+          "DC-ASGD delay compensation strength (0: off). The server keeps "
+          "each worker's last pulled model to compensate its gradient.");
+ABSL_FLAG(std::string, lr_schedule, "constant",
+          "Learning-rate schedule over server steps: constant, step "
+          "(lr * gamma^floor(t/step_size)) or exponential "
+          "(lr * gamma^(t/step_size)).");
+ABSL_FLAG(int64_t, lr_step_size, 1000, "Schedule period in server steps.");
+ABSL_FLAG(double, lr_gamma, 0.5, "Schedule decay factor in (0, 1].");
+ABSL_FLAG(std::string, minibatch_lr_scale, "linear",
+          "Learning-rate multiplier for a push averaging k minibatches "
+          "(--push_every on the worker): none, linear (k) or sqrt.");
+ABSL_FLAG(std::string, staleness_lr_scale, "none",
+          "Learning-rate multiplier for a push of staleness s: none, inverse "
+          "(1/(1+s)) or sqrt (1/sqrt(1+s)).");
+ABSL_FLAG(int, sync_workers, 0,
+          "Synchronous baseline: wait for one push from each of this many "
+          "workers per version and apply their average (0: asynchronous).");
+ABSL_FLAG(std::string, health_probe, "",
+          "Probe mode: check the gRPC health of the server at HOST:PORT, exit 0 "
+          "if SERVING within 3 s, else 1. Starts no server.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial weights (same on every server).");
 ABSL_FLAG(int, queue_capacity, 32,
           "Pushes admitted but not yet applied before the server answers busy.");
@@ -51,7 +77,22 @@ ABSL_FLAG(int, log_every_s, 10, "Seconds between status lines (0: none).");
 namespace asgd {
 namespace {
 
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "asgd_server: %s\n", s.ToString().c_str());
+  return 2;
+}
+
 int Run() {
+  if (const std::string probe = absl::GetFlag(FLAGS_health_probe);
+      !probe.empty()) {
+    absl::Status s = ProbeHealth(probe, absl::Seconds(3));
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::printf("%s SERVING\n", probe.c_str());
+    return 0;
+  }
   DnnSpec spec;
   spec.input_dim = absl::GetFlag(FLAGS_input_dim);
   spec.num_classes = absl::GetFlag(FLAGS_num_classes);
@@ -77,9 +118,26 @@ int Run() {
   options.num_shards = absl::GetFlag(FLAGS_num_shards);
   options.optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   options.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
+  options.optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
+  options.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  options.optimizer.dc_lambda = absl::GetFlag(FLAGS_dc_lambda);
+  options.optimizer.step_size = absl::GetFlag(FLAGS_lr_step_size);
+  options.optimizer.gamma = absl::GetFlag(FLAGS_lr_gamma);
+  options.sync_workers = absl::GetFlag(FLAGS_sync_workers);
+  auto schedule = ParseLrSchedule(absl::GetFlag(FLAGS_lr_schedule));
+  if (!schedule.ok()) return Fail(schedule.status());
+  options.optimizer.schedule = *schedule;
+  auto mb_scale = ParseMinibatchLrScale(absl::GetFlag(FLAGS_minibatch_lr_scale));
+  if (!mb_scale.ok()) return Fail(mb_scale.status());
+  options.minibatch_lr_scale = *mb_scale;
+  auto st_scale = ParseStalenessLrScale(absl::GetFlag(FLAGS_staleness_lr_scale));
+  if (!st_scale.ok()) return Fail(st_scale.status());
+  options.staleness_lr_scale = *st_scale;
   options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
   options.max_staleness = absl::GetFlag(FLAGS_max_staleness);
   options.attributes["activation"] = std::string(ActivationName(spec.activation));
+  options.attributes["learning_rate"] = absl::StrCat(options.optimizer.learning_rate);
+  options.attributes["sync_workers"] = absl::StrCat(options.sync_workers);
   auto server = GrpcServer::Start(
       options, InitialDnnParams(spec, absl::GetFlag(FLAGS_seed)),
       absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port));

@@ -1,5 +1,6 @@
 #include "server/shard.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace asgd {
@@ -45,8 +46,17 @@ void Shard::Run() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    optimizer_->Apply(weights_, state_.data(),
-                      task.gradient->data() + local_begin_, size_, task.scale);
+    const float* data = task.data->data() + local_begin_;
+    if (task.kind == ApplyTask::Kind::kAssign) {
+      std::copy(data, data + size_, weights_);
+      std::fill(state_.begin(), state_.end(), 0.0f);
+    } else {
+      UpdateContext ctx;
+      ctx.scale = task.scale;
+      ctx.step = applied_.load(std::memory_order_relaxed);
+      if (task.backup != nullptr) ctx.backup = task.backup->data() + local_begin_;
+      optimizer_->Apply(weights_, state_.data(), data, size_, ctx);
+    }
     applied_.fetch_add(1, std::memory_order_acq_rel);
     if (task.completion &&
         task.completion->remaining.fetch_sub(1, std::memory_order_acq_rel) ==

@@ -36,10 +36,18 @@ struct PushCompletion {
 };
 
 struct ApplyTask {
-  // The server-local gradient (the whole server range); the shard reads its
-  // own sub-range.
-  std::shared_ptr<const std::vector<float>> gradient;
-  float scale = 1.0f;
+  enum class Kind {
+    kGradient,  // an optimizer step with `data` as the gradient
+    kAssign,    // set the weights to `data` and reset the optimizer state
+  };
+  Kind kind = Kind::kGradient;
+  // Server-local values (the whole server range); the shard reads its own
+  // sub-range.
+  std::shared_ptr<const std::vector<float>> data;
+  float scale = 1.0f;  // learning-rate multiplier of this update
+  // The model the gradient was computed from (server-local), for delay
+  // compensation; may be null.
+  std::shared_ptr<const std::vector<float>> backup;
   std::shared_ptr<PushCompletion> completion;
 };
 
@@ -57,7 +65,8 @@ class Shard {
   // False if the queue is full or the shard is closed.
   bool TryEnqueue(ApplyTask task);
 
-  // Number of tasks applied so far.
+  // Number of tasks applied so far (the shard's step; the learning-rate
+  // schedule follows it).
   uint64_t applied() const { return applied_.load(std::memory_order_acquire); }
 
   int index() const { return index_; }

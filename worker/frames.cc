@@ -52,6 +52,20 @@ double FrameData::MajorityClassRate() const {
   return static_cast<double>(best) / labels_.size();
 }
 
+std::vector<int64_t> EpochOrder(int64_t num_frames, uint64_t seed,
+                                uint64_t epoch) {
+  std::vector<int64_t> order(num_frames);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + epoch);
+  // Fisher-Yates with the raw engine: the same order with every standard
+  // library (std::shuffle's use of the engine is unspecified).
+  for (int64_t i = num_frames - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
 MinibatchSampler::MinibatchSampler(const FrameData* data, uint64_t seed)
     : data_(data), rng_(seed), order_(data->num_frames()) {
   std::iota(order_.begin(), order_.end(), 0);

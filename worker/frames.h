@@ -48,6 +48,12 @@ class FrameData {
   std::vector<int64_t> utt_end_;    // per frame: one past its last frame
 };
 
+// The frame order of epoch `epoch` of a dataset of `num_frames` frames: a
+// permutation every worker derives identically from `seed` (used with the
+// shared minibatch pool, whose batch ids index into it).
+std::vector<int64_t> EpochOrder(int64_t num_frames, uint64_t seed,
+                                uint64_t epoch);
+
 class MinibatchSampler {
  public:
   MinibatchSampler(const FrameData* data, uint64_t seed);

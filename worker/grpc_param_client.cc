@@ -189,7 +189,7 @@ absl::Status GrpcParamClient::Pull(absl::Span<float> params,
 
 absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
     int server, absl::Span<const float> gradient, uint64_t version,
-    int num_minibatches) {
+    int num_minibatches, PushKind kind) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.rpc_timeout);
   asgd::v1::PushReply reply;
@@ -200,6 +200,8 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
   header->set_worker_id(options_.worker_id);
   header->set_model_version(version);
   header->set_num_minibatches(num_minibatches);
+  header->set_kind(kind == PushKind::kAssign ? asgd::v1::PushHeader::ASSIGN
+                                             : asgd::v1::PushHeader::GRADIENT);
   bool ok = writer->Write(msg);
   const auto plan =
       PlanChunks(layout_, layout_.ServerRange(server), max_chunk_elements_);
@@ -227,7 +229,7 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
 
 absl::StatusOr<PushOutcome> GrpcParamClient::Push(
     absl::Span<const float> gradient, const std::vector<uint64_t>& versions,
-    int num_minibatches) {
+    int num_minibatches, PushKind kind) {
   const int n = static_cast<int>(stubs_.size());
   if (static_cast<int64_t>(gradient.size()) != layout_.total_size() ||
       static_cast<int>(versions.size()) != n) {
@@ -236,11 +238,11 @@ absl::StatusOr<PushOutcome> GrpcParamClient::Push(
   std::vector<std::future<absl::StatusOr<asgd::v1::PushReply>>> futures;
   for (int s = 1; s < n; ++s) {
     futures.push_back(std::async(std::launch::async, [=] {
-      return PushTo(s, gradient, versions[s], num_minibatches);
+      return PushTo(s, gradient, versions[s], num_minibatches, kind);
     }));
   }
   std::vector<absl::StatusOr<asgd::v1::PushReply>> replies;
-  replies.push_back(PushTo(0, gradient, versions[0], num_minibatches));
+  replies.push_back(PushTo(0, gradient, versions[0], num_minibatches, kind));
   for (auto& f : futures) replies.push_back(f.get());
   PushOutcome outcome;
   for (int s = 0; s < n; ++s) {
@@ -256,6 +258,41 @@ absl::StatusOr<PushOutcome> GrpcParamClient::Push(
                                                r.staleness());
   }
   return outcome;
+}
+
+absl::StatusOr<std::vector<uint64_t>> GrpcParamClient::Versions() {
+  std::vector<uint64_t> versions;
+  for (size_t s = 0; s < stubs_.size(); ++s) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, options_.rpc_timeout);
+    asgd::v1::ModelDescription d;
+    grpc::Status status = stubs_[s]->DescribeModel(&ctx, {}, &d);
+    ASGD_RETURN_IF_ERROR(WithServer(addresses_[s], FromGrpcStatus(status)));
+    versions.push_back(d.model_version());
+  }
+  return versions;
+}
+
+absl::StatusOr<PoolGrant> GrpcParamClient::FetchBatches(uint64_t num_frames,
+                                                        int batch_size,
+                                                        double epochs,
+                                                        int count) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.rpc_timeout);
+  asgd::v1::FetchBatchesRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_num_frames(num_frames);
+  request.set_batch_size(batch_size);
+  request.set_epochs(epochs);
+  request.set_count(count);
+  asgd::v1::FetchBatchesReply reply;
+  grpc::Status status = stubs_[0]->FetchBatches(&ctx, request, &reply);
+  ASGD_RETURN_IF_ERROR(WithServer(addresses_[0], FromGrpcStatus(status)));
+  PoolGrant grant;
+  grant.batch_ids.assign(reply.batch_ids().begin(), reply.batch_ids().end());
+  grant.batches_per_epoch = reply.batches_per_epoch();
+  grant.exhausted = reply.exhausted();
+  return grant;
 }
 
 }  // namespace asgd

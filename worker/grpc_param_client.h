@@ -7,7 +7,8 @@
 // any order. Pull and Push talk to all servers concurrently, one stream each,
 // every call with a deadline.
 //
-// Thread-safety: one thread at a time (see ParamClient).
+// Thread-safety: as ParamClient (the gRPC stubs are thread-safe and the
+// client's own state is immutable after Create()).
 #ifndef ASGD_WORKER_GRPC_PARAM_CLIENT_H_
 #define ASGD_WORKER_GRPC_PARAM_CLIENT_H_
 
@@ -43,7 +44,11 @@ class GrpcParamClient final : public ParamClient {
                     std::vector<uint64_t>* versions) override;
   absl::StatusOr<PushOutcome> Push(absl::Span<const float> gradient,
                                    const std::vector<uint64_t>& versions,
-                                   int num_minibatches) override;
+                                   int num_minibatches,
+                                   PushKind kind = PushKind::kGradient) override;
+  absl::StatusOr<std::vector<uint64_t>> Versions() override;
+  absl::StatusOr<PoolGrant> FetchBatches(uint64_t num_frames, int batch_size,
+                                         double epochs, int count) override;
 
  private:
   GrpcParamClient(GrpcClientOptions options, ModelLayout layout)
@@ -53,7 +58,8 @@ class GrpcParamClient final : public ParamClient {
   absl::StatusOr<asgd::v1::PushReply> PushTo(int server,
                                              absl::Span<const float> gradient,
                                              uint64_t version,
-                                             int num_minibatches);
+                                             int num_minibatches,
+                                             PushKind kind);
 
   const GrpcClientOptions options_;
   const ModelLayout layout_;

@@ -6,7 +6,9 @@
 // pushes and assembles pulls across the pool's servers. Versions are per
 // server: versions[i] is server i's version.
 //
-// Thread-safety: implementations are used by one thread at a time.
+// Thread-safety: implementations allow one Push in flight concurrently with
+// calls of the other methods from a second thread (a worker computes while
+// its previous push is on the wire); otherwise one thread at a time.
 #ifndef ASGD_WORKER_PARAM_CLIENT_H_
 #define ASGD_WORKER_PARAM_CLIENT_H_
 
@@ -21,6 +23,18 @@
 #include "common/model_layout.h"
 
 namespace asgd {
+
+enum class PushKind {
+  kGradient,  // an optimizer step on the servers
+  kAssign,    // replace the servers' weights (warm start, SGD hand-over)
+};
+
+// Minibatch ids from the shared pool (see proto FetchBatchesRequest).
+struct PoolGrant {
+  std::vector<uint64_t> batch_ids;
+  uint64_t batches_per_epoch = 0;
+  bool exhausted = false;
+};
 
 struct PushOutcome {
   int applied = 0;              // servers that applied their part
@@ -44,9 +58,19 @@ class ParamClient {
 
   // Sends `gradient` (the average over `num_minibatches` minibatches),
   // computed from the model of `versions`, to every server.
+  // With kAssign, `gradient` holds weights that replace the model.
   virtual absl::StatusOr<PushOutcome> Push(
       absl::Span<const float> gradient, const std::vector<uint64_t>& versions,
-      int num_minibatches) = 0;
+      int num_minibatches, PushKind kind = PushKind::kGradient) = 0;
+
+  // Each server's current version.
+  virtual absl::StatusOr<std::vector<uint64_t>> Versions() = 0;
+
+  // Up to `count` minibatch ids from the pool on server 0, for a dataset of
+  // `num_frames` frames in batches of `batch_size`, for `epochs` passes.
+  virtual absl::StatusOr<PoolGrant> FetchBatches(uint64_t num_frames,
+                                                 int batch_size, double epochs,
+                                                 int count) = 0;
 };
 
 }  // namespace asgd

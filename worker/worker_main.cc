@@ -11,6 +11,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include <algorithm>
 #include "absl/time/time.h"
 #include "common/cli.h"
 #include "corpus/corpus_io.h"
@@ -27,7 +28,32 @@ ABSL_FLAG(int, worker_index, 0, "This worker's index in [0, num_workers).");
 ABSL_FLAG(int, num_workers, 1,
           "Number of workers; worker i trains on utterances u with "
           "u % num_workers == i.");
+ABSL_FLAG(std::string, mode, "asgd",
+          "asgd (asynchronous SGD through the servers), sync (synchronous "
+          "baseline; start the servers with --sync_workers=N) or sgd "
+          "(single-worker SGD baseline on a local model, handed to the "
+          "servers at the end).");
 ABSL_FLAG(int, batch_size, 256, "Frames per minibatch.");
+ABSL_FLAG(int, push_every, 1,
+          "Accumulate this many minibatch gradients per push (their average; "
+          "the server scales its step, see asgd_server --minibatch_lr_scale).");
+ABSL_FLAG(bool, compute_while_pushing, true,
+          "SPEECH3 rule: while the previous push is on the wire, compute "
+          "another minibatch instead of waiting (asgd mode).");
+ABSL_FLAG(bool, minibatch_pool, false,
+          "Take minibatch ids from the shared pool on server 0 instead of a "
+          "static per-worker partition, so slow workers take fewer batches.");
+ABSL_FLAG(uint64_t, pool_seed, 1,
+          "Frame order of the pool's epochs; the same on every worker.");
+ABSL_FLAG(double, slowdown, 1.0,
+          "Make this worker a straggler: idle (slowdown - 1) x the compute "
+          "time after each minibatch (1: no slowdown).");
+ABSL_FLAG(double, warm_start_epochs, 0,
+          "Worker 0 trains this many epochs of plain SGD locally and hands "
+          "the model to the servers before ASGD starts; the others wait.");
+ABSL_FLAG(double, local_learning_rate, 0,
+          "Learning rate of local SGD (sgd mode, warm start); 0: the servers' "
+          "--learning_rate.");
 ABSL_FLAG(double, epochs, 1.0,
           "Passes over this worker's part of the data (0: no limit).");
 ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps (0: no limit).");
@@ -35,6 +61,11 @@ ABSL_FLAG(int, context, 5, "Frames of context on each side (5: 11 frames).");
 ABSL_FLAG(int, log_every, 100, "Steps between progress lines.");
 ABSL_FLAG(int, eval_every, 0,
           "Steps between held-out evaluations (0: only at the end).");
+ABSL_FLAG(double, eval_every_s, 0,
+          "Seconds between held-out evaluations (0: only at the end).");
+ABSL_FLAG(int64_t, eval_frames, 0,
+          "Held-out frames used by the periodic evaluations (an even subset; "
+          "0: all). The final evaluation always uses all.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the minibatch order.");
 ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads for this worker.");
 ABSL_FLAG(std::string, backend, "cpu", "Math backend: cpu.");
@@ -69,6 +100,14 @@ int Run() {
   if (absl::GetFlag(FLAGS_batch_size) < 1) {
     return Fail(absl::InvalidArgumentError("--batch_size must be >= 1"));
   }
+  auto mode = ParseTrainMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return Fail(mode.status());
+  const bool pool = absl::GetFlag(FLAGS_minibatch_pool);
+  if (*mode == TrainMode::kSync && pool) {
+    return Fail(absl::InvalidArgumentError(
+        "--mode=sync takes no --minibatch_pool (every worker must run the "
+        "same number of steps)"));
+  }
   auto addresses = ParseServerList(absl::GetFlag(FLAGS_servers));
   if (!addresses.ok()) return Fail(addresses.status());
   SetBlasThreads(absl::GetFlag(FLAGS_blas_threads));
@@ -76,11 +115,15 @@ int Run() {
   auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
   if (!corpus.ok()) return Fail(corpus.status());
   const int context = absl::GetFlag(FLAGS_context);
-  FrameData train(corpus->info, corpus->train, context, index, num_workers);
+  // With the pool every worker holds all frames; otherwise its own part.
+  FrameData train(corpus->info, corpus->train, context, pool ? 0 : index,
+                  pool ? 1 : num_workers);
   FrameData heldout(corpus->info, corpus->heldout, context);
-  std::printf("worker %d: %lld training frames (part %d of %d), %lld held-out\n",
-              index, static_cast<long long>(train.num_frames()), index,
-              num_workers, static_cast<long long>(heldout.num_frames()));
+  std::printf("worker %d: %lld training frames (%s), %lld held-out\n", index,
+              static_cast<long long>(train.num_frames()),
+              pool ? "all, minibatches from the shared pool"
+                   : absl::StrFormat("part %d of %d", index, num_workers).c_str(),
+              static_cast<long long>(heldout.num_frames()));
 
   GrpcClientOptions client_options;
   client_options.worker_id = index;
@@ -99,24 +142,56 @@ int Run() {
   std::fflush(stdout);
 
   TrainerOptions options;
+  options.mode = *mode;
   options.worker_index = index;
   options.batch_size = absl::GetFlag(FLAGS_batch_size);
   options.max_steps = absl::GetFlag(FLAGS_max_steps);
   options.epochs = absl::GetFlag(FLAGS_epochs);
+  options.push_every = absl::GetFlag(FLAGS_push_every);
+  options.compute_while_pushing =
+      *mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_compute_while_pushing);
+  options.use_pool = pool;
+  options.pool_seed = absl::GetFlag(FLAGS_pool_seed);
+  options.slowdown = absl::GetFlag(FLAGS_slowdown);
+  options.warm_start_epochs = absl::GetFlag(FLAGS_warm_start_epochs);
+  options.local_learning_rate = absl::GetFlag(FLAGS_local_learning_rate);
   options.log_every = absl::GetFlag(FLAGS_log_every);
   options.eval_every = absl::GetFlag(FLAGS_eval_every);
+  options.eval_every_s = absl::GetFlag(FLAGS_eval_every_s);
+  options.eval_frames = absl::GetFlag(FLAGS_eval_frames);
   options.seed = absl::GetFlag(FLAGS_seed);
+  if (*mode == TrainMode::kSync) {
+    // Lockstep: every worker runs the same number of steps, from the whole
+    // training set's size, so none waits for a finished one.
+    options.push_every = 1;
+    if (options.max_steps == 0) {
+      options.max_steps = static_cast<int64_t>(
+          options.epochs * corpus->train_frames /
+          (static_cast<double>(num_workers) * options.batch_size));
+      options.max_steps = std::max<int64_t>(options.max_steps, 1);
+    }
+    options.epochs = 0;
+  }
   Trainer trainer(client->get(), backend->get(), &train, &heldout, options,
                   &std::cout);
   auto result = trainer.Run();
   if (!result.ok()) return Fail(result.status());
   std::printf(
-      "worker %d done: %lld steps, %lld frames in %.1f s (%.0f frames/s), "
-      "%lld pushes dropped as stale\n",
+      "worker %d done: %lld steps, %lld pushes, %lld frames in %.1f s "
+      "(%.0f frames/s), %lld pushes dropped as stale, %lld refused busy\n",
       index, static_cast<long long>(result->steps),
+      static_cast<long long>(result->pushes),
       static_cast<long long>(result->frames), result->seconds,
       result->frames / std::max(result->seconds, 1e-9),
-      static_cast<long long>(result->pushes_dropped));
+      static_cast<long long>(result->pushes_dropped),
+      static_cast<long long>(result->pushes_busy));
+  const PhaseTimes& ph = result->phases;
+  const double busy = ph.data + ph.pull + ph.compute + ph.push + ph.idle;
+  std::printf(
+      "worker %d phases: data %.1f s, pull %.1f s, compute %.1f s, push %.1f "
+      "s, idle %.1f s; blocked on communication %.0f%% of step time\n",
+      index, ph.data, ph.pull, ph.compute, ph.push, ph.idle,
+      100 * (ph.pull + ph.push) / std::max(busy, 1e-9));
   if (result->heldout_accuracy >= 0) {
     std::printf("worker %d held-out frame accuracy: %.1f%%\n", index,
                 100 * result->heldout_accuracy);

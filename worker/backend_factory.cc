@@ -1,0 +1,69 @@
+#include "worker/backend_factory.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace asgd {
+namespace {
+
+absl::StatusOr<std::unique_ptr<DnnBackend>> CreateCuda(
+    const DnnSpec& spec, int max_batch, const CudaDnnOptions& options,
+    std::string* note) {
+  auto dnn = CreateCudaDnn(spec, max_batch, options);
+  if (!dnn.ok()) return dnn.status();
+  absl::StatusOr<std::string> device = CudaDeviceName(options.device);
+  *note = absl::StrCat("using the CUDA backend on device ", options.device,
+                       " (", device.ok() ? *device : "unknown name", ", ",
+                       CudaMathModeName(options.math), " GEMMs)");
+  return dnn;
+}
+
+absl::StatusOr<std::unique_ptr<DnnBackend>> Create(
+    absl::string_view name, const DnnSpec& spec, int max_batch,
+    const CudaDnnOptions& cuda_options, std::string* note) {
+  if (name == "cpu") {
+    auto dnn = CreateCpuDnn(spec, max_batch);
+    if (dnn.ok()) *note = "using the CPU backend";
+    return dnn;
+  }
+  if (name == "cuda") {
+    auto dnn = CreateCuda(spec, max_batch, cuda_options, note);
+    if (!dnn.ok()) {
+      return absl::Status(
+          dnn.status().code(),
+          absl::StrCat("cannot use the cuda backend: ", dnn.status().message()));
+    }
+    return dnn;
+  }
+  if (name == "auto") {
+    // A bad spec or max_batch is InvalidArgument from CreateCudaDnn, checked
+    // before it looks for a device: it does not fall back.
+    auto dnn = CreateCuda(spec, max_batch, cuda_options, note);
+    if (dnn.ok() || dnn.status().code() != absl::StatusCode::kUnavailable) {
+      return dnn;
+    }
+    auto cpu = CreateCpuDnn(spec, max_batch);
+    if (cpu.ok()) {
+      *note = absl::StrCat(dnn.status().message(),
+                           "; falling back to the CPU backend");
+    }
+    return cpu;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown backend \"", name, "\"; choose one of ", kBackendChoices));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DnnBackend>> CreateBackend(
+    absl::string_view name, const DnnSpec& spec, int max_batch,
+    std::string* note, const CudaDnnOptions& cuda_options) {
+  std::string local_note;
+  auto dnn = Create(name, spec, max_batch, cuda_options, &local_note);
+  if (note != nullptr) *note = dnn.ok() ? std::move(local_note) : "";
+  return dnn;
+}
+
+}  // namespace asgd

@@ -1,0 +1,99 @@
+// CreateBackend on whatever machine runs the test: with a CUDA device, "cuda"
+// and "auto" give the CUDA backend; without one, "cuda" is kUnavailable with
+// the reason and "auto" falls back to the CPU backend and says so.
+#include "worker/backend_factory.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/cuda_dnn.h"
+
+namespace asgd {
+namespace {
+
+using ::testing::HasSubstr;
+
+DnnSpec SmallSpec() {
+  DnnSpec spec;
+  spec.input_dim = 6;
+  spec.hidden = {5};
+  spec.num_classes = 3;
+  return spec;
+}
+
+// One step of the backend on a tiny batch: it must actually compute.
+void ExpectWorks(DnnBackend& dnn) {
+  const DnnSpec& spec = dnn.spec();
+  std::vector<float> params = InitialDnnParams(spec, 3);
+  std::vector<float> grad(params.size());
+  std::vector<float> x(2 * spec.input_dim, 0.5f);
+  std::vector<int32_t> labels = {0, 2};
+  auto r = dnn.ComputeGradient(params, x, labels, absl::MakeSpan(grad));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->loss, 0.0);
+}
+
+TEST(BackendFactoryTest, CpuAlwaysWorks) {
+  std::string note = "stale";
+  auto dnn = CreateBackend("cpu", SmallSpec(), 4, &note);
+  ASSERT_TRUE(dnn.ok()) << dnn.status();
+  EXPECT_EQ((*dnn)->name(), "cpu");
+  EXPECT_THAT(note, HasSubstr("CPU backend"));
+  ExpectWorks(**dnn);
+}
+
+TEST(BackendFactoryTest, AutoUsesCudaOrFallsBackToCpu) {
+  std::string note;
+  auto dnn = CreateBackend("auto", SmallSpec(), 4, &note);
+  ASSERT_TRUE(dnn.ok()) << dnn.status();
+  if (CudaDeviceAvailable()) {
+    EXPECT_EQ((*dnn)->name(), "cuda");
+    EXPECT_THAT(note, HasSubstr("CUDA backend"));
+  } else {
+    EXPECT_EQ((*dnn)->name(), "cpu");
+    EXPECT_THAT(note, HasSubstr("no CUDA device"));
+    EXPECT_THAT(note, HasSubstr("falling back to the CPU backend"));
+  }
+  ExpectWorks(**dnn);
+}
+
+TEST(BackendFactoryTest, CudaIsUnavailableWithoutADevice) {
+  std::string note = "stale";
+  auto dnn = CreateBackend("cuda", SmallSpec(), 4, &note);
+  if (CudaDeviceAvailable()) {
+    ASSERT_TRUE(dnn.ok()) << dnn.status();
+    EXPECT_EQ((*dnn)->name(), "cuda");
+    ExpectWorks(**dnn);
+  } else {
+    EXPECT_EQ(dnn.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(dnn.status().message(), HasSubstr("cuda backend"));
+    EXPECT_THAT(dnn.status().message(), HasSubstr("no CUDA device"));
+    EXPECT_EQ(note, "");
+  }
+}
+
+TEST(BackendFactoryTest, UnknownNameListsTheChoices) {
+  std::string note;
+  auto dnn = CreateBackend("tpu", SmallSpec(), 4, &note);
+  EXPECT_EQ(dnn.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(dnn.status().message(), HasSubstr("tpu"));
+  EXPECT_THAT(dnn.status().message(), HasSubstr("cpu, cuda, auto"));
+}
+
+TEST(BackendFactoryTest, BadSpecIsInvalidArgumentEverywhere) {
+  DnnSpec bad = SmallSpec();
+  bad.num_classes = 0;
+  for (const char* name : {"cpu", "cuda", "auto"}) {
+    EXPECT_EQ(CreateBackend(name, bad, 4, nullptr).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << name;
+    EXPECT_EQ(CreateBackend(name, SmallSpec(), 0, nullptr).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << name;
+  }
+}
+
+}  // namespace
+}  // namespace asgd

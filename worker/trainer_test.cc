@@ -1,0 +1,312 @@
+// The worker-side controls a user would notice, each checked on what reaches
+// the parameter servers.
+#include "worker/trainer.h"
+
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "server/grpc_server.h"
+#include "worker/grpc_param_client.h"
+
+namespace asgd {
+namespace {
+
+DnnSpec SmallSpec() {
+  DnnSpec spec;
+  spec.input_dim = 3 * 4;  // context 1, 4 features
+  spec.hidden = {8};
+  spec.num_classes = 3;
+  return spec;
+}
+
+// Frames whose features carry their label, so training can learn them.
+struct Data {
+  corpus::CorpusInfo info;
+  std::vector<corpus::Utterance> utts;
+  Data() {
+    info.feature_dim = 4;
+    info.num_classes = 3;
+    info.mean.assign(4, 0.0f);
+    info.stddev.assign(4, 1.0f);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> noise(0, 0.3f);
+    for (int u = 0; u < 20; ++u) {
+      corpus::Utterance utt;
+      utt.num_frames = 50;
+      for (int t = 0; t < 50; ++t) {
+        const int label = (t / 5 + u) % 3;
+        for (int d = 0; d < 4; ++d) {
+          utt.features.push_back((d == label ? 2.0f : 0.0f) + noise(rng));
+        }
+        utt.labels.push_back(label);
+      }
+      utts.push_back(std::move(utt));
+    }
+  }
+};
+
+// A one-server pool in memory: plain SGD, records every call.
+class FakePool : public ParamClient {
+ public:
+  explicit FakePool(float lr = 0.1f)
+      : layout_(*ModelLayout::Create(DnnTensors(SmallSpec()), 1, 1)),
+        model_(InitialDnnParams(SmallSpec(), 1)),
+        lr_(lr) {
+    attributes_["activation"] = "relu";
+    attributes_["learning_rate"] = "0.1";
+  }
+  const ModelLayout& layout() const override { return layout_; }
+  const std::map<std::string, std::string>& attributes() const override {
+    return attributes_;
+  }
+  absl::Status Pull(absl::Span<float> params,
+                    std::vector<uint64_t>* versions) override {
+    absl::MutexLock lock(&mu_);
+    std::copy(model_.begin(), model_.end(), params.begin());
+    *versions = {version_};
+    log_.push_back("pull");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<PushOutcome> Push(absl::Span<const float> g,
+                                   const std::vector<uint64_t>& versions,
+                                   int n, PushKind kind) override {
+    if (push_delay_ > absl::ZeroDuration()) absl::SleepFor(push_delay_);  // a slow network
+    absl::MutexLock lock(&mu_);
+    PushOutcome out;
+    if (kind == PushKind::kAssign) {
+      model_.assign(g.begin(), g.end());
+      assigned_ = model_;
+      ++version_;
+      log_.push_back("assign");
+      out.applied = 1;
+      return out;
+    }
+    log_.push_back("push");
+    minibatches_pushed_ += n;
+    ++pushes_;
+    if (drop_every_ > 0 && pushes_ % drop_every_ == 0) {
+      out.dropped = 1;
+      out.pull_required = true;
+      return out;
+    }
+    for (size_t i = 0; i < model_.size(); ++i) model_[i] -= lr_ * n * g[i];
+    ++version_;
+    out.applied = 1;
+    out.max_staleness = version_ - 1 - versions[0];
+    return out;
+  }
+  absl::StatusOr<std::vector<uint64_t>> Versions() override {
+    absl::MutexLock lock(&mu_);
+    return std::vector<uint64_t>{version_};
+  }
+  absl::StatusOr<PoolGrant> FetchBatches(uint64_t, int, double, int) override {
+    return absl::UnimplementedError("no pool in the fake");
+  }
+
+  absl::Mutex mu_;
+  ModelLayout layout_;
+  std::map<std::string, std::string> attributes_;
+  std::vector<float> model_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> assigned_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
+  int64_t pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t minibatches_pushed_ ABSL_GUARDED_BY(mu_) = 0;
+  int drop_every_ = 0;
+  absl::Duration push_delay_ = absl::ZeroDuration();
+  float lr_;
+};
+
+TrainerOptions BaseOptions() {
+  TrainerOptions o;
+  o.batch_size = 16;
+  o.epochs = 0;
+  o.max_steps = 40;
+  o.log_every = 0;
+  return o;
+}
+
+absl::StatusOr<TrainResult> Train(ParamClient* client, const Data& data,
+                                  const TrainerOptions& o, int part = 0,
+                                  int parts = 1) {
+  FrameData train(data.info, data.utts, 1, part, parts);
+  FrameData heldout(data.info, data.utts, 1);
+  auto dnn = CreateCpuDnn(SmallSpec(), 64);
+  if (!dnn.ok()) return dnn.status();
+  Trainer trainer(client, dnn->get(), &train, &heldout, o, nullptr);
+  return trainer.Run();
+}
+
+TEST(TrainerTest, PushEveryKSendsOneKthAsManyPushes) {
+  Data data;
+  for (int k : {1, 4}) {
+    FakePool pool;
+    TrainerOptions o = BaseOptions();
+    o.push_every = k;
+    auto result = Train(&pool, data, o);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->steps, 40);
+    EXPECT_EQ(result->pushes, 40 / k) << "k=" << k;
+    absl::MutexLock lock(&pool.mu_);
+    EXPECT_EQ(pool.pushes_, 40 / k);
+    EXPECT_EQ(pool.minibatches_pushed_, 40);  // every gradient reached it
+  }
+}
+
+TEST(TrainerTest, DroppedPushIsFollowedByAFreshPull) {
+  Data data;
+  FakePool pool;
+  pool.drop_every_ = 3;
+  auto result = Train(&pool, data, BaseOptions());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->pushes_dropped, 40 / 3);
+  absl::MutexLock lock(&pool.mu_);
+  // Between two pushes there is always a pull.
+  std::string last;
+  for (const std::string& op : pool.log_) {
+    if (op == "push") EXPECT_NE(last, "push");
+    last = op;
+  }
+}
+
+TEST(TrainerTest, ComputesMoreMinibatchesWhileAPushIsOnTheWire) {
+  Data data;
+  FakePool pool;
+  pool.push_delay_ = absl::Milliseconds(20);
+  TrainerOptions o = BaseOptions();
+  o.compute_while_pushing = true;
+  o.max_steps = 60;
+  auto result = Train(&pool, data, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 60);
+  EXPECT_LT(result->pushes, 30);  // minibatches went out together
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(pool.minibatches_pushed_, 60);  // and none was lost
+}
+
+TEST(TrainerTest, SgdModeTrainsLocallyAndHandsTheModelOver) {
+  Data data;
+  FakePool pool;
+  TrainerOptions o = BaseOptions();
+  o.mode = TrainMode::kSgd;
+  o.max_steps = 100;
+  auto result = Train(&pool, data, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(pool.pushes_, 0);
+  EXPECT_EQ(std::count(pool.log_.begin(), pool.log_.end(), "assign"), 1);
+  EXPECT_EQ(result->params, pool.assigned_);  // the final pull got it back
+  EXPECT_NE(pool.assigned_, InitialDnnParams(SmallSpec(), 1));
+  EXPECT_GT(result->heldout_accuracy, 0.6);  // it learned the toy task
+}
+
+TEST(TrainerTest, WarmStartHandsOverBeforeAnyAsynchronousPush) {
+  Data data;
+  FakePool pool;
+  TrainerOptions o = BaseOptions();
+  o.warm_start_epochs = 0.5;
+  absl::StatusOr<TrainResult> results[2];
+  std::thread other([&] {
+    TrainerOptions o1 = o;
+    o1.worker_index = 1;
+    results[1] = Train(&pool, data, o1, 1, 2);
+  });
+  results[0] = Train(&pool, data, o, 0, 2);
+  other.join();
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  absl::MutexLock lock(&pool.mu_);
+  auto assign = std::find(pool.log_.begin(), pool.log_.end(), "assign");
+  ASSERT_NE(assign, pool.log_.end());
+  EXPECT_EQ(std::find(pool.log_.begin(), assign, "push"), assign)
+      << "a gradient was pushed before the warm-start model arrived";
+  EXPECT_NE(pool.assigned_, InitialDnnParams(SmallSpec(), 1));
+  EXPECT_EQ(pool.pushes_, 80);
+}
+
+// Real servers for the pool and for synchronous mode.
+std::unique_ptr<GrpcServer> StartServer(int sync_workers) {
+  ParamStoreOptions o;
+  o.tensors = DnnTensors(SmallSpec());
+  o.num_shards = 2;
+  o.optimizer.learning_rate = 0.1f;
+  o.sync_workers = sync_workers;
+  o.attributes["activation"] = "relu";
+  auto server =
+      GrpcServer::Start(o, InitialDnnParams(SmallSpec(), 1), "127.0.0.1", 0);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+TEST(TrainerTest, SharedPoolGivesASlowWorkerFewerBatches) {
+  Data data;
+  auto server = StartServer(0);
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<TrainResult> results[2];
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      GrpcClientOptions co;
+      co.worker_id = w;
+      auto client = GrpcParamClient::Create({server->local_address()}, co);
+      if (!client.ok()) {
+        results[w] = client.status();
+        return;
+      }
+      TrainerOptions o = BaseOptions();
+      o.worker_index = w;
+      o.max_steps = 0;
+      o.epochs = 3;
+      o.use_pool = true;
+      o.slowdown = w == 1 ? 4.0 : 1.0;
+      results[w] = Train(client->get(), data, o);
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  const uint64_t fast = server->pool()->TakenBy(0);
+  const uint64_t slow = server->pool()->TakenBy(1);
+  EXPECT_EQ(fast + slow, 3u * (1000 / 16));  // every batch of 3 epochs once
+  EXPECT_LT(slow, fast) << "slow " << slow << " fast " << fast;
+  EXPECT_EQ(results[0]->steps, static_cast<int64_t>(fast));
+  EXPECT_EQ(results[1]->steps, static_cast<int64_t>(slow));
+}
+
+TEST(TrainerTest, SyncModeAppliesOneAveragedUpdatePerStep) {
+  Data data;
+  auto server = StartServer(2);
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<TrainResult> results[2];
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      GrpcClientOptions co;
+      co.worker_id = w;
+      auto client = GrpcParamClient::Create({server->local_address()}, co);
+      if (!client.ok()) {
+        results[w] = client.status();
+        return;
+      }
+      TrainerOptions o = BaseOptions();
+      o.mode = TrainMode::kSync;
+      o.worker_index = w;
+      o.max_steps = 25;
+      results[w] = Train(client->get(), data, o, w, 2);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->pushes, 25);
+    EXPECT_EQ(r->pushes_dropped, 0);
+  }
+  EXPECT_EQ(server->store()->version(), 25u);
+  EXPECT_EQ(server->store()->stats().pushes_applied, 25u);
+}
+
+}  // namespace
+}  // namespace asgd
