@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages asgd builds and runs with, if any is missing.
 # Idempotent and quiet: does nothing when everything is already installed.
-# Needs root (or sudo) only when something must be installed.
+# Needs root (or sudo) only when something must be installed. Extra package
+# names given as arguments are installed too (e.g. gnuplot-nox for plots).
 set -euo pipefail
 
 PACKAGES=(
@@ -12,6 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libfftw3-dev
   flite flite1-dev
+  "$@"
 )
 
 missing=()

@@ -441,7 +441,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         ASGD_RETURN_IF_ERROR(collect());
       }
       absl::Time t1 = absl::Now();
-      if (need_pull && !in_flight.has_value()) {
+      // After each completed push the model is refreshed, even while the
+      // next push is already on the wire.
+      if (need_pull) {
         ASGD_RETURN_IF_ERROR(client_->Pull(absl::MakeSpan(result.params), &versions));
         need_pull = false;
       }

@@ -2,8 +2,7 @@
 //
 // Modes (TrainMode):
 //  * kAsgd: asynchronous SGD through the parameter-server pool. Each step
-//    pulls the model (unless this worker's previous push is still in flight),
-//    draws a minibatch, computes its gradient and adds it to an accumulator;
+//    pulls the model (after each completed push), draws a minibatch, computes its gradient and adds it to an accumulator;
 //    every push_every minibatches the accumulated average is pushed with the
 //    versions it was computed from (the server scales the step for the
 //    number of minibatches). With compute_while_pushing (SPEECH3: "if the PS

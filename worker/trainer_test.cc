@@ -185,6 +185,27 @@ TEST(TrainerTest, ComputesMoreMinibatchesWhileAPushIsOnTheWire) {
   EXPECT_LT(result->pushes, 30);  // minibatches went out together
   absl::MutexLock lock(&pool.mu_);
   EXPECT_EQ(pool.minibatches_pushed_, 60);  // and none was lost
+  // The model is still refreshed after every completed push.
+  const int64_t pulls = std::count(pool.log_.begin(), pool.log_.end(), "pull");
+  EXPECT_GE(pulls, pool.pushes_);
+}
+
+TEST(TrainerTest, BackgroundPushesStillRefreshTheModelWhenComputeIsSlow) {
+  // Pushes (1 ms) finish while the next minibatch is computed (several ms):
+  // every completed push must be followed by a pull.
+  Data data;
+  FakePool pool;
+  pool.push_delay_ = absl::Milliseconds(1);
+  TrainerOptions o = BaseOptions();
+  o.compute_while_pushing = true;
+  o.slowdown = 100;  // a slow minibatch
+  o.max_steps = 20;
+  auto result = Train(&pool, data, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  absl::MutexLock lock(&pool.mu_);
+  const int64_t pulls = std::count(pool.log_.begin(), pool.log_.end(), "pull");
+  EXPECT_GE(pulls, pool.pushes_) << "pushes " << pool.pushes_;
+  EXPECT_EQ(pool.minibatches_pushed_, 20);
 }
 
 TEST(TrainerTest, SgdModeTrainsLocallyAndHandsTheModelOver) {

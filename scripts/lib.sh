@@ -1,0 +1,65 @@
+# Shell helpers shared by scripts/demo.sh and scripts/experiment.sh: build,
+# start a server pool on 127.0.0.1, and stop everything started, also on
+# Ctrl-C. Source it from a script that runs with `set -euo pipefail`.
+
+ASGD_PIDS=()
+
+asgd_cleanup() {
+  local pid
+  for pid in "${ASGD_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${ASGD_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  ASGD_PIDS=()
+}
+trap asgd_cleanup EXIT
+trap 'echo "interrupted" >&2; exit 130' INT TERM
+
+# asgd_build: installs missing packages, builds the binaries, sets $BIN.
+asgd_build() {
+  scripts/install_deps.sh "$@"
+  bazel build --noshow_progress //server:asgd_server //worker:asgd_worker \
+    //worker:asgd_eval //corpus:make_corpus 2>&1 |
+    grep -vE '^(INFO|Loading|Analyzing)' || true
+  BIN=$(bazel info bazel-bin 2>/dev/null)
+  local b
+  for b in server/asgd_server worker/asgd_worker worker/asgd_eval corpus/make_corpus; do
+    [ -x "$BIN/$b" ] || { echo "build failed ($b missing)" >&2; exit 1; }
+  done
+}
+
+# asgd_corpus DIR: generates the default corpus into DIR unless it is there.
+asgd_corpus() {
+  if [ -f "$1/corpus.txt" ]; then
+    echo "== using the corpus in $1"
+  else
+    echo "== generating the default corpus in $1"
+    "$BIN/corpus/make_corpus" --out="$1"
+  fi
+}
+
+# asgd_start_servers NUM LOGDIR [server flags...]: starts NUM servers on
+# 127.0.0.1 with free ports and sets $SERVERS to their addresses.
+asgd_start_servers() {
+  local num=$1 logdir=$2 s i
+  shift 2
+  mkdir -p "$logdir"
+  local first=${#ASGD_PIDS[@]}
+  local addresses=()
+  for ((s = 0; s < num; s++)); do
+    rm -f "$logdir/port.$s"
+    "$BIN/server/asgd_server" --host=127.0.0.1 --port=0 \
+      --port_file="$logdir/port.$s" --server_index=$s --num_servers="$num" \
+      "$@" >"$logdir/server-$s.log" 2>&1 &
+    ASGD_PIDS+=($!)
+  done
+  for ((s = 0; s < num; s++)); do
+    local pid=${ASGD_PIDS[$((first + s))]}
+    for ((i = 0; i < 300; i++)); do   # up to 30 s
+      [ -f "$logdir/port.$s" ] && break
+      kill -0 "$pid" 2>/dev/null || { cat "$logdir/server-$s.log" >&2; exit 1; }
+      sleep 0.1
+    done
+    [ -f "$logdir/port.$s" ] || { echo "server $s did not start" >&2; exit 1; }
+    addresses+=("127.0.0.1:$(cat "$logdir/port.$s")")
+  done
+  SERVERS=$(IFS=,; echo "${addresses[*]}")
+}
