@@ -1,5 +1,7 @@
 #include "common/cli.h"
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "absl/flags/parse.h"
@@ -22,6 +24,13 @@ std::vector<char*> ParseCommandLine(int argc, char** argv, const char* usage) {
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
   return absl::ParseCommandLine(argc, argv);
+}
+
+void WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << port << "\n";
+  std::rename(tmp.c_str(), path.c_str());
 }
 
 }  // namespace asgd

@@ -3,6 +3,7 @@
 #ifndef ASGD_COMMON_CLI_H_
 #define ASGD_COMMON_CLI_H_
 
+#include <string>
 #include <vector>
 
 namespace asgd {
@@ -11,6 +12,10 @@ namespace asgd {
 // *_main.cc files, and parses the command line. Returns the positional
 // arguments (argv[0] first).
 std::vector<char*> ParseCommandLine(int argc, char** argv, const char* usage);
+
+// Writes `port` and a newline to `path` atomically (temporary file, rename),
+// for scripts that wait for a server to be up. Does nothing if path is empty.
+void WritePortFile(const std::string& path, int port);
 
 }  // namespace asgd
 

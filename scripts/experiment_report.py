@@ -45,6 +45,9 @@ def read_run(runs, row):
                 final = float(m.group(1))
     if final is None or not curve or len(workers) != n:
         sys.exit(f"run {row['name']}: incomplete logs in {d}")
+    # The run ends with the servers' final model, evaluated on all frames.
+    curve.append((float(row["wall_seconds"]),
+                  sum(x["frames"] for x in workers.values()), final))
     return dict(row, curve=curve, workers=workers, final=final, n=n,
                 wall=float(row["wall_seconds"]))
 

@@ -13,8 +13,12 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libfftw3-dev
   flite flite1-dev
+  # Tests of the monitoring and deployment files.
+  prometheus docker-compose nodejs
   "$@"
 )
+# npm: Debian's package conflicts with a nodejs that bundles its own npm.
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -13,12 +13,14 @@ namespace asgd {
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const ParamStoreOptions& options, absl::Span<const float> initial_model,
-    const std::string& host, int port) {
+    const std::string& host, int port, ServerMetrics* metrics) {
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer());
+  ParamStoreOptions store_options = options;
+  if (metrics != nullptr) store_options.observer = metrics;
   ASGD_ASSIGN_OR_RETURN(server->store_,
-                        ParamStore::Create(options, initial_model));
-  server->service_ =
-      std::make_unique<GrpcParameterService>(server->store_.get(), &server->pool_);
+                        ParamStore::Create(store_options, initial_model));
+  server->service_ = std::make_unique<GrpcParameterService>(
+      server->store_.get(), &server->pool_, metrics);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -25,9 +25,11 @@ namespace asgd {
 
 class GrpcServer {
  public:
+  // `metrics` (may be null) must outlive the server; when set it also
+  // observes the store.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       const ParamStoreOptions& options, absl::Span<const float> initial_model,
-      const std::string& host, int port);
+      const std::string& host, int port, ServerMetrics* metrics = nullptr);
   ~GrpcServer();
 
   int port() const { return port_; }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/chunking.h"
 #include "common/grpc_status.h"
 
@@ -17,21 +18,43 @@ using asgd::v1::PullChunk;
 using asgd::v1::PushChunk;
 using asgd::v1::PushReply;
 
+// Records one RPC in the metrics (if any): started now, handled at Done().
+class RpcTimer {
+ public:
+  RpcTimer(ServerMetrics* metrics, RpcMethod method)
+      : metrics_(metrics), method_(method), start_(absl::Now()) {
+    if (metrics_ != nullptr) metrics_->OnRpcStarted(method);
+  }
+  void Done(const grpc::Status& status) {
+    if (metrics_ == nullptr) return;
+    metrics_->OnRpcHandled(method_, status.error_code(),
+                           absl::ToDoubleSeconds(absl::Now() - start_));
+  }
+  ServerMetrics* metrics() const { return metrics_; }
+
+ private:
+  ServerMetrics* const metrics_;
+  const RpcMethod method_;
+  const absl::Time start_;
+};
+
 class PullReactor : public grpc::ServerWriteReactor<PullChunk> {
  public:
-  PullReactor(ParamStore* store, uint64_t worker_id)
-      : store_(store),
+  PullReactor(ParamStore* store, ServerMetrics* metrics, uint64_t worker_id)
+      : timer_(metrics, RpcMethod::kPull),
+        store_(store),
         chunks_(PlanChunks(store->layout(), store->range(),
                            store->options().max_chunk_elements)),
         version_(store->version()),
         snapshot_(store->SnapshotForPull(worker_id)) {
     store_->CountPull();
+    if (metrics != nullptr) metrics->OnPull();
     NextWrite();
   }
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull write failed"));
+      FinishCall(grpc::Status(grpc::StatusCode::CANCELLED, "pull write failed"));
       return;
     }
     NextWrite();
@@ -40,9 +63,16 @@ class PullReactor : public grpc::ServerWriteReactor<PullChunk> {
   void OnDone() override { delete this; }
 
  private:
+  ServerMetrics* metrics() const { return timer_.metrics(); }
+
+  void FinishCall(const grpc::Status& status) {
+    timer_.Done(status);
+    Finish(status);
+  }
+
   void NextWrite() {
     if (next_ == chunks_.size()) {
-      Finish(grpc::Status::OK);
+      FinishCall(grpc::Status::OK);
       return;
     }
     const ChunkRef& c = chunks_[next_++];
@@ -60,9 +90,11 @@ class PullReactor : public grpc::ServerWriteReactor<PullChunk> {
     } else {
       store_->Read(local, c.count, out);
     }
+    if (metrics() != nullptr) metrics()->OnBytesSent(data->size());
     StartWrite(&msg_);
   }
 
+  RpcTimer timer_;
   ParamStore* const store_;
   const std::vector<ChunkRef> chunks_;
   const uint64_t version_;
@@ -75,8 +107,9 @@ class PullReactor : public grpc::ServerWriteReactor<PullChunk> {
 
 class PushReactor : public grpc::ServerReadReactor<PushChunk> {
  public:
-  PushReactor(ParamStore* store, PushReply* reply)
-      : store_(store),
+  PushReactor(ParamStore* store, ServerMetrics* metrics, PushReply* reply)
+      : timer_(metrics, RpcMethod::kPush),
+        store_(store),
         reply_(reply),
         staging_(std::make_shared<std::vector<float>>(store->range().size())),
         assembler_(&store->layout(), store->range(),
@@ -134,6 +167,9 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
                             "push chunk before the push header"));
         }
         const auto& c = msg_.chunk();
+        if (timer_.metrics() != nullptr) {
+          timer_.metrics()->OnBytesReceived(c.data().size());
+        }
         absl::Status s = assembler_.Add(c.tensor(), c.offset(), c.data());
         if (!s.ok()) return Reject(FromChunkError(assembler_.error()), s);
         return absl::OkStatus();
@@ -160,10 +196,10 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
                              reply_->set_staleness(r.staleness);
                              reply_->set_model_version(r.version);
                              reply_->set_pull_required(!r.applied);
-                             Finish(grpc::Status::OK);
+                             FinishCall(grpc::Status::OK);
                            });
         if (!s.ok()) {
-          Finish(ToGrpcStatus(s));  // Submit counted the reason
+          FinishCall(ToGrpcStatus(s));  // Submit counted the reason
           return s;
         }
         return absl::OkStatus();
@@ -178,10 +214,16 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
   absl::Status Reject(RejectReason reason, absl::Status status) {
     store_->CountRejected(reason);
     staging_.reset();
-    Finish(ToGrpcStatus(status));
+    FinishCall(ToGrpcStatus(status));
     return status;
   }
 
+  void FinishCall(const grpc::Status& status) {
+    timer_.Done(status);
+    Finish(status);
+  }
+
+  RpcTimer timer_;
   ParamStore* const store_;
   PushReply* const reply_;
   std::shared_ptr<std::vector<float>> staging_;
@@ -197,8 +239,9 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
 
 }  // namespace
 
-GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool)
-    : store_(store), pool_(pool) {
+GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
+                                           ServerMetrics* metrics)
+    : store_(store), pool_(pool), metrics_(metrics) {
   const ModelLayout& layout = store->layout();
   for (size_t t = 0; t < layout.tensors().size(); ++t) {
     auto* info = description_.add_tensors();
@@ -231,9 +274,11 @@ grpc::ServerUnaryReactor* GrpcParameterService::DescribeModel(
     grpc::CallbackServerContext* context,
     const asgd::v1::DescribeModelRequest* /*request*/,
     asgd::v1::ModelDescription* response) {
+  RpcTimer timer(metrics_, RpcMethod::kDescribeModel);
   *response = description_;
   response->set_model_version(store_->version());
   auto* reactor = context->DefaultReactor();
+  timer.Done(grpc::Status::OK);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -241,32 +286,36 @@ grpc::ServerUnaryReactor* GrpcParameterService::DescribeModel(
 grpc::ServerWriteReactor<PullChunk>* GrpcParameterService::Pull(
     grpc::CallbackServerContext* /*context*/,
     const asgd::v1::PullRequest* request) {
-  return new PullReactor(store_, request->worker_id());
+  return new PullReactor(store_, metrics_, request->worker_id());
 }
 
 grpc::ServerUnaryReactor* GrpcParameterService::FetchBatches(
     grpc::CallbackServerContext* context,
     const asgd::v1::FetchBatchesRequest* request,
     asgd::v1::FetchBatchesReply* reply) {
+  RpcTimer timer(metrics_, RpcMethod::kFetchBatches);
   auto* reactor = context->DefaultReactor();
   absl::StatusOr<BatchGrant> grant = pool_->Take(
       request->worker_id(), request->num_frames(), request->batch_size(),
       request->epochs(), request->count());
   if (!grant.ok()) {
-    reactor->Finish(ToGrpcStatus(grant.status()));
+    const grpc::Status status = ToGrpcStatus(grant.status());
+    timer.Done(status);
+    reactor->Finish(status);
     return reactor;
   }
   for (uint64_t id : grant->batch_ids) reply->add_batch_ids(id);
   reply->set_batches_per_epoch(grant->batches_per_epoch);
   reply->set_exhausted(grant->exhausted);
   reply->set_model_version(store_->version());
+  timer.Done(grpc::Status::OK);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
 grpc::ServerReadReactor<PushChunk>* GrpcParameterService::Push(
     grpc::CallbackServerContext* /*context*/, PushReply* reply) {
-  return new PushReactor(store_, reply);
+  return new PushReactor(store_, metrics_, reply);
 }
 
 }  // namespace asgd

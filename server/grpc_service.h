@@ -22,14 +22,16 @@
 #include "proto/asgd.grpc.pb.h"
 #include "server/batch_pool.h"
 #include "server/param_store.h"
+#include "server/server_metrics.h"
 
 namespace asgd {
 
 class GrpcParameterService final
     : public asgd::v1::ParameterServer::CallbackService {
  public:
-  // `store` and `pool` must outlive the service.
-  GrpcParameterService(ParamStore* store, BatchPool* pool);
+  // `store`, `pool` and `metrics` (may be null) must outlive the service.
+  GrpcParameterService(ParamStore* store, BatchPool* pool,
+                       ServerMetrics* metrics = nullptr);
 
   grpc::ServerUnaryReactor* DescribeModel(
       grpc::CallbackServerContext* context,
@@ -52,6 +54,7 @@ class GrpcParameterService final
  private:
   ParamStore* const store_;
   BatchPool* const pool_;
+  ServerMetrics* const metrics_;
   asgd::v1::ModelDescription description_;  // without the version
 };
 

@@ -21,6 +21,7 @@ const char* RejectReasonName(RejectReason r) {
     case RejectReason::kBadHeader: return "bad_header";
     case RejectReason::kBusy: return "busy";
     case RejectReason::kIncomplete: return "incomplete";
+    case RejectReason::kStale: return "stale";
     case RejectReason::kCount: break;
   }
   return "unknown";
@@ -87,9 +88,15 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ParamStore::Create(
   for (int k = 0; k < options.num_shards; ++k) {
     const FlatRange s = store->layout_.ShardRange(options.server_index, k);
     const int64_t local = s.begin - r.begin;
+    Shard::AppliedCallback on_applied;
+    if (StoreObserver* observer = options.observer; observer != nullptr) {
+      on_applied = [observer](int shard, double seconds) {
+        observer->OnShardApplied(shard, seconds);
+      };
+    }
     store->shards_.push_back(std::make_unique<Shard>(
         k, store->weights_.data() + local, local, s.size(),
-        &store->optimizer_, options.queue_capacity));
+        &store->optimizer_, options.queue_capacity, std::move(on_applied)));
   }
   return store;
 }
@@ -147,8 +154,9 @@ float ParamStore::UpdateScale(int num_minibatches, uint64_t staleness) const {
 }
 
 absl::Status ParamStore::EnqueueLocked(
-    ApplyTask::Kind kind, std::shared_ptr<const std::vector<float>> values,
-    float scale, std::shared_ptr<const std::vector<float>> backup,
+    uint64_t worker_id, ApplyTask::Kind kind,
+    std::shared_ptr<const std::vector<float>> values, float scale,
+    std::shared_ptr<const std::vector<float>> backup,
     std::function<void(uint64_t version)> on_applied) {
   if (in_flight_.load(std::memory_order_acquire) >= options_.queue_capacity) {
     CountRejected(RejectReason::kBusy);
@@ -160,9 +168,13 @@ absl::Status ParamStore::EnqueueLocked(
   const uint64_t version = accepted_.fetch_add(1, std::memory_order_acq_rel) + 1;
   auto completion = std::make_shared<PushCompletion>();
   completion->remaining.store(static_cast<int>(shards_.size()));
-  completion->on_done = [this, version, on_applied = std::move(on_applied)] {
+  completion->on_done = [this, worker_id, version,
+                          on_applied = std::move(on_applied)] {
     applied_count_.fetch_add(1, std::memory_order_relaxed);
     in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    if (options_.observer != nullptr) {
+      options_.observer->OnPushApplied(worker_id, version);
+    }
     on_applied(version);
   };
   for (auto& shard : shards_) {
@@ -201,7 +213,8 @@ absl::Status ParamStore::Submit(PushRequest request,
     }
     const uint64_t staleness = now - request.base_version;
     if (request.assign) {
-      return EnqueueLocked(ApplyTask::Kind::kAssign, std::move(request.values),
+      return EnqueueLocked(request.worker_id, ApplyTask::Kind::kAssign,
+                           std::move(request.values),
                            1.0f, nullptr, [done = std::move(done)](uint64_t v) {
                              done(PushResult{true, 0, v});
                            });
@@ -220,14 +233,21 @@ absl::Status ParamStore::Submit(PushRequest request,
         auto it = backups_.find(request.worker_id);
         if (it != backups_.end()) backup = it->second;
       }
+      if (options_.observer != nullptr) {
+        options_.observer->OnPushAccepted(request.worker_id, staleness);
+      }
       return EnqueueLocked(
-          ApplyTask::Kind::kGradient, std::move(request.values),
+          request.worker_id, ApplyTask::Kind::kGradient,
+          std::move(request.values),
           UpdateScale(request.num_minibatches, staleness), std::move(backup),
           [staleness, done = std::move(done)](uint64_t v) {
             done(PushResult{true, staleness, v});
           });
     }
     dropped_stale_.fetch_add(1, std::memory_order_relaxed);
+    if (options_.observer != nullptr) {
+      options_.observer->OnPushRejected(RejectReason::kStale);
+    }
     dropped_result = PushResult{false, staleness, now};
   }
   done(dropped_result);
@@ -265,8 +285,12 @@ absl::Status ParamStore::SubmitSyncLocked(
   for (float& x : *average) x *= inv;
   auto waiters = std::make_shared<std::vector<SyncWaiter>>(std::move(sync_waiters_));
   sync_waiters_.clear();
+  if (options_.observer != nullptr) {
+    options_.observer->OnPushAccepted(request.worker_id, 0);
+  }
   absl::Status s = EnqueueLocked(
-      ApplyTask::Kind::kGradient, std::move(average), 1.0f, nullptr,
+      request.worker_id, ApplyTask::Kind::kGradient, std::move(average), 1.0f,
+      nullptr,
       [waiters](uint64_t v) {
         for (SyncWaiter& w : *waiters) w.done(PushResult{true, 0, v});
       });
@@ -280,6 +304,7 @@ absl::Status ParamStore::SubmitSyncLocked(
 
 void ParamStore::CountRejected(RejectReason reason) {
   rejected_[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
+  if (options_.observer != nullptr) options_.observer->OnPushRejected(reason);
 }
 
 void ParamStore::CountPull() { pulls_.fetch_add(1, std::memory_order_relaxed); }

@@ -59,6 +59,37 @@ enum class StalenessLrScale { kNone, kInverse, kSqrt };
 absl::StatusOr<MinibatchLrScale> ParseMinibatchLrScale(absl::string_view text);
 absl::StatusOr<StalenessLrScale> ParseStalenessLrScale(absl::string_view text);
 
+// Why a push was not applied; a bounded set, usable as a metric label.
+enum class RejectReason {
+  kUnknownTensor = 0,
+  kBadSize,
+  kBadSequence,
+  kNonFinite,
+  kFutureVersion,
+  kBadHeader,
+  kBusy,
+  kIncomplete,  // stream ended without a commit
+  kStale,       // dropped as too stale (answered, not an error)
+  kCount,
+};
+const char* RejectReasonName(RejectReason r);
+RejectReason FromChunkError(ChunkError e);
+
+// Monitoring hooks. Called on the thread where the event happens (RPC
+// threads, shard apply threads): implementations must be thread-safe and
+// cheap.
+class StoreObserver {
+ public:
+  virtual ~StoreObserver() = default;
+  // A gradient push was admitted with this staleness.
+  virtual void OnPushAccepted(uint64_t worker_id, uint64_t staleness) = 0;
+  // An update is applied on every shard; `version` is the store's version.
+  virtual void OnPushApplied(uint64_t worker_id, uint64_t version) = 0;
+  virtual void OnPushRejected(RejectReason reason) = 0;
+  // One shard applied one update in `seconds`.
+  virtual void OnShardApplied(int shard, double seconds) = 0;
+};
+
 struct ParamStoreOptions {
   std::vector<TensorSpec> tensors;
   int server_index = 0;
@@ -78,22 +109,9 @@ struct ParamStoreOptions {
   // Served by DescribeModel so workers build the same model (e.g.
   // {"activation", "relu"}); the store itself does not read them.
   std::map<std::string, std::string> attributes;
+  // Monitoring hooks (may be null); must outlive the store.
+  StoreObserver* observer = nullptr;
 };
-
-// Why a push was not applied; a bounded set, usable as a metric label.
-enum class RejectReason {
-  kUnknownTensor = 0,
-  kBadSize,
-  kBadSequence,
-  kNonFinite,
-  kFutureVersion,
-  kBadHeader,
-  kBusy,
-  kIncomplete,  // stream ended without a commit
-  kCount,
-};
-const char* RejectReasonName(RejectReason r);
-RejectReason FromChunkError(ChunkError e);
 
 struct PushRequest {
   uint64_t worker_id = 0;
@@ -171,7 +189,7 @@ class ParamStore {
 
   float UpdateScale(int num_minibatches, uint64_t staleness) const;
   // Admits one update into every shard queue. Needs submit_mu_.
-  absl::Status EnqueueLocked(ApplyTask::Kind kind,
+  absl::Status EnqueueLocked(uint64_t worker_id, ApplyTask::Kind kind,
                              std::shared_ptr<const std::vector<float>> values,
                              float scale,
                              std::shared_ptr<const std::vector<float>> backup,

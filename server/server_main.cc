@@ -23,9 +23,11 @@
 #include "absl/time/time.h"
 #include "common/cli.h"
 #include "common/dnn_spec.h"
+#include "common/metrics_endpoint.h"
 #include "server/grpc_server.h"
 #include "server/health_probe.h"
 #include "server/param_store.h"
+#include "server/server_metrics.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on.");
 ABSL_FLAG(int, port, 50051, "Port to listen on; 0 picks a free port (printed).");
@@ -73,6 +75,11 @@ ABSL_FLAG(uint64_t, max_staleness, 0,
           "Drop pushes staler than this many versions and tell the worker to "
           "pull (0: never drop).");
 ABSL_FLAG(int, log_every_s, 10, "Seconds between status lines (0: none).");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus metrics at http://<host>:<port>/metrics; 0 picks a "
+          "free port (printed, and written to --metrics_port_file); -1: off.");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "If set, write the metrics port to this file once serving.");
 
 namespace asgd {
 namespace {
@@ -138,9 +145,22 @@ int Run() {
   options.attributes["activation"] = std::string(ActivationName(spec.activation));
   options.attributes["learning_rate"] = absl::StrCat(options.optimizer.learning_rate);
   options.attributes["sync_workers"] = absl::StrCat(options.sync_workers);
+  // Metrics first: the store reports into them from its first update.
+  auto registry = std::make_shared<prometheus::Registry>();
+  AddBuildInfo(*registry, "server");
+  ServerMetrics metrics(*registry, options.server_index, options.num_shards);
+  std::unique_ptr<MetricsEndpoint> endpoint;
+  if (const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
+      metrics_port >= 0) {
+    auto started = MetricsEndpoint::Start(absl::GetFlag(FLAGS_host),
+                                          metrics_port, registry);
+    if (!started.ok()) return Fail(started.status());
+    endpoint = *std::move(started);
+    WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), endpoint->port());
+  }
   auto server = GrpcServer::Start(
       options, InitialDnnParams(spec, absl::GetFlag(FLAGS_seed)),
-      absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port));
+      absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics);
   if (!server.ok()) {
     std::fprintf(stderr, "asgd_server: %s\n",
                  server.status().ToString().c_str());
@@ -158,11 +178,13 @@ int Run() {
       static_cast<long long>(store->range().size()), options.num_shards,
       layout.Fingerprint().c_str());
   std::fflush(stdout);
-  if (const std::string f = absl::GetFlag(FLAGS_port_file); !f.empty()) {
-    const std::string tmp = f + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    std::rename(tmp.c_str(), f.c_str());
+  if (endpoint != nullptr) {
+    std::printf("asgd_server %d metrics on http://%s:%d/metrics\n",
+                options.server_index, absl::GetFlag(FLAGS_host).c_str(),
+                endpoint->port());
   }
+  std::fflush(stdout);
+  WritePortFile(absl::GetFlag(FLAGS_port_file), port);
 
   // Signals were blocked in main() before any thread started; wait for one
   // here, waking up to print status.

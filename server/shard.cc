@@ -1,18 +1,21 @@
 #include "server/shard.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace asgd {
 
 Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
-             const Optimizer* optimizer, int queue_capacity)
+             const Optimizer* optimizer, int queue_capacity,
+             AppliedCallback on_applied)
     : index_(index),
       weights_(weights),
       local_begin_(local_begin),
       size_(size),
       optimizer_(optimizer),
       capacity_(queue_capacity),
+      on_applied_(std::move(on_applied)),
       state_(optimizer->has_state() ? size : 0, 0.0f),
       thread_([this] { Run(); }) {}
 
@@ -46,6 +49,7 @@ void Shard::Run() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
+    const auto start = std::chrono::steady_clock::now();
     const float* data = task.data->data() + local_begin_;
     if (task.kind == ApplyTask::Kind::kAssign) {
       std::copy(data, data + size_, weights_);
@@ -58,6 +62,11 @@ void Shard::Run() {
       optimizer_->Apply(weights_, state_.data(), data, size_, ctx);
     }
     applied_.fetch_add(1, std::memory_order_acq_rel);
+    if (on_applied_) {
+      on_applied_(index_, std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start)
+                              .count());
+    }
     if (task.completion &&
         task.completion->remaining.fetch_sub(1, std::memory_order_acq_rel) ==
             1) {

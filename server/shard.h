@@ -53,10 +53,14 @@ struct ApplyTask {
 
 class Shard {
  public:
+  // Called on the apply thread after each task with (shard index, seconds).
+  using AppliedCallback = std::function<void(int, double)>;
+
   // `weights` points at element `local_begin` of the server's weight buffer,
-  // holds `size` floats and must outlive the shard.
+  // holds `size` floats and must outlive the shard. `on_applied` may be empty.
   Shard(int index, float* weights, int64_t local_begin, int64_t size,
-        const Optimizer* optimizer, int queue_capacity);
+        const Optimizer* optimizer, int queue_capacity,
+        AppliedCallback on_applied = nullptr);
   ~Shard();
 
   Shard(const Shard&) = delete;
@@ -84,6 +88,7 @@ class Shard {
   const int64_t size_;
   const Optimizer* const optimizer_;
   const size_t capacity_;
+  const AppliedCallback on_applied_;
   std::vector<float> state_;  // optimizer state; apply thread only
 
   absl::Mutex mu_;

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "worker/cuda_loader.h"
 
 namespace asgd {
 namespace {
@@ -11,9 +12,11 @@ namespace {
 absl::StatusOr<std::unique_ptr<DnnBackend>> CreateCuda(
     const DnnSpec& spec, int max_batch, const CudaDnnOptions& options,
     std::string* note) {
-  auto dnn = CreateCudaDnn(spec, max_batch, options);
+  auto plugin = LoadCudaPlugin();
+  if (!plugin.ok()) return plugin.status();
+  auto dnn = (*plugin)->create(spec, max_batch, options);
   if (!dnn.ok()) return dnn.status();
-  absl::StatusOr<std::string> device = CudaDeviceName(options.device);
+  absl::StatusOr<std::string> device = (*plugin)->device_name(options.device);
   *note = absl::StrCat("using the CUDA backend on device ", options.device,
                        " (", device.ok() ? *device : "unknown name", ", ",
                        CudaMathModeName(options.math), " GEMMs)");
@@ -31,15 +34,16 @@ absl::StatusOr<std::unique_ptr<DnnBackend>> Create(
   if (name == "cuda") {
     auto dnn = CreateCuda(spec, max_batch, cuda_options, note);
     if (!dnn.ok()) {
-      return absl::Status(
-          dnn.status().code(),
-          absl::StrCat("cannot use the cuda backend: ", dnn.status().message()));
+      return absl::Status(dnn.status().code(),
+                          absl::StrCat("cannot use the cuda backend: ",
+                                       dnn.status().message()));
     }
     return dnn;
   }
   if (name == "auto") {
-    // A bad spec or max_batch is InvalidArgument from CreateCudaDnn, checked
-    // before it looks for a device: it does not fall back.
+    // A bad spec or max_batch is InvalidArgument from the CUDA backend,
+    // checked before it looks for a device: it does not fall back. No plugin
+    // or no device is Unavailable: fall back to the CPU.
     auto dnn = CreateCuda(spec, max_batch, cuda_options, note);
     if (dnn.ok() || dnn.status().code() != absl::StatusCode::kUnavailable) {
       return dnn;

@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/dnn_spec.h"
-#include "worker/cuda_dnn.h"
+#include "worker/cuda_options.h"
 #include "worker/dnn.h"
 
 namespace asgd {

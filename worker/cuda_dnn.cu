@@ -23,9 +23,8 @@ namespace {
 // CUDA / cuBLAS errors as absl::Status.
 
 absl::Status CudaError(absl::string_view call, cudaError_t error) {
-  std::string message =
-      absl::StrCat(call, " failed: ", cudaGetErrorName(error), " (",
-                   cudaGetErrorString(error), ")");
+  std::string message = absl::StrCat(call, " failed: ", cudaGetErrorName(error),
+                                     " (", cudaGetErrorString(error), ")");
   switch (error) {
     case cudaErrorMemoryAllocation:
       return absl::ResourceExhaustedError(message);
@@ -50,20 +49,20 @@ absl::Status CublasError(absl::string_view call, cublasStatus_t status) {
   return absl::InternalError(message);
 }
 
-#define ASGD_CUDA_RETURN_IF_ERROR(expr)                             \
-  do {                                                              \
-    const cudaError_t asgd_cuda_error_ = (expr);                    \
-    if (asgd_cuda_error_ != cudaSuccess) {                          \
-      return CudaError(#expr, asgd_cuda_error_);            \
-    }                                                               \
+#define ASGD_CUDA_RETURN_IF_ERROR(expr)          \
+  do {                                           \
+    const cudaError_t asgd_cuda_error_ = (expr); \
+    if (asgd_cuda_error_ != cudaSuccess) {       \
+      return CudaError(#expr, asgd_cuda_error_); \
+    }                                            \
   } while (false)
 
-#define ASGD_CUBLAS_RETURN_IF_ERROR(expr)                           \
-  do {                                                              \
-    const cublasStatus_t asgd_cublas_status_ = (expr);              \
-    if (asgd_cublas_status_ != CUBLAS_STATUS_SUCCESS) {             \
-      return CublasError(#expr, asgd_cublas_status_);       \
-    }                                                               \
+#define ASGD_CUBLAS_RETURN_IF_ERROR(expr)               \
+  do {                                                  \
+    const cublasStatus_t asgd_cublas_status_ = (expr);  \
+    if (asgd_cublas_status_ != CUBLAS_STATUS_SUCCESS) { \
+      return CublasError(#expr, asgd_cublas_status_);   \
+    }                                                   \
   } while (false)
 
 // ---------------------------------------------------------------------------
@@ -168,12 +167,11 @@ struct EventDeleter {
 struct CublasDeleter {
   void operator()(cublasHandle_t h) const { cublasDestroy(h); }
 };
-using Stream = std::unique_ptr<std::remove_pointer_t<cudaStream_t>,
-                               StreamDeleter>;
-using Event = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>,
-                              EventDeleter>;
-using Cublas = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>,
-                               CublasDeleter>;
+using Stream =
+    std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+using Event = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
+using Cublas =
+    std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
 
 absl::StatusOr<Stream> CreateStream() {
   cudaStream_t s = nullptr;
@@ -195,10 +193,9 @@ absl::StatusOr<int> DeviceCount() {
   const cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess) {
     cudaGetLastError();  // clear it; the runtime keeps reporting it anyway
-    return absl::UnavailableError(
-        absl::StrCat("no CUDA device: cudaGetDeviceCount returned ",
-                     cudaGetErrorName(error), " (", cudaGetErrorString(error),
-                     ")"));
+    return absl::UnavailableError(absl::StrCat(
+        "no CUDA device: cudaGetDeviceCount returned ", cudaGetErrorName(error),
+        " (", cudaGetErrorString(error), ")"));
   }
   if (count <= 0) {
     return absl::UnavailableError(
@@ -274,12 +271,12 @@ class CudaDnn final : public DnnBackend {
     for (int i = 0; i < n; ++i) {
       if (labels[i] < 0 || labels[i] >= spec_.num_classes) {
         return absl::InvalidArgumentError(
-            absl::StrCat("label ", labels[i], " at row ", i,
-                         " outside [0, ", spec_.num_classes, ")"));
+            absl::StrCat("label ", labels[i], " at row ", i, " outside [0, ",
+                         spec_.num_classes, ")"));
       }
     }
-    absl::StatusOr<BatchResult> result = RunGradient(params, inputs, labels,
-                                                     grad);
+    absl::StatusOr<BatchResult> result =
+        RunGradient(params, inputs, labels, grad);
     if (!result.ok()) Drain();
     return result;
   }
@@ -354,8 +351,8 @@ class CudaDnn final : public DnnBackend {
     for (int h : spec_.hidden) widest = std::max<int64_t>(widest, h);
     ASGD_ASSIGN_OR_RETURN(d_params_, DeviceBuffer<float>::Create(num_params_));
     ASGD_ASSIGN_OR_RETURN(d_grad_, DeviceBuffer<float>::Create(num_params_));
-    ASGD_ASSIGN_OR_RETURN(
-        d_inputs_, DeviceBuffer<float>::Create(batch * spec_.input_dim));
+    ASGD_ASSIGN_OR_RETURN(d_inputs_,
+                          DeviceBuffer<float>::Create(batch * spec_.input_dim));
     ASGD_ASSIGN_OR_RETURN(d_labels_, DeviceBuffer<int32_t>::Create(batch));
     for (int l = 0; l < layers; ++l) {
       ASGD_ASSIGN_OR_RETURN(
@@ -363,7 +360,8 @@ class CudaDnn final : public DnnBackend {
           DeviceBuffer<float>::Create(batch * spec_.layer_out(l)));
       d_acts_.push_back(std::move(acts));
     }
-    ASGD_ASSIGN_OR_RETURN(d_delta_, DeviceBuffer<float>::Create(batch * widest));
+    ASGD_ASSIGN_OR_RETURN(d_delta_,
+                          DeviceBuffer<float>::Create(batch * widest));
     ASGD_ASSIGN_OR_RETURN(d_delta_prev_,
                           DeviceBuffer<float>::Create(batch * widest));
     ASGD_ASSIGN_OR_RETURN(d_row_loss_, DeviceBuffer<float>::Create(batch));
@@ -371,7 +369,8 @@ class CudaDnn final : public DnnBackend {
 
     ASGD_ASSIGN_OR_RETURN(h_params_,
                           PinnedHostBuffer<float>::Create(num_params_));
-    ASGD_ASSIGN_OR_RETURN(h_grad_, PinnedHostBuffer<float>::Create(num_params_));
+    ASGD_ASSIGN_OR_RETURN(h_grad_,
+                          PinnedHostBuffer<float>::Create(num_params_));
     ASGD_ASSIGN_OR_RETURN(
         h_inputs_, PinnedHostBuffer<float>::Create(batch * spec_.input_dim));
     ASGD_ASSIGN_OR_RETURN(h_labels_, PinnedHostBuffer<int32_t>::Create(batch));
@@ -407,8 +406,8 @@ class CudaDnn final : public DnnBackend {
     cudaGetLastError();
   }
 
-  // C [m, n] = op(A) op(B) in cuBLAS's column-major terms (see Forward and
-  // Backward for the row-major mapping).
+  // C [m, n] = op(A) op(B) in cuBLAS's column-major terms (the comments at
+  // each call map them to the row-major matrices).
   absl::Status Gemm(cublasOperation_t op_a, cublasOperation_t op_b, int m,
                     int n, int k, const float* a, int lda, const float* b,
                     int ldb, float* c, int ldc) {
@@ -417,10 +416,10 @@ class CudaDnn final : public DnnBackend {
         options_.math == CudaDnnOptions::MathMode::kTf32
             ? CUBLAS_COMPUTE_32F_FAST_TF32
             : CUBLAS_COMPUTE_32F;
-    const cublasStatus_t status = cublasGemmEx(
-        cublas_.get(), op_a, op_b, m, n, k, &alpha, a, CUDA_R_32F, lda, b,
-        CUDA_R_32F, ldb, &beta, c, CUDA_R_32F, ldc, compute,
-        CUBLAS_GEMM_DEFAULT);
+    const cublasStatus_t status =
+        cublasGemmEx(cublas_.get(), op_a, op_b, m, n, k, &alpha, a, CUDA_R_32F,
+                     lda, b, CUDA_R_32F, ldb, &beta, c, CUDA_R_32F, ldc,
+                     compute, CUBLAS_GEMM_DEFAULT);
     if (status != CUBLAS_STATUS_SUCCESS) {
       return CublasError(
           absl::StrCat("cublasGemmEx(m=", m, ", n=", n, ", k=", k, ")"),
@@ -434,9 +433,9 @@ class CudaDnn final : public DnnBackend {
   absl::Status Upload(const float* src, float* pinned, float* dst,
                       int64_t offset, int64_t count) {
     std::memcpy(pinned + offset, src + offset, count * sizeof(float));
-    ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        dst + offset, pinned + offset, count * sizeof(float),
-        cudaMemcpyHostToDevice, copy_.get()));
+    ASGD_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst + offset, pinned + offset, count * sizeof(float),
+                        cudaMemcpyHostToDevice, copy_.get()));
     return absl::OkStatus();
   }
 
@@ -455,15 +454,15 @@ class CudaDnn final : public DnnBackend {
         cudaMemcpyHostToDevice, copy_.get()));
     if (!labels.empty()) {
       std::memcpy(h_labels_.get(), labels.data(), n * sizeof(int32_t));
-      ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-          d_labels_.get(), h_labels_.get(), n * sizeof(int32_t),
-          cudaMemcpyHostToDevice, copy_.get()));
+      ASGD_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(d_labels_.get(), h_labels_.get(), n * sizeof(int32_t),
+                          cudaMemcpyHostToDevice, copy_.get()));
     }
 
     const int last = spec_.num_layers() - 1;
-    const cuda_kernels::Act hidden_act =
-        spec_.activation == Activation::kRelu ? cuda_kernels::Act::kRelu
-                                              : cuda_kernels::Act::kSigmoid;
+    const cuda_kernels::Act hidden_act = spec_.activation == Activation::kRelu
+                                             ? cuda_kernels::Act::kRelu
+                                             : cuda_kernels::Act::kSigmoid;
     for (int l = 0; l <= last; ++l) {
       for (const Chunk& chunk : layer_chunks_[l]) {
         ASGD_RETURN_IF_ERROR(Upload(params.data(), h_params_.get(),
@@ -480,8 +479,7 @@ class CudaDnn final : public DnnBackend {
       // the column-major [in, out] matrix W^T (ld in), hence op T; A_prev is
       // the column-major [in, n] matrix A_prev^T (ld in), op N.
       const int in = spec_.layer_in(l), out = spec_.layer_out(l);
-      const float* a_prev =
-          l == 0 ? d_inputs_.get() : d_acts_[l - 1].get();
+      const float* a_prev = l == 0 ? d_inputs_.get() : d_acts_[l - 1].get();
       float* z = d_acts_[l].get();
       ASGD_RETURN_IF_ERROR(Gemm(CUBLAS_OP_T, CUBLAS_OP_N, /*m=*/out, /*n=*/n,
                                 /*k=*/in, d_params_.get() + weight_offset_[l],
@@ -511,9 +509,9 @@ class CudaDnn final : public DnnBackend {
         d_acts_[last].get(), d_labels_.get(), n, spec_.num_classes, dz,
         d_row_loss_.get(), d_row_int_.get(), compute_.get()));
 
-    const cuda_kernels::Act hidden_act =
-        spec_.activation == Activation::kRelu ? cuda_kernels::Act::kRelu
-                                              : cuda_kernels::Act::kSigmoid;
+    const cuda_kernels::Act hidden_act = spec_.activation == Activation::kRelu
+                                             ? cuda_kernels::Act::kRelu
+                                             : cuda_kernels::Act::kSigmoid;
     for (int l = last; l >= 0; --l) {
       const int in = spec_.layer_in(l), out = spec_.layer_out(l);
       const float* a_prev = l == 0 ? d_inputs_.get() : d_acts_[l - 1].get();
@@ -546,8 +544,7 @@ class CudaDnn final : public DnnBackend {
         const Chunk& chunk = layer_chunks_[l][c];
         ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
             h_grad_.get() + chunk.offset, d_grad_.get() + chunk.offset,
-            chunk.count * sizeof(float), cudaMemcpyDeviceToHost,
-            copy_.get()));
+            chunk.count * sizeof(float), cudaMemcpyDeviceToHost, copy_.get()));
         ASGD_CUDA_RETURN_IF_ERROR(
             cudaEventRecord(grad_downloaded_[l][c].get(), copy_.get()));
       }
@@ -593,15 +590,16 @@ class CudaDnn final : public DnnBackend {
     const int last = spec_.num_layers() - 1;
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
     ASGD_RETURN_IF_ERROR(UploadAndForward(params, inputs, {}, n));
-    ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchRowArgmax(
-        d_acts_[last].get(), n, spec_.num_classes, d_row_int_.get(),
-        compute_.get()));
-    ASGD_CUDA_RETURN_IF_ERROR(cudaEventRecord(predicted_.get(), compute_.get()));
+    ASGD_CUDA_RETURN_IF_ERROR(
+        cuda_kernels::LaunchRowArgmax(d_acts_[last].get(), n, spec_.num_classes,
+                                      d_row_int_.get(), compute_.get()));
+    ASGD_CUDA_RETURN_IF_ERROR(
+        cudaEventRecord(predicted_.get(), compute_.get()));
     ASGD_CUDA_RETURN_IF_ERROR(
         cudaStreamWaitEvent(copy_.get(), predicted_.get(), 0));
-    ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        h_row_int_.get(), d_row_int_.get(), n * sizeof(int32_t),
-        cudaMemcpyDeviceToHost, copy_.get()));
+    ASGD_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(h_row_int_.get(), d_row_int_.get(), n * sizeof(int32_t),
+                        cudaMemcpyDeviceToHost, copy_.get()));
     ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy_.get()));
     ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_.get()));
     std::memcpy(out.data(), h_row_int_.get(), n * sizeof(int32_t));
@@ -624,12 +622,12 @@ class CudaDnn final : public DnnBackend {
   std::vector<std::vector<Event>> grad_downloaded_;  // [layer][chunk], copy_
   Event predicted_;                                  // on compute_
 
-  DeviceBuffer<float> d_params_, d_grad_;  // [num_params]
-  DeviceBuffer<float> d_inputs_;           // [max_batch, input_dim]
-  DeviceBuffer<int32_t> d_labels_;         // [max_batch]
-  std::vector<DeviceBuffer<float>> d_acts_;  // [layer][max_batch, out]
+  DeviceBuffer<float> d_params_, d_grad_;       // [num_params]
+  DeviceBuffer<float> d_inputs_;                // [max_batch, input_dim]
+  DeviceBuffer<int32_t> d_labels_;              // [max_batch]
+  std::vector<DeviceBuffer<float>> d_acts_;     // [layer][max_batch, out]
   DeviceBuffer<float> d_delta_, d_delta_prev_;  // [max_batch, widest]
-  DeviceBuffer<float> d_row_loss_;   // [max_batch]
+  DeviceBuffer<float> d_row_loss_;              // [max_batch]
   DeviceBuffer<int32_t> d_row_int_;  // [max_batch]: hits or predictions
 
   PinnedHostBuffer<float> h_params_, h_grad_;
@@ -640,18 +638,6 @@ class CudaDnn final : public DnnBackend {
 };
 
 }  // namespace
-
-absl::StatusOr<CudaDnnOptions::MathMode> ParseCudaMathMode(
-    absl::string_view text) {
-  if (text == "fp32") return CudaDnnOptions::MathMode::kFp32;
-  if (text == "tf32") return CudaDnnOptions::MathMode::kTf32;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown CUDA math mode \"", text, "\" (fp32 or tf32)"));
-}
-
-absl::string_view CudaMathModeName(CudaDnnOptions::MathMode mode) {
-  return mode == CudaDnnOptions::MathMode::kFp32 ? "fp32" : "tf32";
-}
 
 absl::Status CudaDeviceStatus() { return DeviceCount().status(); }
 

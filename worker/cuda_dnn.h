@@ -39,26 +39,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/dnn_spec.h"
+#include "worker/cuda_options.h"
 #include "worker/dnn.h"
 
 namespace asgd {
 
-struct CudaDnnOptions {
-  // CUDA device ordinal. The backend sets it as the calling thread's current
-  // device at the start of every call.
-  int device = 0;
-
-  enum class MathMode {
-    kFp32,  // CUBLAS_COMPUTE_32F: plain fp32 GEMMs
-    kTf32,  // CUBLAS_COMPUTE_32F_FAST_TF32: tensor cores, fp32 accumulate
-  };
-  MathMode math = MathMode::kTf32;
-};
-
-// "fp32" / "tf32"; InvalidArgument for anything else.
-absl::StatusOr<CudaDnnOptions::MathMode> ParseCudaMathMode(
-    absl::string_view text);
-absl::string_view CudaMathModeName(CudaDnnOptions::MathMode mode);
 
 // OK when at least one CUDA device is usable; otherwise kUnavailable with the
 // reason, e.g. "no CUDA device: cudaGetDeviceCount returned

@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kBlock = 256;  // threads per block; a power of two (reductions)
 constexpr int kTile = 32;    // ColumnSumsKernel: block of kTile x kTile
+constexpr int kTileThreads = kTile * kTile;
 
 // Blocks for an elementwise kernel over `count` elements. Grid-stride loops
 // cover whatever a capped grid leaves over.
@@ -31,8 +32,8 @@ __device__ __forceinline__ int64_t GridThreads() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
-__global__ void BiasActivationKernel(float* z, const float* bias,
-                                     int64_t count, int cols, Act act) {
+__global__ void BiasActivationKernel(float* z, const float* bias, int64_t count,
+                                     int cols, Act act) {
   for (int64_t j = GlobalThread(); j < count; j += GridThreads()) {
     float v = z[j] + bias[j % cols];
     if (act == Act::kRelu) {
@@ -80,9 +81,8 @@ __device__ void BlockArgmax(const float* row, int cols, float* s_val,
     if (t < stride) {
       const float v = s_val[t + stride];
       const int i = s_idx[t + stride];
-      if (i != INT_MAX &&
-          (s_idx[t] == INT_MAX || v > s_val[t] ||
-           (v == s_val[t] && i < s_idx[t]))) {
+      if (i != INT_MAX && (s_idx[t] == INT_MAX || v > s_val[t] ||
+                           (v == s_val[t] && i < s_idx[t]))) {
         s_val[t] = v;
         s_idx[t] = i;
       }
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kBlock)
 // Block (kTile, kTile) per kTile columns: thread (x, y) sums rows y,
 // y + kTile, ... of column blockIdx.x * kTile + x; then row y == 0 adds the
 // kTile partial sums of its column in order.
-__global__ void __launch_bounds__(kTile* kTile)
+__global__ void __launch_bounds__(kTileThreads)
     ColumnSumsKernel(const float* m, int rows, int cols, float* sums) {
   __shared__ float partial[kTile][kTile + 1];
   const int x = threadIdx.x, y = threadIdx.y;
@@ -198,9 +198,9 @@ cudaError_t LaunchActivationBackward(float* da, const float* a, int64_t count,
 }
 
 cudaError_t LaunchSoftmaxCrossEntropy(const float* logits,
-                                      const int32_t* labels, int rows,
-                                      int cols, float* dlogits,
-                                      float* row_loss, int32_t* row_correct,
+                                      const int32_t* labels, int rows, int cols,
+                                      float* dlogits, float* row_loss,
+                                      int32_t* row_correct,
                                       cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   SoftmaxCrossEntropyKernel<<<rows, kBlock, 0, stream>>>(

@@ -38,9 +38,9 @@ cudaError_t LaunchActivationBackward(float* da, const float* a, int64_t count,
 //   row_correct[i] = (argmax_k logits[i][k] == labels[i])  (first maximum)
 // Labels must be in [0, cols). `dlogits` must not alias `logits`.
 cudaError_t LaunchSoftmaxCrossEntropy(const float* logits,
-                                      const int32_t* labels, int rows,
-                                      int cols, float* dlogits,
-                                      float* row_loss, int32_t* row_correct,
+                                      const int32_t* labels, int rows, int cols,
+                                      float* dlogits, float* row_loss,
+                                      int32_t* row_correct,
                                       cudaStream_t stream);
 
 // out[i] = argmax_k logits[i][k] for logits [rows, cols]; ties go to the

@@ -155,6 +155,11 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server,
     if (!bad.ok()) ctx.TryCancel();
   }
   grpc::Status status = reader->Finish();
+  if (!bad.ok() && assembler.error() == ChunkError::kNonFinite) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model on this server contains NaN or Inf (", bad.message(),
+        "): training diverged; restart with a lower --learning_rate"));
+  }
   if (!bad.ok()) return bad;
   ASGD_RETURN_IF_ERROR(FromGrpcStatus(status));
   ASGD_RETURN_IF_ERROR(assembler.Finish(assembler.chunks_received()));

@@ -267,6 +267,9 @@ absl::Status Trainer::MaybeEvaluate(TrainResult* result, uint64_t version,
       EvaluateAccuracy(backend_, result->params, *heldout_, options_.batch_size,
                        force ? 0 : options_.eval_frames));
   result->evals.push_back(point);
+  if (options_.observer != nullptr) {
+    options_.observer->OnHeldoutAccuracy(point.accuracy);
+  }
   if (log_ != nullptr) {
     *log_ << absl::StrFormat(
                  "worker %d eval t=%.1f frames=%d version=%d held-out frame "
@@ -298,6 +301,11 @@ absl::Status Trainer::LocalSgd(BatchSource* source, float lr,
     absl::Time t2 = absl::Now();
     result->phases.data += absl::ToDoubleSeconds(t1 - t0);
     result->phases.compute += absl::ToDoubleSeconds(t2 - t1);
+    if (options_.observer != nullptr) {
+      options_.observer->OnStep(StepReport{batch, r.loss, r.correct,
+                                           absl::ToDoubleSeconds(t1 - t0), 0,
+                                           absl::ToDoubleSeconds(t2 - t1), 0});
+    }
     ++result->steps;
     result->frames += batch;
     result->last_loss = r.loss;
@@ -404,6 +412,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         return absl::OkStatus();
       }
       ASGD_RETURN_IF_ERROR(outcome.status());
+      if (options_.observer != nullptr) options_.observer->OnPush(*outcome);
       ++result.pushes;
       result.pushes_dropped += outcome->dropped;
       window_staleness_ = std::max(window_staleness_, outcome->max_staleness);
@@ -474,7 +483,9 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         const bool busy = in_flight.has_value() &&
                           in_flight->wait_for(std::chrono::seconds(0)) !=
                               std::future_status::ready;
-        if (!(busy && options_.compute_while_pushing)) {
+        const int cap = std::max(options_.push_every,
+                                 options_.max_minibatches_per_push);
+        if (!(busy && options_.compute_while_pushing && accum_n < cap)) {
           ASGD_RETURN_IF_ERROR(collect());
           ASGD_RETURN_IF_ERROR(start_push());
         }
@@ -485,6 +496,12 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       result.phases.data += absl::ToDoubleSeconds(t3 - t2);
       result.phases.compute += absl::ToDoubleSeconds(t4 - t3);
       result.phases.idle += absl::ToDoubleSeconds(t5 - t4);
+      if (options_.observer != nullptr) {
+        options_.observer->OnStep(StepReport{
+            batch, r.loss, r.correct, absl::ToDoubleSeconds(t3 - t2),
+            absl::ToDoubleSeconds(t2 - t1), absl::ToDoubleSeconds(t4 - t3),
+            absl::ToDoubleSeconds((t1 - t0) + (t6 - t5))});
+      }
       LogProgress(result, source->epochs(), false);
       ASGD_RETURN_IF_ERROR(
           MaybeEvaluate(&result, versions.empty() ? 0 : versions[0], false));

@@ -8,7 +8,8 @@
 //    number of minibatches). With compute_while_pushing (SPEECH3: "if the PS
 //    is busy, compute another minibatch"), a push runs in the background and
 //    the worker keeps computing minibatches on its current model while it is
-//    on the wire; they go out together in the next push. A push the server
+//    on the wire; they go out together in the next push (at most
+//    max_minibatches_per_push of them; then it waits). A push the server
 //    drops as too stale, or refuses as busy, is followed by a fresh pull.
 //  * kSync: the synchronous baseline: pull, compute, push, and the server
 //    (started with --sync_workers) applies the average of every worker's
@@ -55,6 +56,24 @@
 namespace asgd {
 
 enum class TrainMode { kAsgd, kSync, kSgd };
+
+// One training step as the observer sees it.
+struct StepReport {
+  int frames = 0;
+  double loss = 0;      // mean cross-entropy of the minibatch
+  int correct = 0;      // frames classified right
+  double data_seconds = 0, pull_seconds = 0, compute_seconds = 0,
+         push_seconds = 0;
+};
+
+// Monitoring hooks, called on the training thread.
+class TrainerObserver {
+ public:
+  virtual ~TrainerObserver() = default;
+  virtual void OnStep(const StepReport& step) = 0;
+  virtual void OnPush(const PushOutcome& outcome) = 0;
+  virtual void OnHeldoutAccuracy(double accuracy) = 0;
+};
 absl::StatusOr<TrainMode> ParseTrainMode(absl::string_view text);
 
 struct TrainerOptions {
@@ -65,6 +84,10 @@ struct TrainerOptions {
   double epochs = 1.0;    // passes over the data; 0: no limit
   int push_every = 1;     // minibatches per push (kAsgd)
   bool compute_while_pushing = false;
+  // With compute_while_pushing, at most this many minibatches go into one
+  // push (at least push_every): past it the worker waits for the wire.
+  // Bounds the step the server takes (it scales with the count).
+  int max_minibatches_per_push = 4;
   bool use_pool = false;
   uint64_t pool_seed = 1;  // frame order of pool epochs (same on all workers)
   double slowdown = 1.0;
@@ -78,6 +101,7 @@ struct TrainerOptions {
   double eval_every_s = 0;     // seconds; 0: off
   int64_t eval_frames = 0;     // held-out frames per periodic eval; 0: all
   uint64_t seed = 1;
+  TrainerObserver* observer = nullptr;  // may be null; outlives Run()
 };
 
 // Seconds spent per phase of the loop.

@@ -5,6 +5,7 @@
 //   asgd_worker --servers=127.0.0.1:5001,127.0.0.1:5002 --corpus=/tmp/corpus \
 //       --worker_index=0 --num_workers=2 --epochs=3
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -14,12 +15,16 @@
 #include <algorithm>
 #include "absl/time/time.h"
 #include "common/cli.h"
+#include "common/metrics_endpoint.h"
 #include "corpus/corpus_io.h"
+#include "worker/backend_factory.h"
+#include "worker/cuda_options.h"
 #include "worker/dnn.h"
 #include "worker/frames.h"
 #include "worker/grpc_param_client.h"
 #include "worker/model_file.h"
 #include "worker/trainer.h"
+#include "worker/worker_metrics.h"
 
 ABSL_FLAG(std::string, servers, "",
           "Comma-separated host:port of every server in the pool (any order).");
@@ -40,6 +45,9 @@ ABSL_FLAG(int, push_every, 1,
 ABSL_FLAG(bool, compute_while_pushing, true,
           "SPEECH3 rule: while the previous push is on the wire, compute "
           "another minibatch instead of waiting (asgd mode).");
+ABSL_FLAG(int, max_minibatches_per_push, 4,
+          "With --compute_while_pushing: at most this many minibatches go into "
+          "one push; then the worker waits for the previous push.");
 ABSL_FLAG(bool, minibatch_pool, false,
           "Take minibatch ids from the shared pool on server 0 instead of a "
           "static per-worker partition, so slow workers take fewer batches.");
@@ -68,9 +76,21 @@ ABSL_FLAG(int64_t, eval_frames, 0,
           "0: all). The final evaluation always uses all.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the minibatch order.");
 ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads for this worker.");
-ABSL_FLAG(std::string, backend, "cpu", "Math backend: cpu.");
+ABSL_FLAG(std::string, backend, "auto",
+          "Math backend: cpu (OpenBLAS), cuda (cuBLAS; fails without a GPU) or "
+          "auto (cuda when a GPU is present, else cpu, with a log line).");
+ABSL_FLAG(std::string, cuda_math, "tf32",
+          "CUDA GEMM precision: tf32 (tensor cores, fp32 storage) or fp32.");
+ABSL_FLAG(int, cuda_device, 0, "CUDA device index for --backend=cuda/auto.");
 ABSL_FLAG(std::string, save_model, "",
           "If set, save the final pulled model to this file.");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus metrics at http://<metrics_host>:<port>/metrics; 0 "
+          "picks a free port (printed, and written to --metrics_port_file); "
+          "-1: off.");
+ABSL_FLAG(std::string, metrics_host, "0.0.0.0", "Address of the metrics endpoint.");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "If set, write the metrics port to this file once serving.");
 ABSL_FLAG(int, connect_timeout_s, 60,
           "Seconds to wait for the servers to come up.");
 ABSL_FLAG(int, rpc_timeout_s, 60, "Deadline of every pull and push, seconds.");
@@ -93,10 +113,6 @@ int Run() {
   if (absl::GetFlag(FLAGS_corpus).empty()) {
     return Fail(absl::InvalidArgumentError("--corpus is required"));
   }
-  if (absl::GetFlag(FLAGS_backend) != "cpu") {
-    return Fail(absl::InvalidArgumentError(
-        "--backend must be cpu (this build has no other backend)"));
-  }
   if (absl::GetFlag(FLAGS_batch_size) < 1) {
     return Fail(absl::InvalidArgumentError("--batch_size must be >= 1"));
   }
@@ -111,6 +127,22 @@ int Run() {
   auto addresses = ParseServerList(absl::GetFlag(FLAGS_servers));
   if (!addresses.ok()) return Fail(addresses.status());
   SetBlasThreads(absl::GetFlag(FLAGS_blas_threads));
+
+  // Metrics before anything else starts threads or connections.
+  auto registry = std::make_shared<prometheus::Registry>();
+  AddBuildInfo(*registry, "worker");
+  WorkerMetrics metrics(*registry, index);
+  std::unique_ptr<MetricsEndpoint> endpoint;
+  if (const int port = absl::GetFlag(FLAGS_metrics_port); port >= 0) {
+    const std::string host = absl::GetFlag(FLAGS_metrics_host);
+    auto started = MetricsEndpoint::Start(host, port, registry);
+    if (!started.ok()) return Fail(started.status());
+    endpoint = *std::move(started);
+    std::printf("worker %d: metrics on http://%s:%d/metrics\n", index,
+                host.c_str(), endpoint->port());
+    WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), endpoint->port());
+  }
+
 
   auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
   if (!corpus.ok()) return Fail(corpus.status());
@@ -133,8 +165,17 @@ int Run() {
   if (!client.ok()) return Fail(client.status());
   auto spec = DnnSpecFromPool(**client);
   if (!spec.ok()) return Fail(spec.status());
-  auto backend = CreateCpuDnn(*spec, absl::GetFlag(FLAGS_batch_size));
+  CudaDnnOptions cuda_options;
+  cuda_options.device = absl::GetFlag(FLAGS_cuda_device);
+  auto math = ParseCudaMathMode(absl::GetFlag(FLAGS_cuda_math));
+  if (!math.ok()) return Fail(math.status());
+  cuda_options.math = *math;
+  std::string note;
+  auto backend = CreateBackend(absl::GetFlag(FLAGS_backend), *spec,
+                               absl::GetFlag(FLAGS_batch_size), &note,
+                               cuda_options);
   if (!backend.ok()) return Fail(backend.status());
+  if (!note.empty()) std::printf("worker %d: %s\n", index, note.c_str());
   std::printf("worker %d: connected to %zu servers, model %lld params, backend %s\n",
               index, addresses->size(),
               static_cast<long long>((*client)->layout().total_size()),
@@ -142,6 +183,7 @@ int Run() {
   std::fflush(stdout);
 
   TrainerOptions options;
+  options.observer = &metrics;
   options.mode = *mode;
   options.worker_index = index;
   options.batch_size = absl::GetFlag(FLAGS_batch_size);
@@ -150,6 +192,7 @@ int Run() {
   options.push_every = absl::GetFlag(FLAGS_push_every);
   options.compute_while_pushing =
       *mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_compute_while_pushing);
+  options.max_minibatches_per_push = absl::GetFlag(FLAGS_max_minibatches_per_push);
   options.use_pool = pool;
   options.pool_seed = absl::GetFlag(FLAGS_pool_seed);
   options.slowdown = absl::GetFlag(FLAGS_slowdown);

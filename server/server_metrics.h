@@ -1,0 +1,87 @@
+// ServerMetrics: the Prometheus metrics of one asgd_server process (names and
+// meanings in docs/metrics.md). Every family and every fixed-label series is
+// built once in the constructor; the hot path only increments cached
+// references. Labels are bounded: server and shard indices, worker ids seen,
+// a fixed reason set, the service's four methods and gRPC's status codes.
+//
+// Thread-safety: thread-safe (prometheus-cpp metrics are atomic; the
+// per-worker and per-code series are created under a mutex on first use).
+#ifndef ASGD_SERVER_SERVER_METRICS_H_
+#define ASGD_SERVER_SERVER_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/param_store.h"
+
+namespace asgd {
+
+enum class RpcMethod { kDescribeModel = 0, kPull, kPush, kFetchBatches, kCount };
+
+class ServerMetrics final : public StoreObserver {
+ public:
+  ServerMetrics(prometheus::Registry& registry, int server_index,
+                int num_shards);
+
+  // StoreObserver.
+  void OnPushAccepted(uint64_t worker_id, uint64_t staleness) override;
+  void OnPushApplied(uint64_t worker_id, uint64_t version) override;
+  void OnPushRejected(RejectReason reason) override;
+  void OnShardApplied(int shard, double seconds) override;
+
+  // RPC level (called by the gRPC adapter).
+  void OnRpcStarted(RpcMethod method);
+  // `code` is a gRPC status code number (0-16).
+  void OnRpcHandled(RpcMethod method, int code, double seconds);
+  void OnBytesReceived(int64_t bytes) { received_bytes_.Increment(bytes); }
+  void OnBytesSent(int64_t bytes) { sent_bytes_.Increment(bytes); }
+  void OnPull() { pulls_.Increment(); }
+  void OnCheckpoint(absl::Time when);
+
+ private:
+  static constexpr int kNumCodes = 17;
+  void RefreshConnectedWorkers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  prometheus::Gauge& version_;
+  prometheus::Family<prometheus::Counter>& shard_updates_family_;
+  std::vector<prometheus::Counter*> shard_updates_;
+  prometheus::Counter& pushes_received_;
+  prometheus::Counter& pushes_applied_;
+  std::array<prometheus::Counter*, static_cast<int>(RejectReason::kCount)> dropped_;
+  prometheus::Histogram& staleness_;
+  std::vector<prometheus::Histogram*> apply_seconds_;
+  prometheus::Counter& received_bytes_;
+  prometheus::Counter& sent_bytes_;
+  prometheus::Counter& pulls_;
+  prometheus::Gauge& connected_workers_;
+  prometheus::Family<prometheus::Gauge>& last_push_family_;
+  prometheus::Gauge& last_checkpoint_;
+  prometheus::Family<prometheus::Counter>& rpc_started_family_;
+  prometheus::Family<prometheus::Counter>& rpc_handled_family_;
+  prometheus::Family<prometheus::Histogram>& rpc_seconds_family_;
+  std::array<prometheus::Counter*, static_cast<int>(RpcMethod::kCount)> rpc_started_;
+  std::array<prometheus::Histogram*, static_cast<int>(RpcMethod::kCount)> rpc_seconds_;
+
+  absl::Mutex mu_;
+  std::array<std::array<prometheus::Counter*, kNumCodes>,
+             static_cast<int>(RpcMethod::kCount)>
+      rpc_handled_ ABSL_GUARDED_BY(mu_){};
+  struct WorkerSeries {
+    prometheus::Gauge* last_push = nullptr;
+    absl::Time last_seen;
+  };
+  absl::flat_hash_map<uint64_t, WorkerSeries> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_SERVER_SERVER_METRICS_H_
