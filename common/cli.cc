@@ -15,7 +15,7 @@ namespace asgd {
 std::vector<char*> ParseCommandLine(int argc, char** argv, const char* usage) {
   absl::FlagsUsageConfig config;
   config.contains_helpshort_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "_main.cc");
+    return absl::EndsWith(file, "_main.cc") || absl::EndsWith(file, "_flags.cc");
   };
   config.contains_help_flags = config.contains_helpshort_flags;
   config.normalize_filename = [](absl::string_view file) {

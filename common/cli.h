@@ -1,5 +1,5 @@
 // Command-line setup shared by asgd binaries: --help lists the flags defined
-// in the binary's *_main.cc, and signals for clean shutdown.
+// in the binary's *_main.cc and in shared *_flags.cc files.
 #ifndef ASGD_COMMON_CLI_H_
 #define ASGD_COMMON_CLI_H_
 

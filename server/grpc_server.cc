@@ -10,10 +10,16 @@
 #include "grpcpp/health_check_service_interface.h"
 
 namespace asgd {
+namespace {
+constexpr int kMaxMessageBytes = 4 << 20;
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const ParamStoreOptions& options, absl::Span<const float> initial_model,
-    const std::string& host, int port, ServerMetrics* metrics) {
+    const std::string& host, int port, ServerMetrics* metrics,
+    const SecurityOptions& security) {
+  ASGD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                        MakeServerCredentials(security));
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer());
   ParamStoreOptions store_options = options;
   if (metrics != nullptr) store_options.observer = metrics;
@@ -25,8 +31,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(host, ":", port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(address, credentials, &server->port_);
+  // Pushes arrive in chunks of at most 1 MiB; refuse anything much larger.
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.experimental().SetInterceptorCreators(MakeServerInterceptors(security));
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {

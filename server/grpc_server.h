@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/grpc_security.h"
 #include "grpcpp/server.h"
 #include "server/grpc_service.h"
 #include "server/param_store.h"
@@ -27,9 +28,11 @@ class GrpcServer {
  public:
   // `metrics` (may be null) must outlive the server; when set it also
   // observes the store.
+  // `security` selects TLS / mutual TLS / a bearer token (default: none).
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       const ParamStoreOptions& options, absl::Span<const float> initial_model,
-      const std::string& host, int port, ServerMetrics* metrics = nullptr);
+      const std::string& host, int port, ServerMetrics* metrics = nullptr,
+      const SecurityOptions& security = {});
   ~GrpcServer();
 
   int port() const { return port_; }

@@ -24,6 +24,7 @@
 #include "common/cli.h"
 #include "common/dnn_spec.h"
 #include "common/metrics_endpoint.h"
+#include "common/security_flags.h"
 #include "server/grpc_server.h"
 #include "server/health_probe.h"
 #include "server/param_store.h"
@@ -158,9 +159,12 @@ int Run() {
     endpoint = *std::move(started);
     WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), endpoint->port());
   }
+  auto security = SecurityOptionsFromFlags();
+  if (!security.ok()) return Fail(security.status());
   auto server = GrpcServer::Start(
       options, InitialDnnParams(spec, absl::GetFlag(FLAGS_seed)),
-      absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics);
+      absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics,
+      *security);
   if (!server.ok()) {
     std::fprintf(stderr, "asgd_server: %s\n",
                  server.status().ToString().c_str());

@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
 #include "common/cli.h"
+#include "common/security_flags.h"
 #include "corpus/corpus_io.h"
 #include "worker/dnn.h"
 #include "worker/frames.h"
@@ -61,6 +62,9 @@ int Run() {
     if (!addresses.ok()) return Fail(addresses.status());
     GrpcClientOptions options;
     options.worker_id = 1u << 31;  // not a training worker
+    auto security = SecurityOptionsFromFlags();
+    if (!security.ok()) return Fail(security.status());
+    options.security = *security;
     options.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
     auto client = GrpcParamClient::Create(*addresses, options);
     if (!client.ok()) return Fail(client.status());

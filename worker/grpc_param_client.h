@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc_security.h"
 #include "proto/asgd.grpc.pb.h"
 #include "worker/param_client.h"
 
@@ -26,6 +27,7 @@ namespace asgd {
 
 struct GrpcClientOptions {
   uint64_t worker_id = 0;
+  SecurityOptions security;  // TLS / token (default: none)
   absl::Duration connect_timeout = absl::Seconds(30);
   absl::Duration rpc_timeout = absl::Seconds(60);
 };

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include "absl/time/time.h"
 #include "common/cli.h"
+#include "common/security_flags.h"
 #include "common/metrics_endpoint.h"
 #include "corpus/corpus_io.h"
 #include "worker/backend_factory.h"
@@ -159,6 +160,9 @@ int Run() {
 
   GrpcClientOptions client_options;
   client_options.worker_id = index;
+  auto security = SecurityOptionsFromFlags();
+  if (!security.ok()) return Fail(security.status());
+  client_options.security = *security;
   client_options.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
   client_options.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   auto client = GrpcParamClient::Create(*addresses, client_options);
