@@ -17,7 +17,7 @@ constexpr int kMaxMessageBytes = 4 << 20;
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const ParamStoreOptions& options, absl::Span<const float> initial_model,
     const std::string& host, int port, ServerMetrics* metrics,
-    const SecurityOptions& security) {
+    const SecurityOptions& security, const StoreSnapshot* restore) {
   ASGD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                         MakeServerCredentials(security));
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer());
@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   if (metrics != nullptr) store_options.observer = metrics;
   ASGD_ASSIGN_OR_RETURN(server->store_,
                         ParamStore::Create(store_options, initial_model));
+  if (restore != nullptr) ASGD_RETURN_IF_ERROR(server->store_->Restore(*restore));
   server->service_ = std::make_unique<GrpcParameterService>(
       server->store_.get(), &server->pool_, metrics);
   grpc::EnableDefaultHealthCheckService(true);
@@ -49,10 +50,16 @@ std::string GrpcServer::local_address() const {
   return absl::StrCat("127.0.0.1:", port_);
 }
 
+void GrpcServer::StopServing(absl::Duration grace) {
+  if (stopped_serving_) return;
+  stopped_serving_ = true;
+  if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+}
+
 void GrpcServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  StopServing(grace);
   if (store_) store_->Shutdown();
 }
 

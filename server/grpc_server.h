@@ -29,10 +29,13 @@ class GrpcServer {
   // `metrics` (may be null) must outlive the server; when set it also
   // observes the store.
   // `security` selects TLS / mutual TLS / a bearer token (default: none).
+  // `restore` (may be null), a restored checkpoint, is loaded before the
+  // server starts serving.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       const ParamStoreOptions& options, absl::Span<const float> initial_model,
       const std::string& host, int port, ServerMetrics* metrics = nullptr,
-      const SecurityOptions& security = {});
+      const SecurityOptions& security = {},
+      const StoreSnapshot* restore = nullptr);
   ~GrpcServer();
 
   int port() const { return port_; }
@@ -41,8 +44,11 @@ class GrpcServer {
   ParamStore* store() { return store_.get(); }
   BatchPool* pool() { return &pool_; }
 
-  // Stops serving (in-flight calls get up to `grace` to finish), then drains
-  // and joins the shard threads.
+  // Stops accepting calls; in-flight calls get up to `grace` to finish. The
+  // store keeps running (e.g. for a final checkpoint).
+  void StopServing(absl::Duration grace = absl::Seconds(5));
+
+  // StopServing(grace), then drains and joins the shard threads.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
 
  private:
@@ -53,6 +59,7 @@ class GrpcServer {
   std::unique_ptr<GrpcParameterService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  bool stopped_serving_ = false;
   bool shut_down_ = false;
 };
 

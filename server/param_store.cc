@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 
 namespace asgd {
@@ -179,7 +180,7 @@ absl::Status ParamStore::EnqueueLocked(
   };
   for (auto& shard : shards_) {
     // Cannot fail: every queue holds at most in_flight_ tasks.
-    const bool ok = shard->TryEnqueue(ApplyTask{kind, values, scale, backup, completion});
+    const bool ok = shard->TryEnqueue(ApplyTask{kind, values, scale, backup, nullptr, completion});
     (void)ok;
   }
   return absl::OkStatus();
@@ -299,6 +300,57 @@ absl::Status ParamStore::SubmitSyncLocked(
     const uint64_t now = accepted_.load(std::memory_order_acquire);
     for (SyncWaiter& w : *waiters) w.done(PushResult{false, 0, now});
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StoreSnapshot> ParamStore::TakeSnapshot() {
+  auto target = std::make_shared<SnapshotTarget>();
+  target->weights.resize(range_.size());
+  if (optimizer_.has_state()) target->state.resize(range_.size());
+  auto done = std::make_shared<absl::Notification>();
+  uint64_t version;
+  {
+    absl::MutexLock lock(&submit_mu_);
+    if (shut_down_) return absl::UnavailableError("store is shut down");
+    // Every shard gets this task after exactly the `version` updates admitted
+    // so far, in the same order: the copies form one consistent model.
+    version = accepted_.load(std::memory_order_acquire);
+    auto completion = std::make_shared<PushCompletion>();
+    completion->remaining.store(static_cast<int>(shards_.size()));
+    completion->on_done = [done] { done->Notify(); };
+    for (auto& shard : shards_) {
+      ApplyTask task;
+      task.kind = ApplyTask::Kind::kSnapshot;
+      task.snapshot = target;
+      task.completion = completion;
+      const bool ok = shard->TryEnqueue(std::move(task), /*control=*/true);
+      (void)ok;  // control tasks are always admitted before shutdown
+    }
+  }
+  done->WaitForNotification();
+  return StoreSnapshot{version, std::move(target->weights),
+                       std::move(target->state)};
+}
+
+absl::Status ParamStore::Restore(const StoreSnapshot& snapshot) {
+  if (static_cast<int64_t>(snapshot.weights.size()) != range_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "snapshot has ", snapshot.weights.size(), " weights, this server holds ",
+        range_.size()));
+  }
+  if (optimizer_.has_state() &&
+      static_cast<int64_t>(snapshot.state.size()) != range_.size()) {
+    return absl::InvalidArgumentError(
+        "snapshot has no momentum state but the optimizer needs it");
+  }
+  absl::MutexLock lock(&submit_mu_);
+  if (accepted_.load() != 0) {
+    return absl::FailedPreconditionError("restore only before any update");
+  }
+  for (auto& shard : shards_) {
+    shard->Restore(snapshot.weights, snapshot.state, snapshot.version);
+  }
+  accepted_.store(snapshot.version, std::memory_order_release);
   return absl::OkStatus();
 }
 

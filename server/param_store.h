@@ -128,6 +128,14 @@ struct PushResult {
   uint64_t version = 0;        // version assigned (applied) or current (dropped)
 };
 
+// A consistent copy of a store: the weights and optimizer state (server-local
+// ranges; state empty without momentum) after exactly `version` updates.
+struct StoreSnapshot {
+  uint64_t version = 0;
+  std::vector<float> weights;
+  std::vector<float> state;
+};
+
 struct ParamStoreStats {
   uint64_t pushes_applied = 0;
   uint64_t pushes_dropped_stale = 0;
@@ -169,6 +177,16 @@ class ParamStore {
   // shut down.
   absl::Status Submit(PushRequest request,
                       std::function<void(const PushResult&)> done);
+
+  // A consistent snapshot (for checkpoints): queued behind every update
+  // admitted so far, so it waits for them to be applied; updates admitted
+  // later are not in it. Unavailable after Shutdown().
+  absl::StatusOr<StoreSnapshot> TakeSnapshot();
+
+  // Loads a snapshot (a restored checkpoint) before any update: weights,
+  // optimizer state and version. InvalidArgument on a size mismatch,
+  // FailedPrecondition once updates were accepted.
+  absl::Status Restore(const StoreSnapshot& snapshot);
 
   // Counts a push rejected before Submit (e.g. by chunk validation).
   void CountRejected(RejectReason reason);

@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -25,6 +27,7 @@
 #include "common/dnn_spec.h"
 #include "common/metrics_endpoint.h"
 #include "common/security_flags.h"
+#include "server/checkpoint.h"
 #include "server/grpc_server.h"
 #include "server/health_probe.h"
 #include "server/param_store.h"
@@ -66,6 +69,13 @@ ABSL_FLAG(std::string, staleness_lr_scale, "none",
 ABSL_FLAG(int, sync_workers, 0,
           "Synchronous baseline: wait for one push from each of this many "
           "workers per version and apply their average (0: asynchronous).");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Directory for this server's checkpoints (weights, optimizer state, "
+          "version). On start the server restores its checkpoint from here if "
+          "there is one, and refuses a corrupt or mismatched one. Empty: none.");
+ABSL_FLAG(int, checkpoint_every_s, 60,
+          "Seconds between checkpoints (0: only at shutdown); needs "
+          "--checkpoint_dir.");
 ABSL_FLAG(std::string, health_probe, "",
           "Probe mode: check the gRPC health of the server at HOST:PORT, exit 0 "
           "if SERVING within 3 s, else 1. Starts no server.");
@@ -161,10 +171,22 @@ int Run() {
   }
   auto security = SecurityOptionsFromFlags();
   if (!security.ok()) return Fail(security.status());
+  // A checkpoint from an earlier run of this server, if any.
+  const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  std::optional<StoreSnapshot> restored;
+  if (!checkpoint_dir.empty()) {
+    auto layout = ModelLayout::Create(options.tensors, options.num_servers,
+                                      options.num_shards);
+    if (!layout.ok()) return Fail(layout.status());
+    auto read = ReadCheckpoint(checkpoint_dir, *layout, options.server_index,
+                               options.optimizer.momentum > 0);
+    if (!read.ok()) return Fail(read.status());
+    restored = *std::move(read);
+  }
   auto server = GrpcServer::Start(
       options, InitialDnnParams(spec, absl::GetFlag(FLAGS_seed)),
       absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics,
-      *security);
+      *security, restored.has_value() ? &*restored : nullptr);
   if (!server.ok()) {
     std::fprintf(stderr, "asgd_server: %s\n",
                  server.status().ToString().c_str());
@@ -187,8 +209,38 @@ int Run() {
                 options.server_index, absl::GetFlag(FLAGS_host).c_str(),
                 endpoint->port());
   }
+  if (restored.has_value()) {
+    std::printf("asgd_server %d: restored checkpoint %s at version %llu\n",
+                options.server_index,
+                CheckpointPath(checkpoint_dir, options.server_index,
+                               options.num_servers).c_str(),
+                static_cast<unsigned long long>(restored->version));
+  }
   std::fflush(stdout);
   WritePortFile(absl::GetFlag(FLAGS_port_file), port);
+
+  auto checkpoint = [&]() {
+    const absl::Time start = absl::Now();
+    auto snapshot = store->TakeSnapshot();
+    absl::Status s = snapshot.status();
+    if (s.ok()) s = WriteCheckpoint(checkpoint_dir, layout, options.server_index, *snapshot);
+    if (!s.ok()) {
+      // Training goes on; the next checkpoint tries again.
+      std::fprintf(stderr, "asgd_server %d: checkpoint failed: %s\n",
+                   options.server_index, s.ToString().c_str());
+      return;
+    }
+    metrics.OnCheckpoint(absl::Now());
+    std::printf("asgd_server %d: checkpoint at version %llu (%.0f ms)\n",
+                options.server_index,
+                static_cast<unsigned long long>(snapshot->version),
+                absl::ToDoubleMilliseconds(absl::Now() - start));
+    std::fflush(stdout);
+  };
+  const int checkpoint_every =
+      checkpoint_dir.empty() ? 0 : absl::GetFlag(FLAGS_checkpoint_every_s);
+  absl::Time next_checkpoint = absl::Now() + absl::Seconds(checkpoint_every);
+  absl::Time next_log = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_log_every_s));
 
   // Signals were blocked in main() before any thread started; wait for one
   // here, waking up to print status.
@@ -198,14 +250,23 @@ int Run() {
   sigaddset(&set, SIGTERM);
   const int log_every = absl::GetFlag(FLAGS_log_every_s);
   for (;;) {
-    timespec timeout{log_every > 0 ? log_every : 3600, 0};
+    absl::Time wake = absl::Now() + absl::Hours(1);
+    if (log_every > 0) wake = std::min(wake, next_log);
+    if (checkpoint_every > 0) wake = std::min(wake, next_checkpoint);
+    const timespec timeout =
+        absl::ToTimespec(std::max(wake - absl::Now(), absl::Milliseconds(1)));
     const int sig = sigtimedwait(&set, nullptr, &timeout);
     if (sig == SIGINT || sig == SIGTERM) {
       std::printf("asgd_server %d: signal %d, shutting down\n",
                   options.server_index, sig);
       break;
     }
-    if (log_every > 0) {
+    if (checkpoint_every > 0 && absl::Now() >= next_checkpoint) {
+      checkpoint();
+      next_checkpoint = absl::Now() + absl::Seconds(checkpoint_every);
+    }
+    if (log_every > 0 && absl::Now() >= next_log) {
+      next_log = absl::Now() + absl::Seconds(log_every);
       const ParamStoreStats st = store->stats();
       uint64_t rejected = 0;
       for (uint64_t r : st.rejected) rejected += r;
@@ -221,7 +282,11 @@ int Run() {
       std::fflush(stdout);
     }
   }
-  (*server)->Shutdown(absl::Seconds(5));
+  // Let in-flight calls finish (bounded), checkpoint what the queues hold,
+  // then stop the apply threads.
+  (*server)->StopServing(absl::Seconds(5));
+  if (!checkpoint_dir.empty()) checkpoint();
+  (*server)->Shutdown(absl::Seconds(0));
   std::printf("asgd_server %d: stopped at version %llu\n", options.server_index,
               static_cast<unsigned long long>(store->version()));
   return 0;

@@ -21,11 +21,21 @@ Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
 
 Shard::~Shard() { Close(); }
 
-bool Shard::TryEnqueue(ApplyTask task) {
+bool Shard::TryEnqueue(ApplyTask task, bool control) {
   absl::MutexLock lock(&mu_);
-  if (closed_ || queue_.size() >= capacity_) return false;
+  if (closed_ || (!control && queue_.size() >= capacity_)) return false;
   queue_.push_back(std::move(task));
   return true;
+}
+
+void Shard::Restore(const std::vector<float>& weights,
+                    const std::vector<float>& state, uint64_t applied) {
+  absl::MutexLock lock(&mu_);  // orders these writes before the next task
+  std::copy_n(weights.data() + local_begin_, size_, weights_);
+  if (!state_.empty() && !state.empty()) {
+    std::copy_n(state.data() + local_begin_, size_, state_.data());
+  }
+  applied_.store(applied, std::memory_order_release);
 }
 
 void Shard::Close() {
@@ -48,6 +58,17 @@ void Shard::Run() {
       if (queue_.empty()) return;  // closed and drained
       task = std::move(queue_.front());
       queue_.pop_front();
+    }
+    if (task.kind == ApplyTask::Kind::kSnapshot) {
+      SnapshotTarget& target = *task.snapshot;
+      std::copy_n(weights_, size_, target.weights.data() + local_begin_);
+      if (!state_.empty() && !target.state.empty()) {
+        std::copy_n(state_.data(), size_, target.state.data() + local_begin_);
+      }
+      if (task.completion->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        task.completion->on_done();
+      }
+      continue;
     }
     const auto start = std::chrono::steady_clock::now();
     const float* data = task.data->data() + local_begin_;

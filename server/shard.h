@@ -35,10 +35,18 @@ struct PushCompletion {
   std::function<void()> on_done;
 };
 
+// Where a snapshot task copies a shard's weights and optimizer state: into
+// its own sub-range of these server-local buffers (state may be empty).
+struct SnapshotTarget {
+  std::vector<float> weights;
+  std::vector<float> state;
+};
+
 struct ApplyTask {
   enum class Kind {
     kGradient,  // an optimizer step with `data` as the gradient
     kAssign,    // set the weights to `data` and reset the optimizer state
+    kSnapshot,  // copy weights and state into `snapshot` (not an update)
   };
   Kind kind = Kind::kGradient;
   // Server-local values (the whole server range); the shard reads its own
@@ -48,6 +56,7 @@ struct ApplyTask {
   // The model the gradient was computed from (server-local), for delay
   // compensation; may be null.
   std::shared_ptr<const std::vector<float>> backup;
+  std::shared_ptr<SnapshotTarget> snapshot;  // kSnapshot only
   std::shared_ptr<PushCompletion> completion;
 };
 
@@ -66,8 +75,15 @@ class Shard {
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
-  // False if the queue is full or the shard is closed.
-  bool TryEnqueue(ApplyTask task);
+  // False if the queue is full or the shard is closed. A `control` task (a
+  // snapshot) is admitted beyond the capacity.
+  bool TryEnqueue(ApplyTask task, bool control = false);
+
+  // Sets the shard's weights and optimizer state from server-local buffers
+  // (its own sub-range; `state` may be empty) and its step to `applied`.
+  // Only before any task is enqueued (restoring a checkpoint at start).
+  void Restore(const std::vector<float>& weights,
+               const std::vector<float>& state, uint64_t applied);
 
   // Number of tasks applied so far (the shard's step; the learning-rate
   // schedule follows it).

@@ -341,7 +341,7 @@ absl::Status Trainer::WarmStart(TrainResult* result,
       *log_ << "worker 0 warm start done after " << warm.steps
             << " steps; model handed to the servers" << std::endl;
     }
-    return client_->Pull(absl::MakeSpan(result->params), versions);
+    return PullWithRetry(absl::MakeSpan(result->params), versions);
   }
   // Other workers wait for worker 0's model (every server past version 0).
   const absl::Time deadline = absl::Now() + options_.warm_start_timeout;
@@ -356,7 +356,73 @@ absl::Status Trainer::WarmStart(TrainResult* result,
     }
     absl::SleepFor(absl::Milliseconds(100));  // polling a remote condition
   }
-  return client_->Pull(absl::MakeSpan(result->params), versions);
+  return PullWithRetry(absl::MakeSpan(result->params), versions);
+}
+
+namespace {
+
+// Errors a restarting or briefly unreachable pool produces. A push computed
+// from versions a restored server never reached is also transient: pull
+// again.
+bool Transient(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kCancelled:
+      return true;
+    case absl::StatusCode::kInvalidArgument:
+      return absl::StrContains(s.message(), "from the future");
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+absl::Status Trainer::BackOff(const absl::Status& error, absl::string_view what) {
+  if (!Transient(error)) return error;
+  const absl::Time now = absl::Now();
+  if (failures_ == 0) first_failure_ = now;
+  if (now - first_failure_ > options_.max_retry_time) {
+    return absl::Status(error.code(),
+                        absl::StrCat(error.message(), " (still failing after ",
+                                     absl::FormatDuration(now - first_failure_),
+                                     " of retries)"));
+  }
+  absl::Duration wait = options_.initial_backoff;
+  for (int i = 0; i < failures_ && wait < options_.max_backoff; ++i) wait *= 2;
+  wait = std::min(wait, options_.max_backoff);
+  // Jitter in [0.5, 1.5): workers that lost the same server do not return
+  // in lockstep.
+  jitter_state_ = jitter_state_ * 6364136223846793005ull + 1442695040888963407ull;
+  wait *= 0.5 + static_cast<double>(jitter_state_ >> 11) * 0x1.0p-53;
+  ++failures_;
+  if (options_.observer != nullptr) options_.observer->OnRpcRetry();
+  if (log_ != nullptr) {
+    *log_ << "worker " << options_.worker_index << ": " << what << " failed ("
+          << error << "); retry " << failures_ << " in "
+          << absl::FormatDuration(wait) << std::endl;
+  }
+  absl::SleepFor(wait);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::PullWithRetry(absl::Span<float> params,
+                                    std::vector<uint64_t>* versions) {
+  for (;;) {
+    absl::Status s = client_->Pull(params, versions);
+    if (s.ok()) {
+      if (failures_ > 0 && log_ != nullptr) {
+        *log_ << "worker " << options_.worker_index
+              << ": the pool answers again; resuming from a fresh pull"
+              << std::endl;
+      }
+      failures_ = 0;
+      return s;
+    }
+    ASGD_RETURN_IF_ERROR(BackOff(s, "pull"));
+  }
 }
 
 absl::StatusOr<TrainResult> Trainer::Run() {
@@ -368,7 +434,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
   std::vector<uint64_t> versions;
   start_ = last_eval_ = window_start_ = absl::Now();
 
-  ASGD_RETURN_IF_ERROR(client_->Pull(absl::MakeSpan(result.params), &versions));
+  ASGD_RETURN_IF_ERROR(PullWithRetry(absl::MakeSpan(result.params), &versions));
   if (options_.warm_start_epochs > 0) {
     ASGD_RETURN_IF_ERROR(WarmStart(&result, &versions));
   }
@@ -411,7 +477,14 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         need_pull = true;
         return absl::OkStatus();
       }
-      ASGD_RETURN_IF_ERROR(outcome.status());
+      if (!outcome.ok()) {
+        // Lost with a server that went away (or refused by one that came
+        // back without it): not resent; pull fresh and go on.
+        ASGD_RETURN_IF_ERROR(BackOff(outcome.status(), "push"));
+        need_pull = true;
+        return absl::OkStatus();
+      }
+      failures_ = 0;
       if (options_.observer != nullptr) options_.observer->OnPush(*outcome);
       ++result.pushes;
       result.pushes_dropped += outcome->dropped;
@@ -453,7 +526,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       // After each completed push the model is refreshed, even while the
       // next push is already on the wire.
       if (need_pull) {
-        ASGD_RETURN_IF_ERROR(client_->Pull(absl::MakeSpan(result.params), &versions));
+        ASGD_RETURN_IF_ERROR(
+            PullWithRetry(absl::MakeSpan(result.params), &versions));
         need_pull = false;
       }
       absl::Time t2 = absl::Now();
@@ -517,7 +591,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     LogProgress(result, source->epochs(), true);
   }
   // Evaluate the freshest model the pool has.
-  ASGD_RETURN_IF_ERROR(client_->Pull(absl::MakeSpan(result.params), &versions));
+  ASGD_RETURN_IF_ERROR(PullWithRetry(absl::MakeSpan(result.params), &versions));
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   if (heldout_ != nullptr && heldout_->num_frames() > 0) {
     ASGD_RETURN_IF_ERROR(

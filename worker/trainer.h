@@ -73,6 +73,8 @@ class TrainerObserver {
   virtual void OnStep(const StepReport& step) = 0;
   virtual void OnPush(const PushOutcome& outcome) = 0;
   virtual void OnHeldoutAccuracy(double accuracy) = 0;
+  // A pull or push failed and will be retried (server down, restarting...).
+  virtual void OnRpcRetry() {}
 };
 absl::StatusOr<TrainMode> ParseTrainMode(absl::string_view text);
 
@@ -102,6 +104,15 @@ struct TrainerOptions {
   int64_t eval_frames = 0;     // held-out frames per periodic eval; 0: all
   uint64_t seed = 1;
   TrainerObserver* observer = nullptr;  // may be null; outlives Run()
+  // A failed pull or push of a transient kind (a server is down or
+  // restarting: UNAVAILABLE, DEADLINE_EXCEEDED, ...) is retried with
+  // exponential backoff (initial_backoff doubling up to max_backoff, with
+  // jitter) for up to max_retry_time; the worker then resumes from a fresh
+  // pull. A failed push is never resent: a server that got it may have
+  // applied it.
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+  absl::Duration max_retry_time = absl::Minutes(10);
 };
 
 // Seconds spent per phase of the loop.
@@ -164,6 +175,12 @@ class Trainer {
   class PoolSource;
 
   absl::Status ValidateSetup() const;
+  // Pull with retries (see TrainerOptions::max_retry_time).
+  absl::Status PullWithRetry(absl::Span<float> params,
+                             std::vector<uint64_t>* versions);
+  // After a failed call: OK (and a backoff wait) when `error` is transient
+  // and the retry budget lasts, else `error`.
+  absl::Status BackOff(const absl::Status& error, absl::string_view what);
   absl::StatusOr<float> LocalLearningRate() const;
   // Plain SGD on result->params over `source` (at most max_steps steps if
   // > 0), no communication.
@@ -182,6 +199,10 @@ class Trainer {
 
   absl::Time start_;
   absl::Time last_eval_;
+  // Retry state: consecutive failures and when the first of them happened.
+  int failures_ = 0;
+  absl::Time first_failure_;
+  uint64_t jitter_state_ = 0x9e3779b97f4a7c15ull;
   // Progress window since the last log line.
   absl::Time window_start_;
   int64_t window_frames_ = 0, window_correct_ = 0;

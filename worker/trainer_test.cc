@@ -65,6 +65,11 @@ class FakePool : public ParamClient {
   absl::Status Pull(absl::Span<float> params,
                     std::vector<uint64_t>* versions) override {
     absl::MutexLock lock(&mu_);
+    if (fail_pulls_ > 0) {
+      --fail_pulls_;
+      log_.push_back("pull-failed");
+      return absl::UnavailableError("server restarting");
+    }
     std::copy(model_.begin(), model_.end(), params.begin());
     *versions = {version_};
     log_.push_back("pull");
@@ -83,6 +88,11 @@ class FakePool : public ParamClient {
       log_.push_back("assign");
       out.applied = 1;
       return out;
+    }
+    if (fail_pushes_ > 0) {
+      --fail_pushes_;
+      log_.push_back("push-failed");
+      return absl::UnavailableError("connection reset");
     }
     log_.push_back("push");
     minibatches_pushed_ += n;
@@ -116,6 +126,8 @@ class FakePool : public ParamClient {
   int64_t pushes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t minibatches_pushed_ ABSL_GUARDED_BY(mu_) = 0;
   int drop_every_ = 0;
+  int fail_pulls_ ABSL_GUARDED_BY(mu_) = 0;
+  int fail_pushes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration push_delay_ = absl::ZeroDuration();
   float lr_;
 };
@@ -207,6 +219,56 @@ TEST(TrainerTest, BackgroundPushesStillRefreshTheModelWhenComputeIsSlow) {
   const int64_t pulls = std::count(pool.log_.begin(), pool.log_.end(), "pull");
   EXPECT_GE(pulls, pool.pushes_) << "pushes " << pool.pushes_;
   EXPECT_EQ(pool.minibatches_pushed_, 20);
+}
+
+class RetryCounter : public TrainerObserver {
+ public:
+  void OnStep(const StepReport&) override {}
+  void OnPush(const PushOutcome&) override {}
+  void OnHeldoutAccuracy(double) override {}
+  void OnRpcRetry() override { ++retries; }
+  int retries = 0;
+};
+
+TEST(TrainerTest, RetriesPullsAndPushesWhileTheServerIsAway) {
+  Data data;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.fail_pulls_ = 3;
+    pool.fail_pushes_ = 2;
+  }
+  RetryCounter counter;
+  TrainerOptions o = BaseOptions();
+  o.initial_backoff = absl::Milliseconds(1);
+  o.max_backoff = absl::Milliseconds(4);
+  o.observer = &counter;
+  auto result = Train(&pool, data, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 40);
+  EXPECT_EQ(counter.retries, 5);
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(pool.pushes_, 38);  // the two lost pushes were not resent
+  // After a failed push the next call is a (fresh) pull.
+  for (size_t i = 0; i + 1 < pool.log_.size(); ++i) {
+    if (pool.log_[i] == "push-failed") EXPECT_EQ(pool.log_[i + 1], "pull");
+  }
+}
+
+TEST(TrainerTest, GivesUpWhenTheServerStaysAway) {
+  Data data;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.fail_pulls_ = 1000000;
+  }
+  TrainerOptions o = BaseOptions();
+  o.initial_backoff = absl::Milliseconds(1);
+  o.max_backoff = absl::Milliseconds(2);
+  o.max_retry_time = absl::Milliseconds(50);
+  auto result = Train(&pool, data, o);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(result.status().message().find("retries"), absl::string_view::npos);
 }
 
 TEST(TrainerTest, SgdModeTrainsLocallyAndHandsTheModelOver) {

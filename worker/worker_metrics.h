@@ -23,7 +23,7 @@ class WorkerMetrics final : public TrainerObserver {
   void OnStep(const StepReport& step) override;
   void OnPush(const PushOutcome& outcome) override;
   void OnHeldoutAccuracy(double accuracy) override;
-  void OnRpcRetry() { retries_.Increment(); }
+  void OnRpcRetry() override { retries_.Increment(); }
 
  private:
   prometheus::Counter& steps_;
