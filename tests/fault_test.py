@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Fault tests: asgd survives dead workers and a dead server.
+
+  fault_test.py workers SERVER WORKER EVAL MAKE_CORPUS
+    An undisturbed run, then the same run while a worker chosen at random is
+    killed with SIGKILL at least 20 times, each time replaced by a new one
+    with the same index (workers take minibatches from the shared pool, so a
+    replacement simply continues). Training must finish and reach the
+    undisturbed run's held-out accuracy (within 2 points).
+
+  fault_test.py server SERVER WORKER EVAL MAKE_CORPUS
+    A server is killed with SIGKILL mid-training and restarted with the same
+    flags: it restores its checkpoint, the workers reconnect by themselves and
+    training finishes. Reports the recovery time and the updates lost.
+
+Bounded in time, deterministic seed, every port chosen by the OS, every
+process stopped at the end.
+"""
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+SEED = 20261122
+DEADLINE_S = 240
+LOGS = []
+
+
+def fail(msg):
+    for log in LOGS[-6:]:
+        try:
+            with open(log) as f:
+                tail = f.readlines()[-6:]
+            print(f"--- {os.path.basename(log)}\n" + "".join(tail))
+        except OSError:
+            pass
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def wait_for(what, predicate, timeout=60, interval=0.05):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    fail(f"timed out waiting for {what}")
+
+
+def read_port(path):
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+class Cluster:
+    def __init__(self, tmp, server_bin, worker_bin):
+        self.tmp, self.server_bin, self.worker_bin = tmp, server_bin, worker_bin
+        self.procs = []
+
+    def start(self, args, name):
+        log = os.path.join(self.tmp, f"{name}.log")
+        LOGS.append(log)
+        p = subprocess.Popen(args, stdout=open(log, "a"), stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def server(self, i, n, port=0, extra=()):
+        pf, mf = (os.path.join(self.tmp, f"{k}.server{i}") for k in ("port", "mport"))
+        for f in (pf, mf):
+            if os.path.exists(f):
+                os.remove(f)
+        p = self.start([self.server_bin, "--host=127.0.0.1", f"--port={port}",
+                        f"--port_file={pf}", "--metrics_port=0",
+                        f"--metrics_port_file={mf}", f"--server_index={i}",
+                        f"--num_servers={n}", "--num_shards=2", "--hidden=128",
+                        "--learning_rate=0.05", "--log_every_s=0", *extra],
+                       f"server{i}")
+        return p, wait_for(f"server {i}", lambda: read_port(pf)), \
+            wait_for(f"server {i} metrics", lambda: read_port(mf))
+
+    def worker(self, servers, corpus, i, n, extra=()):
+        return self.start([self.worker_bin, f"--servers={servers}",
+                           f"--corpus={corpus}", f"--worker_index={i}",
+                           f"--num_workers={n}", "--backend=cpu",
+                           "--log_every=100000", "--rpc_timeout_s=10",
+                           *extra], f"worker{i}")
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.procs = []
+
+
+def evaluate(eval_bin, servers, corpus):
+    out = subprocess.run([eval_bin, f"--servers={servers}", f"--corpus={corpus}"],
+                         capture_output=True, text=True, timeout=120)
+    m = re.search(r"held-out frame accuracy: ([\d.]+)%", out.stdout)
+    if out.returncode != 0 or not m:
+        fail(f"evaluation failed: {out.stdout}{out.stderr}")
+    return float(m.group(1))
+
+
+def model_version(metrics_port):
+    try:
+        page = urllib.request.urlopen(
+            f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return None
+    m = re.search(r"^asgd_server_model_version\{[^}]*\} ([\d.e+]+)$", page, re.M)
+    return int(float(m.group(1))) if m else None
+
+
+def wait_all(procs, deadline):
+    for p in procs:
+        try:
+            rc = p.wait(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            fail("a worker hung")
+        if rc != 0:
+            fail(f"a worker exited with {rc}")
+
+
+def pool_run(cluster, args, corpus, kills, rng):
+    """Trains with 3 pool workers; kills (and replaces) `kills` of them."""
+    _, p0, _ = cluster.server(0, 2)
+    _, p1, _ = cluster.server(1, 2)
+    servers = f"127.0.0.1:{p0},127.0.0.1:{p1}"
+    flags = ("--minibatch_pool", "--epochs=30", "--batch_size=128")
+    workers = [cluster.worker(servers, corpus, i, 3, flags) for i in range(3)]
+    done_kills = 0
+    deadline = time.time() + DEADLINE_S
+    while done_kills < kills:
+        time.sleep(rng.uniform(0.1, 0.3))  # the fault schedule, not a wait
+        i = rng.randrange(3)
+        if workers[i].poll() is not None:
+            if all(w.poll() is not None for w in workers):
+                fail(f"training ended after only {done_kills} kills")
+            continue
+        workers[i].kill()
+        workers[i].wait()
+        workers[i] = cluster.worker(servers, corpus, i, 3, flags)
+        done_kills += 1
+    wait_all(workers, deadline)
+    acc = evaluate(args["eval"], servers, corpus)
+    cluster.stop()
+    return acc
+
+
+def workers_test(args, tmp, corpus):
+    rng = random.Random(SEED)
+    cluster = Cluster(tmp, args["server"], args["worker"])
+    try:
+        t0 = time.time()
+        base = pool_run(cluster, args, corpus, 0, rng)
+        t1 = time.time()
+        disturbed = pool_run(cluster, args, corpus, 20, rng)
+        t2 = time.time()
+    finally:
+        cluster.stop()
+    print(f"undisturbed: held-out accuracy {base:.1f}% in {t1 - t0:.1f} s")
+    print(f"20 workers killed with SIGKILL and replaced: {disturbed:.1f}% in "
+          f"{t2 - t1:.1f} s")
+    if disturbed < base - 2.0:
+        fail(f"accuracy {disturbed:.1f}% is below the undisturbed {base:.1f}% - 2")
+
+
+def server_test(args, tmp, corpus):
+    rng = random.Random(SEED)
+    cluster = Cluster(tmp, args["server"], args["worker"])
+    ckpt = os.path.join(tmp, "checkpoints")
+    extra = (f"--checkpoint_dir={ckpt}", "--checkpoint_every_s=1")
+    try:
+        procs, ports, mports = [], [], []
+        for i in range(2):
+            p, port, mport = cluster.server(i, 2, extra=extra)
+            procs.append(p)
+            ports.append(port)
+            mports.append(mport)
+        servers = ",".join(f"127.0.0.1:{p}" for p in ports)
+        workers = [cluster.worker(servers, corpus, i, 2,
+                                  ("--epochs=6", "--batch_size=128"))
+                   for i in range(2)]
+        victim = rng.randrange(2)
+        # Mid-training: some checkpoints written, plenty of training left.
+        wait_for("training progress",
+                 lambda: (model_version(mports[victim]) or 0) >= 300, timeout=120)
+        time.sleep(rng.uniform(0.3, 0.9))  # land between checkpoints
+        before = model_version(mports[victim])
+        killed_at = time.time()
+        procs[victim].kill()
+        procs[victim].wait()
+        _, port, mport = cluster.server(victim, 2, port=ports[victim], extra=extra)
+        if port != ports[victim]:
+            fail("the restarted server did not get its port back")
+        restarted_at = time.time()
+        log = os.path.join(tmp, f"server{victim}.log")
+        restored = wait_for("the restore line", lambda: re.findall(
+            r"restored checkpoint \S+ at version (\d+)", open(log).read()))
+        restored = int(restored[-1])
+        recovered = wait_for("updates on the restarted server",
+                             lambda: (model_version(mport) or 0) > restored,
+                             timeout=60, interval=0.01)
+        recovered_at = time.time()
+        wait_all(workers, time.time() + DEADLINE_S)
+        acc = evaluate(args["eval"], servers, corpus)
+    finally:
+        cluster.stop()
+    lost = max(0, (before or 0) - restored)
+    print(f"server {victim} killed with SIGKILL at version >= {before}, "
+          f"restarted; restored checkpoint version {restored}: about {lost} "
+          f"updates lost")
+    print(f"recovery: first update applied {recovered_at - killed_at:.2f} s "
+          f"after the kill ({recovered_at - restarted_at:.2f} s after the "
+          f"restart); training finished, held-out accuracy {acc:.1f}%")
+    if acc < 40:
+        fail(f"accuracy {acc:.1f}% after recovery is too low")
+
+
+def main():
+    mode = sys.argv[1]
+    args = dict(zip(["server", "worker", "eval", "make_corpus"], sys.argv[2:6]))
+    tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+    corpus = os.path.join(tmp, "corpus")
+    subprocess.run([args["make_corpus"], f"--out={corpus}", "--num_train=150",
+                    "--num_heldout=20", "--jobs=2", "--noprogress",
+                    f"--seed={SEED % 1000}"], check=True)
+    {"workers": workers_test, "server": server_test}[mode](args, tmp, corpus)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
