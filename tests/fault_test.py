@@ -25,39 +25,10 @@ import tempfile
 import time
 import urllib.request
 
+from testlib import LOGS, fail, read_port, wait_for
+
 SEED = 20261122
 DEADLINE_S = 240
-LOGS = []
-
-
-def fail(msg):
-    for log in LOGS[-6:]:
-        try:
-            with open(log) as f:
-                tail = f.readlines()[-6:]
-            print(f"--- {os.path.basename(log)}\n" + "".join(tail))
-        except OSError:
-            pass
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def wait_for(what, predicate, timeout=60, interval=0.05):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    fail(f"timed out waiting for {what}")
-
-
-def read_port(path):
-    try:
-        with open(path) as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return None
 
 
 class Cluster:

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,55 +19,7 @@ import time
 import urllib.parse
 import urllib.request
 
-DEADLINE_S = 90
-
-
-LOGS = []  # logs of the processes started, shown on failure
-
-
-def fail(msg):
-    for log in LOGS:
-        try:
-            with open(log) as f:
-                tail = f.readlines()[-8:]
-            print(f"--- {os.path.basename(log)} (last lines)\n" + "".join(tail))
-        except OSError:
-            pass
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def wait_for(what, predicate, timeout=DEADLINE_S, interval=0.2, must=True):
-    """Polls `predicate` until it returns a truthy value or time runs out
-    (then fails, or returns None when not `must`)."""
-    end = time.time() + timeout
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    if must:
-        fail(f"timed out waiting for {what}")
-    return None
-
-
-def read_port(path):
-    try:
-        with open(path) as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(url):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return r.read().decode()
+from testlib import LOGS, fail, free_port, http_get, read_port, wait_for
 
 
 def main():

@@ -2,6 +2,7 @@
 // the parameter servers.
 #include "worker/trainer.h"
 
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -325,31 +326,45 @@ std::unique_ptr<GrpcServer> StartServer(int sync_workers) {
   return server.ok() ? *std::move(server) : nullptr;
 }
 
-TEST(TrainerTest, SharedPoolGivesASlowWorkerFewerBatches) {
-  Data data;
-  auto server = StartServer(0);
-  ASSERT_NE(server, nullptr);
-  absl::StatusOr<TrainResult> results[2];
+// Runs `n` workers concurrently against `server`, each with its own gRPC
+// client; worker w trains on part w of n with options(w).
+std::vector<absl::StatusOr<TrainResult>> RunWorkers(
+    GrpcServer& server, const Data& data, int n,
+    const std::function<TrainerOptions(int)>& options) {
+  std::vector<absl::StatusOr<TrainResult>> results(
+      n, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
-  for (int w = 0; w < 2; ++w) {
+  for (int w = 0; w < n; ++w) {
     threads.emplace_back([&, w] {
       GrpcClientOptions co;
       co.worker_id = w;
-      auto client = GrpcParamClient::Create({server->local_address()}, co);
+      auto client = GrpcParamClient::Create({server.local_address()}, co);
       if (!client.ok()) {
         results[w] = client.status();
         return;
       }
-      TrainerOptions o = BaseOptions();
+      TrainerOptions o = options(w);
       o.worker_index = w;
-      o.max_steps = 0;
-      o.epochs = 3;
-      o.use_pool = true;
-      o.slowdown = w == 1 ? 4.0 : 1.0;
-      results[w] = Train(client->get(), data, o);
+      results[w] = Train(client->get(), data, o, o.use_pool ? 0 : w,
+                         o.use_pool ? 1 : n);
     });
   }
   for (auto& t : threads) t.join();
+  return results;
+}
+
+TEST(TrainerTest, SharedPoolGivesASlowWorkerFewerBatches) {
+  Data data;
+  auto server = StartServer(0);
+  ASSERT_NE(server, nullptr);
+  auto results = RunWorkers(*server, data, 2, [](int w) {
+    TrainerOptions o = BaseOptions();
+    o.max_steps = 0;
+    o.epochs = 3;
+    o.use_pool = true;
+    o.slowdown = w == 1 ? 4.0 : 1.0;
+    return o;
+  });
   ASSERT_TRUE(results[0].ok()) << results[0].status();
   ASSERT_TRUE(results[1].ok()) << results[1].status();
   const uint64_t fast = server->pool()->TakenBy(0);
@@ -364,25 +379,12 @@ TEST(TrainerTest, SyncModeAppliesOneAveragedUpdatePerStep) {
   Data data;
   auto server = StartServer(2);
   ASSERT_NE(server, nullptr);
-  absl::StatusOr<TrainResult> results[2];
-  std::vector<std::thread> threads;
-  for (int w = 0; w < 2; ++w) {
-    threads.emplace_back([&, w] {
-      GrpcClientOptions co;
-      co.worker_id = w;
-      auto client = GrpcParamClient::Create({server->local_address()}, co);
-      if (!client.ok()) {
-        results[w] = client.status();
-        return;
-      }
-      TrainerOptions o = BaseOptions();
-      o.mode = TrainMode::kSync;
-      o.worker_index = w;
-      o.max_steps = 25;
-      results[w] = Train(client->get(), data, o, w, 2);
-    });
-  }
-  for (auto& t : threads) t.join();
+  auto results = RunWorkers(*server, data, 2, [](int) {
+    TrainerOptions o = BaseOptions();
+    o.mode = TrainMode::kSync;
+    o.max_steps = 25;
+    return o;
+  });
   for (auto& r : results) {
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->pushes, 25);

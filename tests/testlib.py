@@ -1,0 +1,57 @@
+"""Helpers shared by the Python tests in tests/: failing with the logs of the
+processes a test started, waiting on a condition with a deadline, and
+reading port files."""
+import os
+import socket
+import sys
+import time
+import urllib.request
+
+# Logs of the processes started by a test, shown (their last lines) on failure.
+LOGS = []
+
+
+def fail(msg, tail_lines=8):
+    for log in LOGS:
+        try:
+            with open(log) as f:
+                tail = f.readlines()[-tail_lines:]
+            print(f"--- {os.path.basename(log)} (last lines)\n" + "".join(tail))
+        except OSError:
+            pass
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def wait_for(what, predicate, timeout=90, interval=0.1, must=True):
+    """Polls `predicate` until it returns a truthy value or time runs out
+    (then fails, or returns None when not `must`)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    if must:
+        fail(f"timed out waiting for {what}")
+    return None
+
+
+def read_port(path):
+    """The port a process wrote to `path` (its --port_file), or None yet."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
