@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/chunking.h"
 #include "common/dnn_spec.h"
@@ -21,6 +22,20 @@ namespace {
 
 using asgd::v1::PushChunk;
 using asgd::v1::PushReply;
+
+// Lets a test wait for the server to reject a push for a given reason.
+class RejectionWatcher : public StoreObserver {
+ public:
+  void OnPushAccepted(uint64_t, uint64_t) override {}
+  void OnPushApplied(uint64_t, uint64_t) override {}
+  void OnShardApplied(int, double) override {}
+  void OnPushRejected(RejectReason reason) override {
+    if (reason == RejectReason::kIncomplete && !incomplete.HasBeenNotified()) {
+      incomplete.Notify();
+    }
+  }
+  absl::Notification incomplete;
+};
 
 class GrpcServiceTest : public ::testing::Test {
  protected:
@@ -36,6 +51,7 @@ class GrpcServiceTest : public ::testing::Test {
     o.num_shards = 2;
     o.optimizer.learning_rate = 0.5f;
     o.max_chunk_elements = 64;  // many chunks per push
+    o.observer = &watcher_;
     auto server = GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1", 0);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -88,6 +104,7 @@ class GrpcServiceTest : public ::testing::Test {
     return store()->stats().rejected[static_cast<int>(r)];
   }
 
+  RejectionWatcher watcher_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<asgd::v1::ParameterServer::Stub> stub_;
   std::vector<ChunkRef> plan_;
@@ -244,11 +261,8 @@ TEST_F(GrpcServiceTest, StreamBrokenHalfWayIsNotApplied) {
     ctx.TryCancel();  // the client goes away mid-push
     writer->Finish();
   }
-  // The server notices the broken stream and counts it; wait for that.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (Rejected(RejectReason::kIncomplete) == 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));  // polling a counter, bounded
-  }
+  // The server notices the broken stream and rejects it; wait for that.
+  ASSERT_TRUE(watcher_.incomplete.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(Rejected(RejectReason::kIncomplete), 1u);
   EXPECT_EQ(store()->Snapshot(), before);
   EXPECT_EQ(store()->version(), 0u);
