@@ -13,8 +13,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libfftw3-dev
   flite flite1-dev
-  # Tests of the monitoring and deployment files.
-  prometheus docker-compose nodejs
+  # Tests of the monitoring, deployment and security features.
+  prometheus docker-compose nodejs openssl
   "$@"
 )
 # npm: Debian's package conflicts with a nodejs that bundles its own npm.

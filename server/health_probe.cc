@@ -5,16 +5,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_security.h"
 #include "common/grpc_status.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 
 namespace asgd {
 
-absl::Status ProbeHealth(const std::string& address, absl::Duration timeout) {
-  auto channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
+absl::Status ProbeHealth(const std::string& address, absl::Duration timeout,
+                         const SecurityOptions& security) {
+  auto channel = MakeChannel(address, security, grpc::ChannelArguments());
+  if (!channel.ok()) return channel.status();
+  grpc::GenericStub stub(*channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   // HealthCheckRequest{service: ""} encodes to zero bytes; the reply

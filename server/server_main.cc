@@ -103,7 +103,12 @@ int Fail(const absl::Status& s) {
 int Run() {
   if (const std::string probe = absl::GetFlag(FLAGS_health_probe);
       !probe.empty()) {
-    absl::Status s = ProbeHealth(probe, absl::Seconds(3));
+    // The security flags, read as a client's: --tls_ca (and --tls_cert,
+    // --tls_key for mutual TLS, --tls_server_name) when the server uses TLS.
+    auto security = SecurityOptionsFromFlags();
+    absl::Status s = security.ok()
+                         ? ProbeHealth(probe, absl::Seconds(3), *security)
+                         : security.status();
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;

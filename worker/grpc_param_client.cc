@@ -51,18 +51,14 @@ absl::StatusOr<std::unique_ptr<GrpcParamClient>> GrpcParamClient::Create(
     const std::vector<std::string>& addresses,
     const GrpcClientOptions& options) {
   if (addresses.empty()) return absl::InvalidArgumentError("no servers given");
-  ASGD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
-                        MakeChannelCredentials(options.security));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
-  if (!options.security.tls_server_name.empty()) {
-    args.SetSslTargetNameOverride(options.security.tls_server_name);
-  }
   std::vector<asgd::v1::ModelDescription> descs(addresses.size());
   std::vector<std::unique_ptr<asgd::v1::ParameterServer::Stub>> stubs(
       addresses.size());
   for (size_t i = 0; i < addresses.size(); ++i) {
-    auto channel = grpc::CreateCustomChannel(addresses[i], credentials, args);
+    ASGD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                          MakeChannel(addresses[i], options.security, args));
     auto stub = asgd::v1::ParameterServer::NewStub(channel);
     grpc::ClientContext ctx;
     ctx.set_wait_for_ready(true);  // servers may still be starting
