@@ -11,8 +11,10 @@ import sys
 import tempfile
 import time
 
+import testlib
+from testlib import LOGS, print_logs, read_port
+
 DEADLINE_S = 60
-LOGS = []  # logs of the processes started, shown on failure
 RESULTS = {"passed": 0, "failed": 0}
 
 
@@ -22,13 +24,7 @@ def report_and_exit():
 
 
 def fail(msg):
-    for log in LOGS:
-        try:
-            with open(log) as f:
-                tail = f.readlines()[-8:]
-            print(f"--- {os.path.basename(log)} (last lines)\n" + "".join(tail))
-        except OSError:
-            pass
+    print_logs()
     print("FAIL:", msg)
     RESULTS["failed"] += 1
     report_and_exit()
@@ -44,24 +40,8 @@ def check(name, ok, detail=""):
 
 
 def wait_for(what, predicate, proc):
-    """Polls `predicate` until truthy; fails if `proc` exits or time runs out."""
-    end = time.time() + DEADLINE_S
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        if proc.poll() is not None:
-            fail(f"{what}: the process exited with {proc.returncode}")
-        time.sleep(0.05)
-    fail(f"timed out waiting for {what}")
-
-
-def read_port(path):
-    try:
-        with open(path) as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return None
+    return testlib.wait_for(what, predicate, timeout=DEADLINE_S,
+                            interval=0.05, proc=proc)
 
 
 def run(args):

@@ -11,7 +11,7 @@ import urllib.request
 LOGS = []
 
 
-def fail(msg, tail_lines=8):
+def print_logs(tail_lines=8):
     for log in LOGS:
         try:
             with open(log) as f:
@@ -19,18 +19,25 @@ def fail(msg, tail_lines=8):
             print(f"--- {os.path.basename(log)} (last lines)\n" + "".join(tail))
         except OSError:
             pass
+
+
+def fail(msg):
+    print_logs()
     print("FAIL:", msg)
     sys.exit(1)
 
 
-def wait_for(what, predicate, timeout=90, interval=0.1, must=True):
+def wait_for(what, predicate, timeout=90, interval=0.1, must=True, proc=None):
     """Polls `predicate` until it returns a truthy value or time runs out
-    (then fails, or returns None when not `must`)."""
+    (then fails, or returns None when not `must`). With `proc`, fails at once
+    if that process exits first."""
     end = time.time() + timeout
     while time.time() < end:
         value = predicate()
         if value:
             return value
+        if proc is not None and proc.poll() is not None:
+            fail(f"{what}: the process exited with {proc.returncode}")
         time.sleep(interval)
     if must:
         fail(f"timed out waiting for {what}")
