@@ -6,9 +6,15 @@
 #   table.md        time to accuracy targets with scaling efficiency, final
 #                   accuracy per mode, and the straggler runs
 #   accuracy_vs_time.png, accuracy_vs_frames.png, straggler.png
+#   decentralized.png, decentralized_straggler.png (with DECENTRALIZED=1)
 # Grid: sgd (1 worker, local SGD), asgd and sync for each worker count, plus
 # asgd with one worker $SLOWDOWN x slower, with a static partition and with
-# the shared minibatch pool.
+# the shared minibatch pool. With DECENTRALIZED=1, at $DECENTRALIZED_WORKERS
+# workers: asgd through the servers, AD-PSGD on a fixed ring, on a random
+# ring and with delay-by-one, and ring allreduce, each also with its last
+# worker $SLOWDOWN x slower. The decentralized runs pull their initial model
+# from the servers and worker 0 hands its final model back, so every run is
+# evaluated the same way (asgd_eval on the servers).
 #
 # Settings (environment variables):
 #   OUT        results directory (default docs/results/cpu-$(nproc)core)
@@ -18,6 +24,9 @@
 #   TARGETS    accuracy targets in % (default "60 70 75")
 #   SLOWDOWN   straggler factor (default 3)
 #   HIDDEN, LEARNING_RATE, BATCH  model and optimizer (512,512 / 0.05 / 256)
+#   DECENTRALIZED          1: also the decentralized comparison (default 1)
+#   DECENTRALIZED_WORKERS  its worker count (default 4)
+#   DELAY_TOPOLOGY         ring of the delay-by-one runs (default fixed_ring)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +39,9 @@ SLOWDOWN=${SLOWDOWN:-3}
 HIDDEN=${HIDDEN:-512,512}
 LEARNING_RATE=${LEARNING_RATE:-0.05}
 BATCH=${BATCH:-256}
+DECENTRALIZED=${DECENTRALIZED:-1}
+DECENTRALIZED_WORKERS=${DECENTRALIZED_WORKERS:-4}
+DELAY_TOPOLOGY=${DELAY_TOPOLOGY:-fixed_ring}
 NUM_SERVERS=2
 EVAL_FLAGS="--eval_every_s=3 --eval_frames=5000"
 
@@ -40,15 +52,27 @@ asgd_corpus "$CORPUS"
 rm -rf "$WORKDIR/runs"
 mkdir -p "$WORKDIR/runs" "$OUT"
 
-# run NAME MODE WORKERS SLOW POOL: one training run; logs in runs/NAME.
+# run NAME MODE WORKERS SLOW POOL [WORKER FLAGS...]: one training run; logs
+# in runs/NAME. The decentralized modes (adpsgd, allreduce) take their
+# learning rate from the servers' learning_rate attribute and find each
+# other through peer port files: each worker writes its free port to
+# runs/NAME/peer.W, and once all exist the script writes runs/NAME/peers,
+# which every worker waits for.
 run() {
   local name=$1 mode=$2 n=$3 slow=$4 pool=$5
+  shift 5
+  local extra=("$@")
   local dir="$WORKDIR/runs/$name" lr=$LEARNING_RATE server_flags=()
-  if [ "$mode" = sync ]; then
-    # Synchronous steps average n gradients: scale the rate with n.
+  local peers=0
+  case "$mode" in adpsgd | allreduce) peers=1 ;; esac
+  if [ "$mode" != asgd ] && [ "$mode" != sgd ]; then
+    # Synchronous steps average n gradients: scale the rate with n. So do the
+    # AD-PSGD steps: averaging, the mean model moves by lr x the mean of the
+    # n workers' gradients per round, which lr x n makes one full step each
+    # (as much as ASGD's n pushes).
     lr=$(python3 -c "print($LEARNING_RATE * $n)")
-    server_flags+=(--sync_workers="$n")
   fi
+  [ "$mode" = sync ] && server_flags+=(--sync_workers="$n")
   echo "== run $name: mode $mode, $n workers, straggler $slow, pool $pool"
   asgd_start_servers $NUM_SERVERS "$dir" --num_shards=1 --hidden="$HIDDEN" \
     --learning_rate="$lr" --log_every_s=0 "${server_flags[@]}"
@@ -61,10 +85,15 @@ run() {
     [ $w -eq 0 ] && flags+=($EVAL_FLAGS)
     [ "$slow" = 1 ] && [ $w -eq $((n - 1)) ] && flags+=(--slowdown="$SLOWDOWN")
     [ "$pool" = 1 ] && flags+=(--minibatch_pool)
-    "$BIN/worker/asgd_worker" "${flags[@]}" >"$dir/worker-$w.log" 2>&1 &
+    [ "$peers" = 1 ] && flags+=(--peer_host=127.0.0.1 --peer_port=0
+                                --peer_port_file="$dir/peer.$w"
+                                --peers_file="$dir/peers")
+    "$BIN/worker/asgd_worker" "${flags[@]}" "${extra[@]}" \
+      >"$dir/worker-$w.log" 2>&1 &
     pids+=($!)
     ASGD_PIDS+=($!)
   done
+  [ "$peers" = 1 ] && write_peers_file "$dir" "$n" "${pids[@]}"
   for w in "${pids[@]}"; do
     wait "$w" || { echo "a worker of $name failed:" >&2; tail -5 "$dir"/worker-*.log >&2; exit 1; }
   done
@@ -74,6 +103,27 @@ run() {
   asgd_cleanup
   echo "$name,$mode,$n,$slow,$pool,$wall" >>"$WORKDIR/runs/index.csv"
   echo "   $(tail -1 "$dir/eval.log") in $wall s"
+}
+
+# write_peers_file DIR N PIDS...: waits for the N workers' peer port files
+# (up to 60 s each, failing if a worker exits) and writes DIR/peers
+# atomically: every worker's peer address in worker-index order.
+write_peers_file() {
+  local dir=$1 n=$2 w i addresses=()
+  shift 2
+  local worker_pids=("$@")
+  for ((w = 0; w < n; w++)); do
+    for ((i = 0; i < 600; i++)); do
+      [ -s "$dir/peer.$w" ] && break
+      kill -0 "${worker_pids[$w]}" 2>/dev/null ||
+        { echo "worker $w of $dir exited:" >&2; tail -5 "$dir/worker-$w.log" >&2; exit 1; }
+      sleep 0.1
+    done
+    [ -s "$dir/peer.$w" ] || { echo "worker $w of $dir has no peer port" >&2; exit 1; }
+    addresses+=("127.0.0.1:$(cat "$dir/peer.$w")")
+  done
+  (IFS=,; echo "${addresses[*]}") >"$dir/peers.tmp"
+  mv "$dir/peers.tmp" "$dir/peers"
 }
 
 echo "name,mode,workers,straggler,pool,wall_seconds" >"$WORKDIR/runs/index.csv"
@@ -86,10 +136,29 @@ straggler_n=2
 run "asgd-$straggler_n-straggler" asgd $straggler_n 1 0
 run "asgd-$straggler_n-straggler-pool" asgd $straggler_n 1 1
 
+if [ "$DECENTRALIZED" = 1 ]; then
+  # ASGD through the servers against the decentralized modes, at one worker
+  # count, without and with a straggler (the last worker).
+  d=$DECENTRALIZED_WORKERS
+  for slow in 0 1; do
+    suffix=""
+    [ "$slow" = 1 ] && suffix="-straggler"
+    case " $WORKERS " in
+      *" $d "*) [ "$slow" = 1 ] && run "asgd-$d$suffix" asgd "$d" 1 0 ;;
+      *) run "asgd-$d$suffix" asgd "$d" "$slow" 0 ;;
+    esac
+    run "adpsgd-fixed-$d$suffix" adpsgd "$d" "$slow" 0 --topology=fixed_ring
+    run "adpsgd-random-$d$suffix" adpsgd "$d" "$slow" 0 --topology=random_ring
+    run "adpsgd-delay-$d$suffix" adpsgd "$d" "$slow" 0 \
+      --topology="$DELAY_TOPOLOGY" --delay_by_one
+    run "allreduce-$d$suffix" allreduce "$d" "$slow" 0
+  done
+fi
+
 cores=$(nproc)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 python3 scripts/experiment_report.py --runs "$WORKDIR/runs" --out "$OUT" \
   --targets "$TARGETS" --machine "$cores cores, $cpu, no GPU" \
   --command "EPOCHS=$EPOCHS WORKERS=\"$WORKERS\" scripts/experiment.sh" \
-  --settings "model 440-$(echo "$HIDDEN" | tr , -)-40, batch $BATCH, lr $LEARNING_RATE (sync: lr x workers), $NUM_SERVERS servers x 1 shard, $EPOCHS epochs"
+  --settings "model 440-$(echo "$HIDDEN" | tr , -)-40, batch $BATCH, lr $LEARNING_RATE (sync, allreduce, adpsgd: lr x workers), $NUM_SERVERS servers x 1 shard, $EPOCHS epochs, delay-by-one on $DELAY_TOPOLOGY"
 echo "== results in $OUT"

@@ -6,6 +6,10 @@ results.csv, runs.csv, table.md, README.md and PNG plots (with gnuplot) into
 OUT. Time is measured from worker 0's start; the frame axis counts frames of
 all workers (worker 0's frames times the number of workers, exact for the
 static partitions of equal size, approximate for the pool and stragglers).
+The decentralized runs (modes adpsgd and allreduce) get their own tables and
+plots, against asgd at the same worker count; their curve is worker 0's own
+model, and their final accuracy that of the model worker 0 handed to the
+servers.
 """
 import argparse
 import csv
@@ -19,12 +23,20 @@ EVAL = re.compile(r"worker 0 eval t=([\d.]+) frames=(\d+) version=(\d+) "
 DONE = re.compile(r"worker (\d+) done: (\d+) steps, (\d+) pushes, (\d+) frames "
                   r"in ([\d.]+) s")
 FINAL = re.compile(r"held-out frame accuracy: ([\d.]+)%")
+PHASES = re.compile(r"worker (\d+) phases: .* blocked on communication (\d+)%")
+PEERS = re.compile(r"worker (\d+) peers: (\d+) averages started \((\d+) failed, "
+                   r"(\d+) skipped\), (\d+) answered, last consensus distance "
+                   r"([-\d.e+]+)")
+PEER_SERVICE = re.compile(r"worker 0: peer service on \S+ \((\w+)(?:, (\w+))?"
+                          r"(, delay-by-one)?\)")
+PS_MODES = ("sgd", "asgd", "sync")
+DECENTRALIZED_MODES = ("adpsgd", "allreduce")
 
 
 def read_run(runs, row):
     d = os.path.join(runs, row["name"])
     n = int(row["workers"])
-    curve, workers = [], {}
+    curve, workers, comm, peers, method = [], {}, {}, {}, None
     for w in range(n):
         with open(os.path.join(d, f"worker-{w}.log")) as f:
             for line in f:
@@ -37,6 +49,18 @@ def read_run(runs, row):
                     workers[int(m.group(1))] = dict(
                         steps=int(m.group(2)), pushes=int(m.group(3)),
                         frames=int(m.group(4)), seconds=float(m.group(5)))
+                m = PHASES.search(line)
+                if m:
+                    comm[int(m.group(1))] = float(m.group(2))
+                m = PEERS.search(line)
+                if m:
+                    peers[int(m.group(1))] = dict(
+                        started=int(m.group(2)), failed=int(m.group(3)),
+                        skipped=int(m.group(4)), answered=int(m.group(5)),
+                        distance=float(m.group(6)))
+                m = PEER_SERVICE.search(line)
+                if m:
+                    method = m.groups()
     final = None
     with open(os.path.join(d, "eval.log")) as f:
         for line in f:
@@ -49,7 +73,24 @@ def read_run(runs, row):
     curve.append((float(row["wall_seconds"]),
                   sum(x["frames"] for x in workers.values()), final))
     return dict(row, curve=curve, workers=workers, final=final, n=n,
-                wall=float(row["wall_seconds"]))
+                wall=float(row["wall_seconds"]), comm=comm, peers=peers,
+                method=method_name(row["mode"], method))
+
+
+def method_name(mode, peer_service):
+    """What a run trained with, for the decentralized tables."""
+    if mode == "asgd":
+        return "ASGD through the servers"
+    if mode == "sync":
+        return "synchronous SGD through the servers"
+    if mode == "allreduce":
+        return "ring allreduce (synchronous)"
+    if mode == "adpsgd":
+        topology = (peer_service[1] if peer_service and peer_service[1]
+                    else "?").replace("_", " ")
+        delay = ", delay-by-one" if peer_service and peer_service[2] else ""
+        return f"AD-PSGD, {topology}{delay}"
+    return mode
 
 
 def time_to(curve, target):
@@ -61,6 +102,78 @@ def time_to(curve, target):
 
 def fmt_time(t):
     return "not reached" if t is None else f"{t:.0f} s"
+
+
+def decentralized_tables(runs, targets, lines):
+    """Appends the decentralized comparison to `lines`; returns its runs
+    without and with a straggler (empty without decentralized runs)."""
+    counts = sorted({r["n"] for r in runs if r["mode"] in DECENTRALIZED_MODES})
+    if not counts:
+        return [], []
+    n = counts[-1]
+    order = {"asgd": 0, "adpsgd": 1, "allreduce": 2}
+    chosen = sorted(
+        (r for r in runs if r["n"] == n and r["pool"] == "0" and
+         r["mode"] in ("asgd",) + DECENTRALIZED_MODES),
+        key=lambda r: (order[r["mode"]], r["method"]))
+    normal = [r for r in chosen if r["straggler"] == "0"]
+    slow = [r for r in chosen if r["straggler"] == "1"]
+    heads = " | ".join(f"{t:g}%" for t in targets)
+
+    def comm(r):
+        return (f"{sum(r['comm'].values()) / len(r['comm']):.0f}%"
+                if r["comm"] else "")
+
+    def averages(r):
+        if not r["peers"]:
+            return ""
+        started = sum(p["started"] for p in r["peers"].values())
+        failed = sum(p["failed"] + p["skipped"] for p in r["peers"].values())
+        distance = r["peers"].get(0, {}).get("distance", -1)
+        text = f"{started - failed} ok, {failed} not"
+        if distance >= 0:
+            text += f"; distance {distance:.3g}"
+        return text
+
+    lines.append("")
+    lines.append(f"Decentralized training against ASGD through the servers, "
+                 f"{n} workers (time from worker 0's start to the accuracy "
+                 "targets, as above; for the decentralized runs the curve is "
+                 "worker 0's own model and the final accuracy that of the "
+                 "model worker 0 hands to the servers at the end; blocked: "
+                 "share of step time spent waiting on the servers or peers, "
+                 "mean over workers; averages: exchanges the workers started, "
+                 "done / failed or skipped, and worker 0's last model "
+                 "distance to a peer):\n")
+    lines.append(f"| run | method | {heads} | final accuracy | wall time | "
+                 "blocked | steps per worker | averages |")
+    lines.append("|---|---|" + "---|" * (len(targets) + 5))
+    for r in normal:
+        cells = " | ".join(fmt_time(time_to(r["curve"], t)) for t in targets)
+        steps = " / ".join(str(r["workers"][i]["steps"]) for i in range(r["n"]))
+        lines.append(f"| {r['name']} | {r['method']} | {cells} | "
+                     f"{r['final']:.1f}% | {r['wall']:.0f} s | {comm(r)} | "
+                     f"{steps} | {averages(r)} |")
+    if slow:
+        plain = {r["method"]: r for r in normal}
+        lines.append("")
+        lines.append(f"The same with the last worker {n - 1} slowed down on "
+                     "purpose (`--slowdown`); wall time also against the run "
+                     "without the straggler:\n")
+        lines.append(f"| run | method | {heads} | final accuracy | wall time "
+                     "| vs no straggler | steps (worker 0 / slow) | averages |")
+        lines.append("|---|---|" + "---|" * (len(targets) + 5))
+        for r in slow:
+            cells = " | ".join(fmt_time(time_to(r["curve"], t))
+                               for t in targets)
+            other = plain.get(r["method"])
+            ratio = f"{r['wall'] / other['wall']:.2f}x" if other else ""
+            steps = (f"{r['workers'][0]['steps']} / "
+                     f"{r['workers'][r['n'] - 1]['steps']}")
+            lines.append(f"| {r['name']} | {r['method']} | {cells} | "
+                         f"{r['final']:.1f}% | {r['wall']:.0f} s | {ratio} | "
+                         f"{steps} | {averages(r)} |")
+    return normal, slow
 
 
 def main():
@@ -98,7 +211,8 @@ def main():
 
     by_name = {r["name"]: r for r in runs}
     base = by_name.get("sgd-1")
-    main_runs = [r for r in runs if r["straggler"] == "0"]
+    ps_runs = [r for r in runs if r["mode"] in PS_MODES]
+    main_runs = [r for r in ps_runs if r["straggler"] == "0"]
     lines = []
     lines.append("Time to reach held-out frame accuracy targets (from worker "
                  "0's start; periodic evaluations on a 5,000-frame held-out "
@@ -129,7 +243,7 @@ def main():
         lines.append(f"| {r['name']} | {r['mode']} | {r['n']} | {r['final']:.1f}% "
                      f"| {diff} | {r['wall']:.0f} s | {steps} |")
     lines.append("")
-    stragglers = [r for r in runs if r["straggler"] == "1"]
+    stragglers = [r for r in ps_runs if r["straggler"] == "1"]
     if stragglers:
         lines.append("One worker slowed down on purpose (the last one, "
                      "`--slowdown`), with static per-worker partitions and with "
@@ -144,6 +258,8 @@ def main():
             cells = " | ".join(fmt_time(time_to(r["curve"], t)) for t in targets)
             lines.append(f"| {r['name']} | {data} | {cells} | {r['final']:.1f}% "
                          f"| {r['wall']:.0f} s | {steps} |")
+    comparison, comparison_stragglers = decentralized_tables(
+        runs, targets, lines)
     table = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write(table)
@@ -153,7 +269,10 @@ def main():
         for name, col, xlabel, subset in [
                 ("accuracy_vs_time", 6, "wall time (s)", main_runs),
                 ("accuracy_vs_frames", 7, "frames processed (all workers)", main_runs),
-                ("straggler", 6, "wall time (s)", stragglers + ([base] if base else []))]:
+                ("straggler", 6, "wall time (s)", stragglers + ([base] if base else [])),
+                ("decentralized", 6, "wall time (s)", comparison),
+                ("decentralized_straggler", 6, "wall time (s)",
+                 comparison_stragglers)]:
             if not subset:
                 continue
             series = []

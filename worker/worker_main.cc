@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include <algorithm>
 #include "absl/time/time.h"
@@ -20,6 +21,8 @@
 #include "corpus/corpus_io.h"
 #include "worker/backend_factory.h"
 #include "worker/cuda_options.h"
+#include "worker/decentralized_metrics.h"
+#include "worker/decentralized_worker.h"
 #include "worker/dnn.h"
 #include "worker/frames.h"
 #include "worker/grpc_param_client.h"
@@ -38,7 +41,9 @@ ABSL_FLAG(std::string, mode, "asgd",
           "asgd (asynchronous SGD through the servers), sync (synchronous "
           "baseline; start the servers with --sync_workers=N) or sgd "
           "(single-worker SGD baseline on a local model, handed to the "
-          "servers at the end).");
+          "servers at the end); adpsgd or allreduce (decentralized: the "
+          "workers average models with each other / allreduce gradients, "
+          "see --topology and --peers).");
 ABSL_FLAG(int, batch_size, 256, "Frames per minibatch.");
 ABSL_FLAG(int, push_every, 1,
           "Accumulate this many minibatch gradients per push (their average; "
@@ -96,12 +101,113 @@ ABSL_FLAG(int, connect_timeout_s, 60,
           "Seconds to wait for the servers to come up.");
 ABSL_FLAG(int, rpc_timeout_s, 60, "Deadline of every pull and push, seconds.");
 
+// The decentralized modes (--mode=adpsgd, --mode=allreduce): the workers
+// serve each other a peer service (see worker/decentralized_worker.h).
+ABSL_FLAG(std::string, topology, "fixed_ring",
+          "adpsgd: who averages with whom: fixed_ring (every step with the "
+          "next worker on the ring) or random_ring (a fresh random pairing "
+          "every step, from --topology_seed and the step number).");
+ABSL_FLAG(uint64_t, topology_seed, 1,
+          "adpsgd random_ring: seed of the pairings; the same on every worker.");
+ABSL_FLAG(bool, delay_by_one, false,
+          "adpsgd: compute each gradient on the previous iteration's weights, "
+          "so the averaging runs entirely beside the computation.");
+ABSL_FLAG(std::string, peer_host, "0.0.0.0",
+          "adpsgd/allreduce: address the peer service listens on.");
+ABSL_FLAG(int, peer_port, 0,
+          "adpsgd/allreduce: port of this worker's peer service; 0 picks a "
+          "free one (printed, and written to --peer_port_file).");
+ABSL_FLAG(std::string, peer_port_file, "",
+          "adpsgd/allreduce: write the peer port here once listening.");
+ABSL_FLAG(std::string, peers, "",
+          "adpsgd/allreduce: every worker's peer address host:port, "
+          "comma-separated, in worker-index order (this worker's included).");
+ABSL_FLAG(std::string, peers_file, "",
+          "adpsgd/allreduce, instead of --peers: wait (up to "
+          "--connect_timeout_s) until this file lists every worker's peer "
+          "address (comma- or newline-separated, in worker-index order). A "
+          "launcher writes it, atomically, once every --peer_port_file exists.");
+ABSL_FLAG(double, peer_timeout_s, 5,
+          "adpsgd: deadline of one averaging exchange; a slow or dead peer is "
+          "skipped for that step and backed off. allreduce waits for its "
+          "neighbours up to --rpc_timeout_s.");
+ABSL_FLAG(double, peer_finish_timeout_s, 1800,
+          "adpsgd/allreduce: at the end, wait at most this long for the other "
+          "workers to finish (they may still average with this one); then "
+          "worker 0 hands its model to the servers.");
+
 namespace asgd {
 namespace {
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "asgd_worker: %s\n", s.ToString().c_str());
   return 1;
+}
+
+// --mode=adpsgd or allreduce: the shared setup's trainer options plus the
+// decentralized flags; RunDecentralizedWorker logs the summary lines.
+int RunDecentralized(TrainerOptions options, int num_workers,
+                     int64_t total_train_frames, prometheus::Registry& registry,
+                     ParamClient* servers, DnnBackend* backend,
+                     const DnnSpec& spec, const FrameData* train,
+                     const FrameData* heldout, const SecurityOptions& security) {
+  auto mode = ParseDecentralizedMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return Fail(mode.status());
+  auto topology = ParseTopology(absl::GetFlag(FLAGS_topology));
+  if (!topology.ok()) return Fail(topology.status());
+  const std::string peers = absl::GetFlag(FLAGS_peers);
+  const std::string peers_file = absl::GetFlag(FLAGS_peers_file);
+  if (num_workers > 1 && peers.empty() == peers_file.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--mode=adpsgd/allreduce with several workers needs exactly one of "
+        "--peers and --peers_file"));
+  }
+  if (*mode == DecentralizedMode::kAllreduce && options.max_steps == 0) {
+    // Lockstep, as --mode=sync.
+    options.max_steps = LockstepSteps(options.epochs, total_train_frames,
+                                      num_workers, options.batch_size);
+    options.epochs = 0;
+  }
+  DecentralizedMetrics peer_metrics(registry, options.worker_index);
+  DecentralizedWorkerOptions o;
+  o.train = options;
+  o.decentralized.mode = *mode;
+  o.decentralized.delay_by_one = absl::GetFlag(FLAGS_delay_by_one);
+  o.decentralized.adpsgd.topology = *topology;
+  o.decentralized.adpsgd.topology_seed = absl::GetFlag(FLAGS_topology_seed);
+  o.decentralized.allreduce_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
+  o.decentralized.peer_observer = &peer_metrics;
+  o.num_workers = num_workers;
+  o.peer_host = absl::GetFlag(FLAGS_peer_host);
+  o.peer_port = absl::GetFlag(FLAGS_peer_port);
+  o.security = security;
+  o.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
+  o.average_timeout = absl::Seconds(absl::GetFlag(FLAGS_peer_timeout_s));
+  o.send_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
+  o.finish_timeout = absl::Seconds(absl::GetFlag(FLAGS_peer_finish_timeout_s));
+  const std::string port_file = absl::GetFlag(FLAGS_peer_port_file);
+  o.resolve_peers =
+      [&](int port) -> absl::StatusOr<std::vector<std::string>> {
+    WritePortFile(port_file, port);
+    if (!peers.empty()) return ParsePeerList(peers);
+    if (!peers_file.empty()) {
+      return WaitForPeersFile(peers_file, num_workers, o.connect_timeout);
+    }
+    return std::vector<std::string>{absl::StrCat(o.peer_host, ":", port)};
+  };
+  auto result =
+      RunDecentralizedWorker(o, servers, backend, train, heldout, &std::cout);
+  if (!result.ok()) return Fail(result.status());
+  if (const std::string path = absl::GetFlag(FLAGS_save_model); !path.empty()) {
+    if (absl::Status s = SaveModel(path, spec, result->run.train.params);
+        !s.ok()) {
+      return Fail(s);
+    }
+    std::printf("worker %d: saved model to %s\n", options.worker_index,
+                path.c_str());
+  }
+  return 0;
 }
 
 int Run() {
@@ -117,7 +223,12 @@ int Run() {
   if (absl::GetFlag(FLAGS_batch_size) < 1) {
     return Fail(absl::InvalidArgumentError("--batch_size must be >= 1"));
   }
-  auto mode = ParseTrainMode(absl::GetFlag(FLAGS_mode));
+  // adpsgd and allreduce share the setup below and branch off before the
+  // Trainer; like sgd, they use the servers only for the initial model and
+  // the final hand-over.
+  const bool decentralized = IsDecentralizedMode(absl::GetFlag(FLAGS_mode));
+  auto mode = decentralized ? absl::StatusOr<TrainMode>(TrainMode::kSgd)
+                            : ParseTrainMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return Fail(mode.status());
   const bool pool = absl::GetFlag(FLAGS_minibatch_pool);
   if (*mode == TrainMode::kSync && pool) {
@@ -218,6 +329,11 @@ int Run() {
       options.max_steps = std::max<int64_t>(options.max_steps, 1);
     }
     options.epochs = 0;
+  }
+  if (decentralized) {
+    return RunDecentralized(options, num_workers, corpus->train_frames,
+                            *registry, client->get(), backend->get(), *spec,
+                            &train, &heldout, *security);
   }
   Trainer trainer(client->get(), backend->get(), &train, &heldout, options,
                   &std::cout);
