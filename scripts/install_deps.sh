@@ -15,6 +15,8 @@ PACKAGES=(
   flite flite1-dev
   # Tests of the monitoring, deployment and security features.
   prometheus docker-compose nodejs openssl
+  # The fuzz test (libFuzzer and the sanitizer runtimes come with clang's).
+  clang libclang-rt-14-dev
   "$@"
 )
 # npm: Debian's package conflicts with a nodejs that bundles its own npm.

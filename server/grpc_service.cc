@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/chunking.h"
 #include "common/grpc_status.h"
+#include "server/push_assembler.h"
 
 namespace asgd {
 namespace {
@@ -105,117 +105,60 @@ class PullReactor : public grpc::ServerWriteReactor<PullChunk> {
   PullChunk msg_;
 };
 
+// One push stream: every message read goes to the PushAssembler; the first
+// invalid one finishes the call (INVALID_ARGUMENT, counted by reason); a valid
+// commit hands the staged update to the store, and the store's callback
+// finishes the call once every shard applied it.
 class PushReactor : public grpc::ServerReadReactor<PushChunk> {
  public:
   PushReactor(ParamStore* store, ServerMetrics* metrics, PushReply* reply)
       : timer_(metrics, RpcMethod::kPush),
         store_(store),
         reply_(reply),
-        staging_(std::make_shared<std::vector<float>>(store->range().size())),
-        assembler_(&store->layout(), store->range(),
-                   store->options().max_chunk_elements, staging_->data(),
-                   /*check_finite=*/true) {
+        assembler_(store) {
     StartRead(&msg_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      Reject(RejectReason::kIncomplete,
-             absl::InvalidArgumentError(
-                 "push stream ended before its commit; nothing was applied"));
+      // The stream ended before a commit (reads stop after one).
+      const absl::Status status = assembler_.EndOfStream();
+      if (!status.ok()) Reject(status);
       return;
     }
-    absl::Status status = Handle();
-    if (!status.ok()) return;  // already finished
-    if (!committed_) StartRead(&msg_);
+    const int64_t bytes_before = assembler_.chunk_bytes();
+    absl::Status status = assembler_.Add(msg_);
+    if (timer_.metrics() != nullptr &&
+        assembler_.chunk_bytes() != bytes_before) {
+      timer_.metrics()->OnBytesReceived(assembler_.chunk_bytes() -
+                                        bytes_before);
+    }
+    if (!status.ok()) {
+      Reject(status);
+      return;
+    }
+    if (!assembler_.committed()) {
+      StartRead(&msg_);
+      return;
+    }
+    status =
+        store_->Submit(assembler_.TakeRequest(), [this](const PushResult& r) {
+          reply_->set_result(r.applied ? PushReply::APPLIED
+                                       : PushReply::DROPPED_STALE);
+          reply_->set_staleness(r.staleness);
+          reply_->set_model_version(r.version);
+          reply_->set_pull_required(!r.applied);
+          FinishCall(grpc::Status::OK);
+        });
+    if (!status.ok()) FinishCall(ToGrpcStatus(status));  // Submit counted it
   }
 
   void OnDone() override { delete this; }
 
  private:
-  // Processes msg_; on error finishes the call and returns the error.
-  absl::Status Handle() {
-    if (have_header_ && msg_.model_version() != base_version_) {
-      return Reject(RejectReason::kBadHeader,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "message carries version ", msg_.model_version(),
-                        " but the push header said ", base_version_)));
-    }
-    switch (msg_.part_case()) {
-      case PushChunk::kHeader: {
-        if (have_header_) {
-          return Reject(RejectReason::kBadHeader,
-                        absl::InvalidArgumentError("second push header"));
-        }
-        const auto& h = msg_.header();
-        if (h.num_minibatches() < 1) {
-          return Reject(RejectReason::kBadHeader,
-                        absl::InvalidArgumentError(
-                            "push header needs num_minibatches >= 1"));
-        }
-        have_header_ = true;
-        base_version_ = h.model_version();
-        num_minibatches_ = static_cast<int>(h.num_minibatches());
-        worker_id_ = h.worker_id();
-        assign_ = h.kind() == asgd::v1::PushHeader::ASSIGN;
-        return absl::OkStatus();
-      }
-      case PushChunk::kChunk: {
-        if (!have_header_) {
-          return Reject(RejectReason::kBadSequence,
-                        absl::InvalidArgumentError(
-                            "push chunk before the push header"));
-        }
-        const auto& c = msg_.chunk();
-        if (timer_.metrics() != nullptr) {
-          timer_.metrics()->OnBytesReceived(c.data().size());
-        }
-        absl::Status s = assembler_.Add(c.tensor(), c.offset(), c.data());
-        if (!s.ok()) return Reject(FromChunkError(assembler_.error()), s);
-        return absl::OkStatus();
-      }
-      case PushChunk::kCommit: {
-        if (!have_header_) {
-          return Reject(RejectReason::kBadSequence,
-                        absl::InvalidArgumentError(
-                            "push commit before the push header"));
-        }
-        absl::Status s = assembler_.Finish(msg_.commit().num_chunks());
-        if (!s.ok()) return Reject(FromChunkError(assembler_.error()), s);
-        committed_ = true;
-        PushRequest request;
-        request.worker_id = worker_id_;
-        request.base_version = base_version_;
-        request.num_minibatches = num_minibatches_;
-        request.assign = assign_;
-        request.values = std::move(staging_);
-        s = store_->Submit(std::move(request), [this](const PushResult& r) {
-                             reply_->set_result(r.applied
-                                                    ? PushReply::APPLIED
-                                                    : PushReply::DROPPED_STALE);
-                             reply_->set_staleness(r.staleness);
-                             reply_->set_model_version(r.version);
-                             reply_->set_pull_required(!r.applied);
-                             FinishCall(grpc::Status::OK);
-                           });
-        if (!s.ok()) {
-          FinishCall(ToGrpcStatus(s));  // Submit counted the reason
-          return s;
-        }
-        return absl::OkStatus();
-      }
-      case PushChunk::PART_NOT_SET:
-        break;
-    }
-    return Reject(RejectReason::kBadHeader,
-                  absl::InvalidArgumentError("empty push message"));
-  }
-
-  absl::Status Reject(RejectReason reason, absl::Status status) {
-    store_->CountRejected(reason);
-    staging_.reset();
+  void Reject(const absl::Status& status) {
+    store_->CountRejected(assembler_.reject_reason());
     FinishCall(ToGrpcStatus(status));
-    return status;
   }
 
   void FinishCall(const grpc::Status& status) {
@@ -226,15 +169,9 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
   RpcTimer timer_;
   ParamStore* const store_;
   PushReply* const reply_;
-  std::shared_ptr<std::vector<float>> staging_;
-  ChunkAssembler assembler_;
+  // Validates the stream and stages the values; released on any rejection.
+  PushAssembler assembler_;
   PushChunk msg_;
-  bool have_header_ = false;
-  bool committed_ = false;
-  uint64_t base_version_ = 0;
-  int num_minibatches_ = 1;
-  uint64_t worker_id_ = 0;
-  bool assign_ = false;
 };
 
 }  // namespace

@@ -2,10 +2,10 @@
 // ParameterServer, callback API). Handlers only validate, stage and enqueue;
 // the ParamStore's shard threads apply.
 //
-// Push lifecycle (one reactor per stream, one read in flight): read header ->
-// read chunks into a private staging buffer through a ChunkAssembler -> on the
-// commit, check completeness and Submit() to the store -> Finish when every
-// shard applied it. Any invalid message finishes the call with
+// Push lifecycle (one reactor per stream, one read in flight): each message
+// goes to a PushAssembler (push_assembler.h: header, then chunks staged into a
+// private buffer, then the commit) -> on the commit, Submit() to the store ->
+// Finish when every shard applied it. Any invalid message finishes the call with
 // INVALID_ARGUMENT at once and discards the staging buffer; a stream that
 // ends before its commit is never applied.
 //

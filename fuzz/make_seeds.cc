@@ -1,0 +1,273 @@
+// Writes the seed corpus of both fuzz targets: valid pushes and chunk
+// sequences (the paths the fuzzer should start from) and a few invalid ones.
+//
+//   make_seeds OUT_DIR   # writes OUT_DIR/push/* and OUT_DIR/chunk/*
+//
+// fuzz/build_and_run.sh --write-seeds regenerates fuzz/corpus with it.
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/chunking.h"
+#include "common/model_layout.h"
+#include "fuzz/fuzz_common.h"
+#include "proto/asgd.pb.h"
+
+namespace asgd {
+namespace fuzz {
+namespace {
+
+using asgd::v1::PushChunk;
+
+bool WriteFile(const std::string& path, const std::string& bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+// The messages of a valid push to `server` of the fuzz model.
+std::vector<PushChunk> ValidPush(int server, float value, uint64_t version) {
+  auto layout = ModelLayout::Create(FuzzTensors(), kNumServers, kNumShards);
+  std::vector<PushChunk> msgs;
+  PushChunk header;
+  header.set_model_version(version);
+  header.mutable_header()->set_worker_id(3);
+  header.mutable_header()->set_model_version(version);
+  header.mutable_header()->set_num_minibatches(1);
+  msgs.push_back(header);
+  const auto plan =
+      PlanChunks(*layout, layout->ServerRange(server), kMaxChunkElements);
+  for (const ChunkRef& c : plan) {
+    PushChunk m;
+    m.set_model_version(version);
+    m.mutable_chunk()->set_tensor(layout->tensors()[c.tensor].name);
+    m.mutable_chunk()->set_offset(c.offset);
+    std::vector<float> values(c.count);
+    for (int64_t i = 0; i < c.count; ++i)
+      values[i] = value * (c.flat_begin + i);
+    AppendFloats(values.data(), c.count, m.mutable_chunk()->mutable_data());
+    msgs.push_back(m);
+  }
+  PushChunk commit;
+  commit.set_model_version(version);
+  commit.mutable_commit()->set_num_chunks(plan.size());
+  msgs.push_back(commit);
+  return msgs;
+}
+
+std::string EncodePush(int server, const std::vector<PushChunk>& msgs) {
+  std::string out(1, static_cast<char>(server));
+  for (const PushChunk& m : msgs) AppendRecord(m.SerializeAsString(), &out);
+  return out;
+}
+
+// The same stream in the structured encoding (fuzz_common.h, PushOp). Each
+// message's version must be its header's; names must be the model's.
+std::string EncodePushStructured(int server,
+                                 const std::vector<PushChunk>& msgs) {
+  auto layout = ModelLayout::Create(FuzzTensors(), kNumServers, kNumShards);
+  ByteWriter w;
+  w.U8(static_cast<uint8_t>(server | kStructuredBit));
+  for (const PushChunk& m : msgs) {
+    switch (m.part_case()) {
+      case PushChunk::kHeader: {
+        const auto& h = m.header();
+        w.U8(kOpHeader);
+        w.U8(1 | (h.kind() == asgd::v1::PushHeader::ASSIGN ? 2 : 0));
+        w.U64(h.model_version());
+        w.U8(static_cast<uint8_t>(h.worker_id()));
+        w.U8(static_cast<uint8_t>(h.num_minibatches()));
+        break;
+      }
+      case PushChunk::kChunk:
+        w.U8(kOpChunk);
+        w.U8(static_cast<uint8_t>(layout->FindTensor(m.chunk().tensor())));
+        w.U8(0);
+        w.U16(static_cast<uint16_t>(m.chunk().offset()));
+        w.U8(static_cast<uint8_t>(m.chunk().data().size()));
+        w.Bytes(m.chunk().data());
+        break;
+      case PushChunk::kCommit:
+        w.U8(kOpCommit);
+        w.U16(static_cast<uint16_t>(m.commit().num_chunks()));
+        w.U8(0);
+        break;
+      case PushChunk::PART_NOT_SET:
+        w.U8(kOpEmpty);
+        w.U8(static_cast<uint8_t>(m.model_version()));
+        break;
+    }
+  }
+  return w.str();
+}
+
+struct ChunkLayout {
+  std::vector<std::vector<uint8_t>> dims;  // per tensor, each dim 1..24
+  int servers, shards, server, max_elements;
+  bool check_finite;
+};
+
+// A chunk_fuzzer input: the layout, then every planned chunk (through
+// `corrupt`, which may edit the list) and a Finish with the true count.
+std::string EncodeChunks(
+    const ChunkLayout& l,
+    const std::function<void(std::vector<ChunkRef>&, std::vector<float>&)>&
+        corrupt = nullptr) {
+  ByteWriter w;
+  std::vector<TensorSpec> tensors;
+  w.U8(static_cast<uint8_t>(l.dims.size() - 1));
+  for (size_t t = 0; t < l.dims.size(); ++t) {
+    w.U8(static_cast<uint8_t>(l.dims[t].size() - 1));
+    TensorSpec spec{"t" + std::to_string(t), {}};
+    for (uint8_t d : l.dims[t]) {
+      w.U8(d - 1);
+      spec.shape.push_back(d);
+    }
+    tensors.push_back(spec);
+  }
+  w.U8(l.servers - 1);
+  w.U8(l.shards - 1);
+  w.U8(l.server);
+  w.U8(l.max_elements - 1);
+  w.U8(l.check_finite ? 1 : 0);
+  auto layout = ModelLayout::Create(tensors, l.servers, l.shards);
+  std::vector<ChunkRef> plan =
+      PlanChunks(*layout, layout->ServerRange(l.server), l.max_elements);
+  std::vector<float> values(layout->total_size());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * i;
+  if (corrupt) corrupt(plan, values);
+  for (const ChunkRef& c : plan) {
+    w.U8(0);                               // op: Add
+    w.U8(static_cast<uint8_t>(c.tensor));  // tensor by index
+    w.U8(0);                               // u16 offset
+    w.U16(static_cast<uint16_t>(c.offset));
+    std::string bytes;
+    AppendFloats(&values[c.flat_begin], c.count, &bytes);
+    w.U16(static_cast<uint16_t>(bytes.size()));
+    w.Bytes(bytes);
+  }
+  w.U8(7);  // op: Finish
+  w.U16(static_cast<uint16_t>(plan.size()));
+  return w.str();
+}
+
+int Main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds OUT_DIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::pair<std::string, std::string>> files;
+
+  // Push streams.
+  files.push_back({"push/valid_server0", EncodePush(0, ValidPush(0, 0.5f, 0))});
+  files.push_back(
+      {"push/valid_server1", EncodePush(1, ValidPush(1, -0.5f, 0))});
+  {
+    auto m = ValidPush(1, 2.0f, 0);
+    m[0].mutable_header()->set_kind(asgd::v1::PushHeader::ASSIGN);
+    m[0].mutable_header()->set_num_minibatches(4);
+    files.push_back({"push/assign_server1", EncodePush(1, m)});
+  }
+  files.push_back(
+      {"push/future_version_server1", EncodePush(1, ValidPush(1, 1.0f, 5))});
+  {
+    auto m = ValidPush(1, 1.0f, 0);
+    std::memcpy(&(*m[2].mutable_chunk()->mutable_data())[4], &nan, 4);
+    files.push_back({"push/bad_nan_server1", EncodePush(1, m)});
+  }
+  {
+    auto m = ValidPush(0, 1.0f, 0);
+    std::swap(m[1], m[2]);
+    files.push_back({"push/bad_order_server0", EncodePush(0, m)});
+  }
+  {
+    auto m = ValidPush(1, 1.0f, 0);
+    m.pop_back();
+    files.push_back({"push/bad_no_commit_server1", EncodePush(1, m)});
+  }
+  {
+    auto m = ValidPush(1, 1.0f, 0);
+    m[3].set_model_version(2);
+    files.push_back({"push/bad_version_mismatch_server1", EncodePush(1, m)});
+  }
+  {
+    auto m = ValidPush(0, 1.0f, 0);
+    m[1].mutable_chunk()->set_tensor("layer1/bias");
+    files.push_back({"push/bad_tensor_elsewhere_server0", EncodePush(0, m)});
+  }
+  {
+    auto m = ValidPush(1, 1.0f, 0);
+    m.push_back(m[1]);  // a chunk after the commit
+    files.push_back({"push/extra_after_commit_server1", EncodePush(1, m)});
+  }
+  {
+    // A record that is not a PushChunk (a truncated varint) after the header.
+    auto m = ValidPush(1, 1.0f, 0);
+    std::string s(1, '\x01');
+    AppendRecord(m[0].SerializeAsString(), &s);
+    AppendRecord("\xff\xff\xff", &s);
+    for (size_t i = 1; i < m.size(); ++i)
+      AppendRecord(m[i].SerializeAsString(), &s);
+    files.push_back({"push/bad_unparseable_server1", s});
+  }
+
+  // The same kinds of streams in the structured encoding.
+  files.push_back({"push/structured_valid_server0",
+                   EncodePushStructured(0, ValidPush(0, 0.5f, 0))});
+  files.push_back({"push/structured_valid_server1",
+                   EncodePushStructured(1, ValidPush(1, -0.5f, 0))});
+  {
+    auto m = ValidPush(1, 2.0f, 0);
+    m[0].mutable_header()->set_kind(asgd::v1::PushHeader::ASSIGN);
+    files.push_back(
+        {"push/structured_assign_server1", EncodePushStructured(1, m)});
+  }
+  {
+    auto m = ValidPush(0, 1.0f, 0);
+    m.insert(m.begin() + 2, PushChunk());  // an empty message
+    files.push_back(
+        {"push/structured_bad_empty_server0", EncodePushStructured(0, m)});
+  }
+
+  // Chunk sequences.
+  const ChunkLayout small{{{5, 6}, {5}, {3, 5}, {3}}, 2, 2, 1, 8, true};
+  const ChunkLayout wide{{{20, 24}, {24}, {24, 3}}, 3, 2, 1, 64, false};
+  const ChunkLayout one{{{7}}, 1, 1, 0, 1, true};
+  files.push_back({"chunk/valid_small", EncodeChunks(small)});
+  files.push_back({"chunk/valid_wide", EncodeChunks(wide)});
+  files.push_back({"chunk/valid_one", EncodeChunks(one)});
+  files.push_back(
+      {"chunk/bad_offset_small",
+       EncodeChunks(small, [](auto& plan, auto&) { plan[2].offset -= 1; })});
+  files.push_back(
+      {"chunk/bad_missing_wide", EncodeChunks(wide, [](auto& plan, auto&) {
+         plan.erase(plan.begin() + 1);
+       })});
+  files.push_back({"chunk/bad_nan_small",
+                   EncodeChunks(small, [nan](auto& plan, auto& values) {
+                     values[plan[1].flat_begin] = nan;
+                   })});
+
+  for (const auto& [name, bytes] : files) {
+    if (!WriteFile(dir + "/" + name, bytes)) {
+      std::fprintf(stderr, "make_seeds: cannot write %s/%s\n", dir.c_str(),
+                   name.c_str());
+      return 1;
+    }
+  }
+  std::printf("make_seeds: wrote %zu files under %s\n", files.size(),
+              dir.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace fuzz
+}  // namespace asgd
+
+int main(int argc, char** argv) { return asgd::fuzz::Main(argc, argv); }

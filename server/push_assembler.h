@@ -1,0 +1,105 @@
+// PushAssembler: validation and reassembly of one push stream, without any
+// transport. The gRPC adapter (grpc_service.cc) feeds it the stream's
+// messages in order; tests and fuzzers feed it directly.
+//
+// A push is: one header (worker id, base version, num_minibatches >= 1,
+// kind), then TensorChunks that cover exactly this server's range in layout
+// order (see common/chunking.h), then a commit carrying the chunk count. Every
+// message must carry the header's version. Chunk values are staged into a
+// private buffer of range().size() floats; nothing reaches the store here.
+//
+//   PushAssembler assembler(store);
+//   for (const PushChunk& msg : stream) {
+//     absl::Status s = assembler.Add(msg);
+//     if (!s.ok()) { store->CountRejected(assembler.reject_reason()); ...; }
+//     if (assembler.committed()) {
+//       store->Submit(assembler.TakeRequest(), done);
+//       break;
+//     }
+//   }
+//   // The stream ended without a commit:
+//   absl::Status s = assembler.EndOfStream();  // InvalidArgument, kIncomplete
+//
+// Outcome: the first error is final. Add() returns InvalidArgument with a
+// message for the sender, reject_reason() tells why (a metric label), and the
+// staging buffer is released at once (staging_released() is true), so a
+// rejected push can never be applied, not even in part. Calls after an error
+// or after the commit change nothing and return InvalidArgument.
+//
+// Counting rejections is the caller's job (the assembler never touches the
+// store); version checks against the store's current version happen in
+// ParamStore::Submit.
+//
+// Thread-safety: one thread at a time (one per push stream). The store must
+// outlive the assembler; only its layout, range and options are read.
+#ifndef ASGD_SERVER_PUSH_ASSEMBLER_H_
+#define ASGD_SERVER_PUSH_ASSEMBLER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/chunking.h"
+#include "proto/asgd.pb.h"
+#include "server/param_store.h"
+
+namespace asgd {
+
+class PushAssembler {
+ public:
+  explicit PushAssembler(const ParamStore* store);
+
+  PushAssembler(const PushAssembler&) = delete;
+  PushAssembler& operator=(const PushAssembler&) = delete;
+
+  // Accepts the next message of the stream. OK: the message was valid (for a
+  // commit, committed() is now true). InvalidArgument: the push is rejected
+  // (see reject_reason()).
+  absl::Status Add(const asgd::v1::PushChunk& msg);
+
+  // The stream ended. Before a commit this rejects the push (kIncomplete) and
+  // returns InvalidArgument; after a commit or an earlier error it returns
+  // OK and changes nothing.
+  absl::Status EndOfStream();
+
+  // True once a valid commit arrived after a valid sequence.
+  bool committed() const { return committed_; }
+  // True once the push is rejected.
+  bool rejected() const { return rejected_; }
+  // Why the push was rejected; meaningful when rejected().
+  RejectReason reject_reason() const { return reason_; }
+
+  // The complete update, to hand to ParamStore::Submit. Call once, after
+  // committed(); later calls return a request without values.
+  PushRequest TakeRequest();
+
+  // Chunk payload bytes handed to the chunk check so far (the wire bytes the
+  // server examined; a metric).
+  int64_t chunk_bytes() const { return chunk_bytes_; }
+  // True when the staging buffer is gone: released on rejection, or moved
+  // out by TakeRequest().
+  bool staging_released() const { return staging_ == nullptr; }
+  // Chunks accepted so far.
+  int64_t chunks_received() const { return chunks_.chunks_received(); }
+
+ private:
+  absl::Status Reject(RejectReason reason, absl::Status status);
+
+  std::shared_ptr<std::vector<float>> staging_;
+  ChunkAssembler chunks_;
+  bool have_header_ = false;
+  bool committed_ = false;
+  bool rejected_ = false;
+  RejectReason reason_ = RejectReason::kCount;
+  int64_t chunk_bytes_ = 0;
+  uint64_t base_version_ = 0;
+  int num_minibatches_ = 1;
+  uint64_t worker_id_ = 0;
+  bool assign_ = false;
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_SERVER_PUSH_ASSEMBLER_H_

@@ -1,0 +1,293 @@
+// PushAssembler without gRPC: every validation case returns the same
+// INVALID_ARGUMENT message and reason as over the wire (grpc_service_test),
+// releases the staging buffer, and a valid push yields exactly the values
+// sent.
+#include "server/push_assembler.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/chunking.h"
+#include "common/dnn_spec.h"
+#include "gtest/gtest.h"
+#include "proto/asgd.pb.h"
+#include "server/param_store.h"
+
+namespace asgd {
+namespace {
+
+using asgd::v1::PushChunk;
+
+class PushAssemblerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DnnSpec spec;
+    spec.input_dim = 20;
+    spec.hidden = {16};
+    spec.num_classes = 5;
+    ParamStoreOptions o;
+    o.tensors = DnnTensors(spec);
+    o.num_servers = 2;
+    o.server_index = 0;
+    o.num_shards = 2;
+    o.max_chunk_elements = 64;  // many chunks per push
+    auto store = ParamStore::Create(o, InitialDnnParams(spec, 1));
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    plan_ = PlanChunks(store_->layout(), store_->range(), 64);
+    ASSERT_GE(plan_.size(), 4u);
+  }
+
+  // A valid push whose element i (server-local) is `base + i`.
+  std::vector<PushChunk> ValidPush(float base, uint64_t version) {
+    std::vector<PushChunk> msgs;
+    PushChunk header;
+    header.set_model_version(version);
+    header.mutable_header()->set_worker_id(7);
+    header.mutable_header()->set_model_version(version);
+    header.mutable_header()->set_num_minibatches(3);
+    msgs.push_back(header);
+    for (const ChunkRef& c : plan_) {
+      PushChunk m;
+      m.set_model_version(version);
+      m.mutable_chunk()->set_tensor(store_->layout().tensors()[c.tensor].name);
+      m.mutable_chunk()->set_offset(c.offset);
+      std::vector<float> values(c.count);
+      for (int64_t i = 0; i < c.count; ++i) {
+        values[i] =
+            base + static_cast<float>(c.flat_begin - store_->range().begin + i);
+      }
+      AppendFloats(values.data(), c.count, m.mutable_chunk()->mutable_data());
+      msgs.push_back(m);
+    }
+    PushChunk commit;
+    commit.set_model_version(version);
+    commit.mutable_commit()->set_num_chunks(plan_.size());
+    msgs.push_back(commit);
+    return msgs;
+  }
+
+  // Feeds `msgs` until the first error; returns it (OK if none).
+  absl::Status Feed(PushAssembler& a, const std::vector<PushChunk>& msgs) {
+    for (const PushChunk& m : msgs) {
+      absl::Status s = a.Add(m);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<ParamStore> store_;
+  std::vector<ChunkRef> plan_;
+};
+
+TEST_F(PushAssemblerTest, ValidPushYieldsTheValuesSent) {
+  PushAssembler a(store_.get());
+  std::vector<PushChunk> msgs = ValidPush(0.5f, 0);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    EXPECT_FALSE(a.committed()) << i;
+    ASSERT_TRUE(a.Add(msgs[i]).ok()) << i;
+    bytes += msgs[i].chunk().data().size();
+  }
+  EXPECT_TRUE(a.committed());
+  EXPECT_FALSE(a.rejected());
+  EXPECT_EQ(a.chunk_bytes(), bytes);
+  EXPECT_EQ(a.chunks_received(), static_cast<int64_t>(plan_.size()));
+  EXPECT_TRUE(a.EndOfStream().ok());  // after the commit: nothing to reject
+  PushRequest r = a.TakeRequest();
+  EXPECT_TRUE(a.staging_released());
+  EXPECT_EQ(r.worker_id, 7u);
+  EXPECT_EQ(r.base_version, 0u);
+  EXPECT_EQ(r.num_minibatches, 3);
+  EXPECT_FALSE(r.assign);
+  ASSERT_NE(r.values, nullptr);
+  ASSERT_EQ(static_cast<int64_t>(r.values->size()), store_->range().size());
+  for (size_t i = 0; i < r.values->size(); ++i) {
+    ASSERT_EQ((*r.values)[i], 0.5f + static_cast<float>(i)) << i;
+  }
+  // The request is complete: the store accepts it.
+  bool done = false;
+  ASSERT_TRUE(
+      store_->Submit(std::move(r), [&](const PushResult&) { done = true; })
+          .ok());
+  store_->Shutdown();  // applies what is queued
+  EXPECT_TRUE(done);
+  EXPECT_EQ(store_->version(), 1u);
+}
+
+TEST_F(PushAssemblerTest, AssignKindIsPassedOn) {
+  PushAssembler a(store_.get());
+  std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
+  msgs[0].mutable_header()->set_kind(asgd::v1::PushHeader::ASSIGN);
+  ASSERT_TRUE(Feed(a, msgs).ok());
+  EXPECT_TRUE(a.TakeRequest().assign);
+}
+
+TEST_F(PushAssemblerTest, RequestCanBeTakenOnce) {
+  PushAssembler a(store_.get());
+  ASSERT_TRUE(Feed(a, ValidPush(1.0f, 0)).ok());
+  EXPECT_NE(a.TakeRequest().values, nullptr);
+  EXPECT_EQ(a.TakeRequest().values, nullptr);
+}
+
+TEST_F(PushAssemblerTest, NoRequestBeforeTheCommit) {
+  PushAssembler a(store_.get());
+  std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
+  msgs.pop_back();
+  ASSERT_TRUE(Feed(a, msgs).ok());
+  EXPECT_EQ(a.TakeRequest().values, nullptr);
+}
+
+TEST_F(PushAssemblerTest, StreamEndingBeforeTheCommitIsIncomplete) {
+  PushAssembler a(store_.get());
+  std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
+  msgs.resize(msgs.size() / 2);
+  ASSERT_TRUE(Feed(a, msgs).ok());
+  absl::Status s = a.EndOfStream();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "push stream ended before its commit; nothing was applied");
+  EXPECT_TRUE(a.rejected());
+  EXPECT_EQ(a.reject_reason(), RejectReason::kIncomplete);
+  EXPECT_TRUE(a.staging_released());
+  EXPECT_FALSE(a.committed());
+}
+
+TEST_F(PushAssemblerTest, EmptyStreamIsIncomplete) {
+  PushAssembler a(store_.get());
+  EXPECT_EQ(a.EndOfStream().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.reject_reason(), RejectReason::kIncomplete);
+}
+
+TEST_F(PushAssemblerTest, MessagesAfterTheCommitChangeNothing) {
+  PushAssembler a(store_.get());
+  std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
+  ASSERT_TRUE(Feed(a, msgs).ok());
+  absl::Status s = a.Add(msgs[1]);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "push message after its commit");
+  EXPECT_TRUE(a.committed());
+  EXPECT_FALSE(a.rejected());
+  EXPECT_NE(a.TakeRequest().values, nullptr);
+}
+
+TEST_F(PushAssemblerTest, FirstErrorIsFinal) {
+  PushAssembler a(store_.get());
+  std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
+  msgs[2].mutable_chunk()->set_tensor("nope");
+  EXPECT_FALSE(Feed(a, msgs).ok());
+  EXPECT_EQ(a.reject_reason(), RejectReason::kUnknownTensor);
+  // A perfectly valid continuation is still refused, and the reason stays.
+  for (const PushChunk& m : ValidPush(1.0f, 0)) {
+    absl::Status s = a.Add(m);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), "push message after the push was rejected");
+  }
+  EXPECT_EQ(a.reject_reason(), RejectReason::kUnknownTensor);
+  EXPECT_FALSE(a.committed());
+  EXPECT_TRUE(a.EndOfStream().ok());  // already rejected, not counted twice
+  EXPECT_EQ(a.reject_reason(), RejectReason::kUnknownTensor);
+  EXPECT_EQ(a.TakeRequest().values, nullptr);
+}
+
+struct BadCase {
+  std::string name;
+  std::function<void(std::vector<PushChunk>&)> corrupt;
+  RejectReason reason;
+  std::string message;  // expected substring
+};
+
+TEST_F(PushAssemblerTest, EveryInvalidPushIsRejectedWithItsReason) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<BadCase> cases = {
+      {"unknown tensor",
+       [](auto& m) { m[1].mutable_chunk()->set_tensor("layer9/weight"); },
+       RejectReason::kUnknownTensor, "unknown tensor 'layer9/weight'"},
+      {"tensor not on this server",
+       [](auto& m) { m[1].mutable_chunk()->set_tensor("layer1/bias"); },
+       RejectReason::kUnknownTensor,
+       "tensor 'layer1/bias' has no elements on this server"},
+      {"bytes not a multiple of 4",
+       [](auto& m) { m[2].mutable_chunk()->mutable_data()->pop_back(); },
+       RejectReason::kBadSize, "not a positive multiple of 4"},
+      {"empty chunk", [](auto& m) { m[2].mutable_chunk()->clear_data(); },
+       RejectReason::kBadSize, "has 0 bytes, not a positive multiple of 4"},
+      {"chunk longer than the limit",
+       [](auto& m) { m[1].mutable_chunk()->mutable_data()->append(16, '\0'); },
+       RejectReason::kBadSize, "elements, more than the limit 64"},
+      {"chunks out of order", [](auto& m) { std::swap(m[1], m[2]); },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"duplicate chunk", [](auto& m) { m[2] = m[1]; },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"missing chunk", [](auto& m) { m.erase(m.begin() + 3); },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"huge offset",
+       [](auto& m) { m[1].mutable_chunk()->set_offset(~uint64_t{0}); },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"extra chunk after the whole range",
+       [](auto& m) { m.insert(m.end() - 1, m[m.size() - 2]); },
+       RejectReason::kBadSequence, "after the server's whole slice"},
+      {"missing last chunk",
+       [](auto& m) {
+         m.erase(m.end() - 2);
+         m.back().mutable_commit()->set_num_chunks(m.size() - 2);
+       },
+       RejectReason::kBadSequence, "incomplete: stopped at"},
+      {"wrong chunk count",
+       [](auto& m) { m.back().mutable_commit()->set_num_chunks(1); },
+       RejectReason::kBadSequence, "sender declared 1 chunks but"},
+      {"chunk before header", [](auto& m) { m.erase(m.begin()); },
+       RejectReason::kBadSequence, "push chunk before the push header"},
+      {"commit before header", [](auto& m) { m.erase(m.begin(), m.end() - 1); },
+       RejectReason::kBadSequence, "push commit before the push header"},
+      {"NaN value",
+       [nan](auto& m) {
+         std::memcpy(&(*m[3].mutable_chunk()->mutable_data())[8], &nan, 4);
+       },
+       RejectReason::kNonFinite, "non-finite"},
+      {"Inf value",
+       [inf](auto& m) {
+         std::memcpy(&(*m[1].mutable_chunk()->mutable_data())[0], &inf, 4);
+       },
+       RejectReason::kNonFinite, "non-finite"},
+      {"version mismatch inside the stream",
+       [](auto& m) { m[2].set_model_version(3); }, RejectReason::kBadHeader,
+       "message carries version 3 but the push header said 0"},
+      {"second header", [](auto& m) { m.insert(m.begin() + 2, m[0]); },
+       RejectReason::kBadHeader, "second push header"},
+      {"no minibatches",
+       [](auto& m) { m[0].mutable_header()->set_num_minibatches(0); },
+       RejectReason::kBadHeader, "needs 1 <= num_minibatches"},
+      {"absurd minibatch count",
+       [](auto& m) { m[0].mutable_header()->set_num_minibatches(3000000000u); },
+       RejectReason::kBadHeader, "got 3000000000"},
+      {"empty message", [](auto& m) { m[2].clear_part(); },
+       RejectReason::kBadHeader, "empty push message"},
+  };
+  for (const BadCase& c : cases) {
+    std::vector<PushChunk> msgs = ValidPush(0.25f, 0);
+    c.corrupt(msgs);
+    PushAssembler a(store_.get());
+    absl::Status s = Feed(a, msgs);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << c.name << ": " << s;
+    EXPECT_NE(s.message().find(c.message), absl::string_view::npos)
+        << c.name << ": " << s;
+    EXPECT_TRUE(a.rejected()) << c.name;
+    EXPECT_EQ(a.reject_reason(), c.reason) << c.name;
+    EXPECT_TRUE(a.staging_released()) << c.name;
+    EXPECT_FALSE(a.committed()) << c.name;
+  }
+  // The assembler never touched the store.
+  EXPECT_EQ(store_->version(), 0u);
+  for (uint64_t n : store_->stats().rejected) EXPECT_EQ(n, 0u);
+}
+
+}  // namespace
+}  // namespace asgd

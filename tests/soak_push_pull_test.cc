@@ -1,0 +1,505 @@
+// Soak: 64 concurrent push/pull streams against one real asgd_server process.
+//
+// Starts //server:asgd_server as a child (port 0, --port_file, a ~0.5 MB
+// model: --hidden=256), then 32 pusher and 32 puller threads, each with its
+// own channel and one stream in flight at a time, for --soak_seconds (default
+// 60; env SOAK_SECONDS). The server's resident memory (VmRSS) is sampled with
+// the load on: its median over a window right after the warm-up (the first
+// quarter) and over the last 15% of the run may differ by less than 10%.
+// Afterwards the server must still be healthy (gRPC health SERVING,
+// DescribeModel answers), its version must equal the pushes it answered
+// APPLIED, and it must exit 0 on SIGTERM. Prints pushes/s, pulls/s, RSS at
+// warm-up and at the end, and the growth.
+//
+//   bazel test //tests:soak_push_pull_test --test_output=streamed
+//   bazel test //tests:soak_push_pull_test --test_arg=--soak_seconds=1800
+//       --test_timeout=2400   (one command line)
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/chunking.h"
+#include "common/model_layout.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/asgd.grpc.pb.h"
+#include "server/health_probe.h"
+
+namespace asgd {
+namespace {
+
+using asgd::v1::PushChunk;
+using asgd::v1::PushReply;
+
+// Set by main() from the command line.
+std::string g_server_path;
+double g_soak_seconds = 60;
+
+constexpr int kPushers = 32;
+constexpr int kPullers = 32;
+constexpr double kWarmupFraction = 0.25;
+constexpr double kMaxGrowth = 0.10;
+// RSS is compared between the medians of two windows this long (a fraction
+// of the run): right after the warm-up, and at the end.
+constexpr double kWindowFraction = 0.15;
+
+int64_t Median(std::vector<int64_t> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// VmRSS of `pid` in kB, or -1.
+int64_t RssKb(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    int64_t kb = -1;
+    fields >> kb;
+    return kb;
+  }
+  return -1;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The asgd_server child process: started with --port=0, its port read from
+// --port_file. Killed (SIGKILL) if the test exits without stopping it, also
+// when the test process dies (PR_SET_PDEATHSIG).
+class ServerProcess {
+ public:
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  void Start(const std::string& binary, const std::vector<std::string>& flags,
+             const std::string& dir) {
+    port_file_ = dir + "/soak_server.port";
+    log_file_ = dir + "/soak_server.log";
+    unlink(port_file_.c_str());
+    std::vector<std::string> args = {binary, "--host=127.0.0.1", "--port=0",
+                                     "--port_file=" + port_file_};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t parent = getpid();
+    pid_ = fork();
+    ASSERT_GE(pid_, 0) << "fork failed";
+    if (pid_ == 0) {
+      // Child: only async-signal-safe calls until exec.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      const int fd =
+          open(log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+
+  // Waits (bounded) for the port file; 0 if the server died or timed out.
+  int WaitForPort(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      int port = 0;
+      std::string text = ReadFile(port_file_);
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port) &&
+          port > 0) {
+        return port;
+      }
+      if (!Alive()) return 0;
+      absl::SleepFor(absl::Milliseconds(10));  // polling a file, bounded
+    }
+    return 0;
+  }
+
+  bool Alive() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_status_ = status;
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+
+  // SIGTERM, then waits (bounded) for the exit. Returns the wait status, or
+  // -1 when it had to be killed.
+  int Stop(absl::Duration timeout) {
+    if (pid_ <= 0) return exit_status_;
+    kill(pid_, SIGTERM);
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (!Alive()) return exit_status_;
+      absl::SleepFor(absl::Milliseconds(10));  // polling the child, bounded
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    return -1;
+  }
+
+  pid_t pid() const { return pid_; }
+  std::string Log() const { return ReadFile(log_file_); }
+
+ private:
+  pid_t pid_ = -1;
+  int exit_status_ = -1;
+  std::string port_file_;
+  std::string log_file_;
+};
+
+std::unique_ptr<asgd::v1::ParameterServer::Stub> NewStub(
+    const std::string& address) {
+  // A connection of its own per client, as separate worker processes have.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return asgd::v1::ParameterServer::NewStub(grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args));
+}
+
+template <typename T>
+void SetDeadline(grpc::ClientContext* ctx, T duration) {
+  ctx->set_deadline(std::chrono::system_clock::now() + duration);
+}
+
+// What the clients did; updated by every client thread.
+struct Counters {
+  std::atomic<int64_t> pushes_applied{0};
+  std::atomic<int64_t> pushes_other{0};  // answered, but not APPLIED
+  std::atomic<int64_t> pulls{0};
+  std::atomic<int64_t> bytes_pushed{0};
+  std::atomic<int64_t> bytes_pulled{0};
+  std::atomic<int64_t> errors{0};
+  absl::Mutex mu;
+  std::string first_error ABSL_GUARDED_BY(mu);
+
+  void Error(const std::string& what) {
+    errors.fetch_add(1);
+    absl::MutexLock lock(&mu);
+    if (first_error.empty()) first_error = what;
+  }
+};
+
+// The model as the server describes it, and the chunks of its range.
+struct Plan {
+  std::vector<std::string> names;
+  std::vector<ChunkRef> chunks;
+  int64_t range_size = 0;
+};
+
+class SoakTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(g_server_path.empty()) << "pass --server=PATH to asgd_server";
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string dir = tmp != nullptr ? tmp : "/tmp";
+    server_.Start(g_server_path,
+                  {"--hidden=256", "--num_shards=2", "--log_every_s=10"}, dir);
+    const int port = server_.WaitForPort(absl::Seconds(60));
+    ASSERT_GT(port, 0) << "asgd_server did not start; its log:\n"
+                       << server_.Log();
+    address_ = absl::StrCat("127.0.0.1:", port);
+  }
+
+  void TearDown() override {
+    if (HasFailure())
+      std::printf("--- asgd_server log ---\n%s", server_.Log().c_str());
+  }
+
+  absl::StatusOr<asgd::v1::ModelDescription> Describe() {
+    auto stub = NewStub(address_);
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, std::chrono::seconds(10));
+    asgd::v1::ModelDescription d;
+    grpc::Status s = stub->DescribeModel(&ctx, {}, &d);
+    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    return d;
+  }
+
+  ServerProcess server_;
+  std::string address_;
+};
+
+// One pusher: pushes a small constant gradient over and over, each push
+// computed from the version the previous one was assigned (never from the
+// future, at most a few versions stale).
+void PushLoop(const std::string& address, const Plan& plan, uint64_t worker_id,
+              const std::atomic<bool>& stop, Counters& c) {
+  auto stub = NewStub(address);
+  std::vector<PushChunk> msgs;
+  PushChunk header;
+  header.mutable_header()->set_worker_id(worker_id);
+  header.mutable_header()->set_num_minibatches(1);
+  msgs.push_back(header);
+  int64_t bytes = 0;
+  for (const ChunkRef& ref : plan.chunks) {
+    PushChunk m;
+    m.mutable_chunk()->set_tensor(plan.names[ref.tensor]);
+    m.mutable_chunk()->set_offset(ref.offset);
+    std::vector<float> g(ref.count, 1e-6f);
+    AppendFloats(g.data(), ref.count, m.mutable_chunk()->mutable_data());
+    bytes += m.chunk().data().size();
+    msgs.push_back(std::move(m));
+  }
+  PushChunk commit;
+  commit.mutable_commit()->set_num_chunks(plan.chunks.size());
+  msgs.push_back(commit);
+
+  uint64_t version = 0;
+  while (!stop.load(std::memory_order_relaxed)) {
+    msgs[0].mutable_header()->set_model_version(version);
+    for (PushChunk& m : msgs) m.set_model_version(version);
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, std::chrono::seconds(30));
+    PushReply reply;
+    auto writer = stub->Push(&ctx, &reply);
+    for (const PushChunk& m : msgs) {
+      if (!writer->Write(m)) break;  // the server finished the call early
+    }
+    writer->WritesDone();
+    const grpc::Status s = writer->Finish();
+    if (!s.ok()) {
+      c.Error(absl::StrCat("push: ", s.error_code(), " ", s.error_message()));
+      continue;
+    }
+    if (reply.result() == PushReply::APPLIED) {
+      c.pushes_applied.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      c.pushes_other.fetch_add(1, std::memory_order_relaxed);
+    }
+    c.bytes_pushed.fetch_add(bytes, std::memory_order_relaxed);
+    version = reply.model_version();
+  }
+}
+
+// One puller: pulls the whole range over and over and checks its size.
+void PullLoop(const std::string& address, const Plan& plan, uint64_t worker_id,
+              const std::atomic<bool>& stop, Counters& c) {
+  auto stub = NewStub(address);
+  asgd::v1::PullRequest request;
+  request.set_worker_id(worker_id);
+  while (!stop.load(std::memory_order_relaxed)) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, std::chrono::seconds(30));
+    auto reader = stub->Pull(&ctx, request);
+    asgd::v1::PullChunk chunk;
+    int64_t bytes = 0;
+    size_t chunks = 0;
+    while (reader->Read(&chunk)) {
+      bytes += chunk.chunk().data().size();
+      ++chunks;
+    }
+    const grpc::Status s = reader->Finish();
+    if (!s.ok()) {
+      c.Error(absl::StrCat("pull: ", s.error_code(), " ", s.error_message()));
+      continue;
+    }
+    if (chunks != plan.chunks.size() ||
+        bytes != plan.range_size * static_cast<int64_t>(sizeof(float))) {
+      c.Error(absl::StrCat("pull: ", chunks, " chunks, ", bytes, " bytes"));
+      continue;
+    }
+    c.pulls.fetch_add(1, std::memory_order_relaxed);
+    c.bytes_pulled.fetch_add(bytes, std::memory_order_relaxed);
+  }
+}
+
+TEST_F(SoakTest, SixtyFourStreamsKeepMemoryFlat) {
+  // The model, from the server itself.
+  auto desc = Describe();
+  ASSERT_TRUE(desc.ok()) << desc.status();
+  std::vector<TensorSpec> tensors;
+  Plan plan;
+  for (const auto& t : desc->tensors()) {
+    TensorSpec spec{t.name(), {}};
+    for (uint64_t d : t.shape()) spec.shape.push_back(static_cast<int64_t>(d));
+    tensors.push_back(spec);
+    plan.names.push_back(t.name());
+  }
+  auto layout =
+      ModelLayout::Create(tensors, desc->num_servers(), desc->num_shards());
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  const FlatRange range = layout->ServerRange(desc->server_index());
+  plan.chunks = PlanChunks(*layout, range, desc->max_chunk_elements());
+  plan.range_size = range.size();
+  const double mb = plan.range_size * 4.0 / 1e6;
+  const int64_t rss_start = RssKb(server_.pid());
+  std::printf(
+      "soak: %s, model %lld floats (%.2f MB per push/pull), %d pushers + "
+      "%d pullers for %.0f s (warm-up %.0f s)\n",
+      address_.c_str(), static_cast<long long>(plan.range_size), mb, kPushers,
+      kPullers, g_soak_seconds, g_soak_seconds * kWarmupFraction);
+
+  Counters c;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kPushers; ++i) {
+    clients.emplace_back(PushLoop, address_, std::cref(plan), i,
+                         std::cref(stop), std::ref(c));
+  }
+  for (int i = 0; i < kPullers; ++i) {
+    clients.emplace_back(PullLoop, address_, std::cref(plan), 1000 + i,
+                         std::cref(stop), std::ref(c));
+  }
+
+  // Sample the server's RSS every 250 ms (a measurement interval, not a wait
+  // for a condition). In-flight messages make single samples swing by 10-20%
+  // (64 streams x 0.5 MB, a few copies each), so compare medians over two
+  // windows: right after the warm-up and at the end, load still on.
+  const double d = g_soak_seconds;
+  const absl::Time start = absl::Now();
+  const absl::Time warm_at = start + absl::Seconds(d * kWarmupFraction);
+  const absl::Time warm_window_end =
+      warm_at + absl::Seconds(d * kWindowFraction);
+  const absl::Time end_window_at =
+      start + absl::Seconds(d * (1 - kWindowFraction));
+  const absl::Time end_at = start + absl::Seconds(d);
+  std::vector<int64_t> warm_samples, end_samples;
+  int64_t rss_peak = 0;
+  int64_t pushes_warm = -1, pulls_warm = 0;
+  absl::Time warm_time;
+  bool server_alive = true;
+  while (absl::Now() < end_at) {
+    absl::SleepFor(std::min(absl::Milliseconds(250), end_at - absl::Now()));
+    if (!server_.Alive()) {
+      server_alive = false;
+      break;
+    }
+    const absl::Time now = absl::Now();
+    const int64_t rss = RssKb(server_.pid());
+    rss_peak = std::max(rss_peak, rss);
+    if (now >= warm_at && pushes_warm < 0) {
+      warm_time = now;
+      pushes_warm = c.pushes_applied.load();
+      pulls_warm = c.pulls.load();
+    }
+    if (now >= warm_at && now < warm_window_end) warm_samples.push_back(rss);
+    if (now >= end_window_at) end_samples.push_back(rss);
+  }
+  const absl::Time end_time = absl::Now();
+  const int64_t pushes_end = c.pushes_applied.load();
+  const int64_t pulls_end = c.pulls.load();
+  stop = true;
+  for (std::thread& t : clients) t.join();
+  ASSERT_TRUE(server_alive) << "asgd_server died under load";
+  ASSERT_FALSE(warm_samples.empty());
+  ASSERT_FALSE(end_samples.empty());
+
+  const int64_t rss_warm = Median(warm_samples);
+  const int64_t rss_end = Median(end_samples);
+  const double window = absl::ToDoubleSeconds(end_time - warm_time);
+  const double push_rate = (pushes_end - pushes_warm) / window;
+  const double pull_rate = (pulls_end - pulls_warm) / window;
+  const double growth = static_cast<double>(rss_end - rss_warm) / rss_warm;
+  std::printf(
+      "soak: %.0f s measured after warm-up: %.1f pushes/s, %.1f pulls/s "
+      "(%.1f MB/s in, %.1f MB/s out)\n",
+      window, push_rate, pull_rate, push_rate * mb, pull_rate * mb);
+  std::printf(
+      "soak: server RSS start %.1f MB, after warm-up %.1f MB (median of %zu "
+      "samples), end %.1f MB (median of %zu), peak %.1f MB; growth after "
+      "warm-up %+.2f%% (limit %.0f%%)\n",
+      rss_start / 1024.0, rss_warm / 1024.0, warm_samples.size(),
+      rss_end / 1024.0, end_samples.size(), rss_peak / 1024.0, 100 * growth,
+      100 * kMaxGrowth);
+  std::printf("soak: totals %lld pushes applied, %lld pulls, %lld errors\n",
+              static_cast<long long>(c.pushes_applied.load()),
+              static_cast<long long>(c.pulls.load()),
+              static_cast<long long>(c.errors.load()));
+  RecordProperty("pushes_per_s", absl::StrCat(push_rate));
+  RecordProperty("pulls_per_s", absl::StrCat(pull_rate));
+  RecordProperty("rss_warm_kb", absl::StrCat(rss_warm));
+  RecordProperty("rss_end_kb", absl::StrCat(rss_end));
+  RecordProperty("rss_growth_percent", absl::StrCat(100 * growth));
+
+  {
+    absl::MutexLock lock(&c.mu);
+    EXPECT_EQ(c.errors.load(), 0) << "first error: " << c.first_error;
+  }
+  EXPECT_EQ(c.pushes_other.load(), 0);
+  EXPECT_GT(pushes_end - pushes_warm, 0);
+  EXPECT_GT(pulls_end - pulls_warm, 0);
+  EXPECT_LT(growth, kMaxGrowth)
+      << "server RSS grew from " << rss_warm << " kB to " << rss_end << " kB";
+
+  // Still healthy, and every applied push is in the version.
+  EXPECT_TRUE(ProbeHealth(address_, absl::Seconds(5)).ok());
+  auto after = Describe();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->model_version(),
+            static_cast<uint64_t>(c.pushes_applied.load()));
+
+  const int status = server_.Stop(absl::Seconds(30));
+  EXPECT_TRUE(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "asgd_server did not exit cleanly on SIGTERM (wait status " << status
+      << ")";
+}
+
+}  // namespace
+}  // namespace asgd
+
+// gtest flags first; then --server=PATH (from BUILD) and --soak_seconds=N
+// (default 60, or the environment's SOAK_SECONDS).
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (const char* env = std::getenv("SOAK_SECONDS"); env != nullptr) {
+    if (!absl::SimpleAtod(env, &asgd::g_soak_seconds)) {
+      std::fprintf(stderr, "bad SOAK_SECONDS=%s\n", env);
+      return 2;
+    }
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--server=", 0) == 0) {
+      asgd::g_server_path = arg.substr(9);
+    } else if (arg.rfind("--soak_seconds=", 0) == 0) {
+      if (!absl::SimpleAtod(arg.substr(15), &asgd::g_soak_seconds) ||
+          asgd::g_soak_seconds < 4) {
+        std::fprintf(stderr, "--soak_seconds wants a number >= 4\n");
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", arg.c_str());
+      return 2;
+    }
+  }
+  return RUN_ALL_TESTS();
+}
