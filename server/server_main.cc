@@ -26,6 +26,7 @@
 #include "common/cli.h"
 #include "common/dnn_spec.h"
 #include "common/metrics_endpoint.h"
+#include "common/metrics_flags.h"
 #include "common/security_flags.h"
 #include "server/checkpoint.h"
 #include "server/grpc_server.h"
@@ -86,11 +87,6 @@ ABSL_FLAG(uint64_t, max_staleness, 0,
           "Drop pushes staler than this many versions and tell the worker to "
           "pull (0: never drop).");
 ABSL_FLAG(int, log_every_s, 10, "Seconds between status lines (0: none).");
-ABSL_FLAG(int, metrics_port, -1,
-          "Serve Prometheus metrics at http://<host>:<port>/metrics; 0 picks a "
-          "free port (printed, and written to --metrics_port_file); -1: off.");
-ABSL_FLAG(std::string, metrics_port_file, "",
-          "If set, write the metrics port to this file once serving.");
 
 namespace asgd {
 namespace {
@@ -165,15 +161,8 @@ int Run() {
   auto registry = std::make_shared<prometheus::Registry>();
   AddBuildInfo(*registry, "server");
   ServerMetrics metrics(*registry, options.server_index, options.num_shards);
-  std::unique_ptr<MetricsEndpoint> endpoint;
-  if (const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
-      metrics_port >= 0) {
-    auto started = MetricsEndpoint::Start(absl::GetFlag(FLAGS_host),
-                                          metrics_port, registry);
-    if (!started.ok()) return Fail(started.status());
-    endpoint = *std::move(started);
-    WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), endpoint->port());
-  }
+  auto endpoint = StartMetricsFromFlags(absl::GetFlag(FLAGS_host), registry);
+  if (!endpoint.ok()) return Fail(endpoint.status());
   auto security = SecurityOptionsFromFlags();
   if (!security.ok()) return Fail(security.status());
   // A checkpoint from an earlier run of this server, if any.
@@ -209,10 +198,10 @@ int Run() {
       static_cast<long long>(store->range().size()), options.num_shards,
       layout.Fingerprint().c_str());
   std::fflush(stdout);
-  if (endpoint != nullptr) {
+  if (*endpoint != nullptr) {
     std::printf("asgd_server %d metrics on http://%s:%d/metrics\n",
                 options.server_index, absl::GetFlag(FLAGS_host).c_str(),
-                endpoint->port());
+                (*endpoint)->port());
   }
   if (restored.has_value()) {
     std::printf("asgd_server %d: restored checkpoint %s at version %llu\n",

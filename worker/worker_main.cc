@@ -18,6 +18,7 @@
 #include "common/cli.h"
 #include "common/security_flags.h"
 #include "common/metrics_endpoint.h"
+#include "common/metrics_flags.h"
 #include "corpus/corpus_io.h"
 #include "worker/backend_factory.h"
 #include "worker/cuda_options.h"
@@ -90,13 +91,8 @@ ABSL_FLAG(std::string, cuda_math, "tf32",
 ABSL_FLAG(int, cuda_device, 0, "CUDA device index for --backend=cuda/auto.");
 ABSL_FLAG(std::string, save_model, "",
           "If set, save the final pulled model to this file.");
-ABSL_FLAG(int, metrics_port, -1,
-          "Serve Prometheus metrics at http://<metrics_host>:<port>/metrics; 0 "
-          "picks a free port (printed, and written to --metrics_port_file); "
-          "-1: off.");
-ABSL_FLAG(std::string, metrics_host, "0.0.0.0", "Address of the metrics endpoint.");
-ABSL_FLAG(std::string, metrics_port_file, "",
-          "If set, write the metrics port to this file once serving.");
+ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
+          "Address of the metrics endpoint (--metrics_port).");
 ABSL_FLAG(int, connect_timeout_s, 60,
           "Seconds to wait for the servers to come up.");
 ABSL_FLAG(int, rpc_timeout_s, 60, "Deadline of every pull and push, seconds.");
@@ -244,17 +240,13 @@ int Run() {
   auto registry = std::make_shared<prometheus::Registry>();
   AddBuildInfo(*registry, "worker");
   WorkerMetrics metrics(*registry, index);
-  std::unique_ptr<MetricsEndpoint> endpoint;
-  if (const int port = absl::GetFlag(FLAGS_metrics_port); port >= 0) {
-    const std::string host = absl::GetFlag(FLAGS_metrics_host);
-    auto started = MetricsEndpoint::Start(host, port, registry);
-    if (!started.ok()) return Fail(started.status());
-    endpoint = *std::move(started);
+  const std::string metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  auto endpoint = StartMetricsFromFlags(metrics_host, registry);
+  if (!endpoint.ok()) return Fail(endpoint.status());
+  if (*endpoint != nullptr) {
     std::printf("worker %d: metrics on http://%s:%d/metrics\n", index,
-                host.c_str(), endpoint->port());
-    WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), endpoint->port());
+                metrics_host.c_str(), (*endpoint)->port());
   }
-
 
   auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
   if (!corpus.ok()) return Fail(corpus.status());
