@@ -1,0 +1,135 @@
+#include "bench/bench_util.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace asgd::bench {
+
+absl::StatusOr<std::vector<int64_t>> ParseByteList(absl::string_view flag,
+                                                   absl::string_view text) {
+  std::vector<int64_t> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    part = absl::StripAsciiWhitespace(part);
+    int64_t scale = 1;
+    if (!part.empty()) {
+      switch (absl::ascii_toupper(part.back())) {
+        case 'K':
+          scale = int64_t{1} << 10;
+          break;
+        case 'M':
+          scale = int64_t{1} << 20;
+          break;
+        case 'G':
+          scale = int64_t{1} << 30;
+          break;
+        default:
+          break;
+      }
+      if (scale != 1) part.remove_suffix(1);
+    }
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": \"", part,
+                       "\" is not a positive size (e.g. 64K, 1M)"));
+    }
+    out.push_back(v * scale);
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int>> ParseCountList(absl::string_view flag,
+                                                absl::string_view text) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    part = absl::StripAsciiWhitespace(part);
+    int v = 0;
+    if (part == "cores") {
+      v = NumCores();
+    } else if (!absl::SimpleAtoi(part, &v) || v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, ": \"", part, "\" is not a positive integer"));
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  }
+  return out;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"G", "M", "K"};
+  static constexpr int kShifts[] = {30, 20, 10};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t unit = int64_t{1} << kShifts[i];
+    if (bytes >= unit && bytes % unit == 0) {
+      return absl::StrCat(bytes / unit, kUnits[i]);
+    }
+  }
+  return absl::StrCat(bytes);
+}
+
+int NumCores() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "model name")) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        return std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+      }
+    }
+  }
+  return "unknown";
+}
+
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string line;
+  if (!std::getline(in, line)) return "unknown";
+  return std::string(absl::StripAsciiWhitespace(line));
+}
+
+void PrintMachine(const char* bench) {
+  std::printf("# %s: machine: %d cores, %s, no GPU used\n", bench, NumCores(),
+              CpuModel().c_str());
+  std::printf("# %s: load average at start: %s\n", bench,
+              LoadAverage().c_str());
+}
+
+Clock::time_point StartGate::Arrive() {
+  absl::MutexLock lock(&mu_);
+  if (--remaining_ == 0) start_ = Clock::now();
+  auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return remaining_ <= 0;
+  };
+  mu_.Await(absl::Condition(&released));
+  return start_;
+}
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+void Fill(float* data, int64_t n, float value) { std::fill_n(data, n, value); }
+
+}  // namespace asgd::bench

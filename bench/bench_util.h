@@ -1,0 +1,82 @@
+// Helpers shared by the parameter-server benchmarks in bench/: parsing of
+// list flags, a start barrier for timed threads, a description of the machine,
+// and the load average (the machine these run on is shared and noisy, so every
+// report says how busy it was).
+//
+// Every benchmark prints a markdown table for people and `csv,<bench>,...`
+// lines for scripts (bench/ps_bench_smoke_test.sh parses them). Ratios are
+// taken between measurements made by the same process in the same run.
+//
+// Thread-safety: the free functions are thread-safe; a StartGate is shared by
+// the threads it starts.
+#ifndef ASGD_BENCH_BENCH_UTIL_H_
+#define ASGD_BENCH_BENCH_UTIL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace asgd::bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double SecondsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Parses "64K,1M,16M,256M" (suffixes K, M, G are powers of 1024; no suffix:
+// bytes) into byte counts. InvalidArgument names `flag` on bad input.
+absl::StatusOr<std::vector<int64_t>> ParseByteList(absl::string_view flag,
+                                                   absl::string_view text);
+
+// Parses "1,2,4,8" (positive integers). An entry "N" may be written "cores",
+// meaning NumCores().
+absl::StatusOr<std::vector<int>> ParseCountList(absl::string_view flag,
+                                                absl::string_view text);
+
+// "64K", "1M", "256M": the shortest exact power-of-1024 form, else bytes.
+std::string FormatBytes(int64_t bytes);
+
+// Online CPUs (std::thread::hardware_concurrency, at least 1).
+int NumCores();
+
+// The first "model name" of /proc/cpuinfo, or "unknown".
+std::string CpuModel();
+
+// The contents of /proc/loadavg without the newline, or "unknown".
+std::string LoadAverage();
+
+// Prints "# machine: ..." and "# load at start: ..." lines.
+void PrintMachine(const char* bench);
+
+// Releases a group of threads at once: each calls Arrive(); the last of
+// `count` to arrive records the start time and releases all. Returns that
+// start time to every caller.
+class StartGate {
+ public:
+  explicit StartGate(int count) : remaining_(count) {}
+  Clock::time_point Arrive();
+
+ private:
+  absl::Mutex mu_;
+  int remaining_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point start_ ABSL_GUARDED_BY(mu_);
+};
+
+// User + system CPU seconds used by this process so far (all threads).
+// cpu seconds / wall seconds over an interval = cores kept busy.
+double ProcessCpuSeconds();
+
+// Touches every page of `data` (so that the first timed pass does not pay for
+// page faults) by writing `value` everywhere.
+void Fill(float* data, int64_t n, float value);
+
+}  // namespace asgd::bench
+
+#endif  // ASGD_BENCH_BENCH_UTIL_H_

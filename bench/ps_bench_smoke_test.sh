@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Smoke test of the parameter-server benchmarks: runs one of them for a moment
+# on tiny sizes and checks that it reports numbers (its table and its CSV
+# lines, every numeric field a finite number, one line per configuration
+# asked for), and that a bad flag is an error. It never looks at the value of
+# a time, a rate or a ratio: the machine is shared and noisy.
+#
+# Usage: ps_bench_smoke_test.sh transport|apply|capacity|gbench BINARY
+set -euo pipefail
+which="$1"
+bench="$2"
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# check_csv PREFIX EXPECTED_LINES FIRST_NUMERIC_FIELD: the CSV lines starting
+# with PREFIX number EXPECTED_LINES and fields FIRST_NUMERIC_FIELD.. are all
+# finite numbers.
+check_csv() {
+  local prefix="$1" expected="$2" first="$3"
+  local lines
+  lines=$(grep "^${prefix}," <<<"$out" || true)
+  local count
+  count=$(grep -c . <<<"$lines" || true)
+  [[ "$count" == "$expected" ]] ||
+    fail "expected $expected '$prefix' lines, got $count"
+  awk -F, -v first="$first" '
+    {
+      for (i = first; i <= NF; ++i) {
+        if ($i !~ /^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/) {
+          printf("field %d of line %d is not a number: \"%s\"\n", i, NR, $i)
+          bad = 1
+        }
+      }
+    }
+    END { exit bad }' <<<"$lines" || fail "non-numeric fields in '$prefix' lines"
+}
+
+case "$which" in
+  transport)
+    out=$("$bench" --payloads=64K,1M --streams=1,2 --min_time_s=0 \
+      --min_iters=1 --shards=1 --warmup_max=1M) || fail "bench exited with $?"
+    echo "$out"
+    grep -q "| raw TCP GB/s | gRPC push+pull GB/s | gRPC / TCP |" <<<"$out" ||
+      fail "no table header"
+    grep -q "^| 64K | 1 | 262144 | " <<<"$out" || fail "no row for 64K x 1"
+    grep -q "^| 1M | 2 | 262144 | " <<<"$out" || fail "no row for 1M x 2"
+    # payload, streams, chunk, then the measured fields.
+    check_csv "csv,transport" 4 3
+    grep -q "^# machine\|^# transport_bench: machine: " <<<"$out" ||
+      fail "no machine line"
+    grep -q "load average at start" <<<"$out" || fail "no load average"
+    bad=(--payloads=0)
+    ;;
+  apply)
+    out=$("$bench" --params=262144 --threads=1,2 --reps=1 --store_pushes=2 \
+      --gradients=2 --rounds=1) || fail "bench exited with $?"
+    echo "$out"
+    grep -q "| apply / memcpy |" <<<"$out" || fail "no table header"
+    for opt in sgd momentum; do
+      for path in direct store; do
+        for t in 1 2; do
+          grep -q "^csv,apply,$opt,$path,$t," <<<"$out" ||
+            fail "no csv line for $opt $path $t"
+        done
+      done
+    done
+    check_csv "csv,apply" 8 5
+    grep -q "12 B/param" <<<"$out" || fail "byte convention not stated"
+    bad=(--optimizers=adam)
+    ;;
+  capacity)
+    out=$("$bench" --input_dim=20 --hidden=32,32 --num_classes=10 \
+      --workers=1,2 --duration_s=0.1 --shards=2) || fail "bench exited with $?"
+    echo "$out"
+    grep -q "| workers | pushes | pushes/s |" <<<"$out" || fail "no table header"
+    check_csv "csv,capacity" 2 3
+    grep -q "^# saturation: " <<<"$out" || fail "no saturation line"
+    bad=(--workers=0)
+    ;;
+  gbench)
+    out=$("$bench" --benchmark_filter='/65536/' --benchmark_min_time=0.01 \
+      --benchmark_format=csv 2>/dev/null) || fail "bench exited with $?"
+    echo "$out"
+    for name in BM_ApplySgd BM_ApplyMomentum BM_Memcpy; do
+      grep -q "^\"$name/65536/real_time\"," <<<"$out" || fail "no line for $name"
+    done
+    # name,iterations,real_time,cpu_time,time_unit,bytes_per_second,...
+    lines=$(grep '^"BM_' <<<"$out")
+    awk -F, '{
+      if ($2 !~ /^[0-9]+$/ || $6 !~ /^[0-9.e+]+$/ || $7 !~ /^[0-9.e+]+$/) {
+        print "bad line: " $0; bad = 1
+      }
+    } END { exit bad }' <<<"$lines" || fail "no bytes/items per second"
+    echo "PASS"
+    exit 0
+    ;;
+  *)
+    fail "unknown benchmark '$which'"
+    ;;
+esac
+
+# A bad flag is an error, not a table.
+if "$bench" "${bad[@]}" >/dev/null 2>&1; then
+  fail "${bad[*]} was accepted"
+fi
+echo "PASS"
