@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/dnn_spec.h"
 #include "corpus/corpus_io.h"
-#include "corpus/generator.h"
 #include "gtest/gtest.h"
+#include "tests/test_corpus.h"
 #include "server/grpc_server.h"
 #include "worker/dnn.h"
 #include "worker/frames.h"
@@ -25,17 +25,9 @@ class EndToEndTest : public ::testing::Test {
  protected:
   // Generating forks child processes: do it before any gRPC thread exists.
   static void SetUpTestSuite() {
-    corpus_dir_ = new std::string(
-        absl::StrCat(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp",
-                     "/e2e_corpus"));
-    corpus::GeneratorOptions options;
-    options.out_dir = *corpus_dir_;
-    options.num_train = 160;
-    options.num_heldout = 24;
-    options.voices = {"kal16", "slt"};
-    options.jobs = 2;
-    options.seed = 5;
-    ASSERT_TRUE(corpus::GenerateCorpus(options).ok());
+    auto dir = GenerateTestCorpus("e2e_corpus");
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    corpus_dir_ = new std::string(*dir);
   }
   static void TearDownTestSuite() { delete corpus_dir_; }
 

@@ -133,23 +133,8 @@ absl::Status DecentralizedTrainer::MaybeEvaluate(DecentralizedResult* result,
   point.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   point.frames = result->train.frames;
   point.version = static_cast<uint64_t>(steps);
-  ASGD_ASSIGN_OR_RETURN(
-      point.accuracy,
-      EvaluateAccuracy(backend_, params, *heldout_, options_.batch_size,
-                       force ? 0 : options_.eval_frames));
-  result->train.evals.push_back(point);
-  if (options_.observer != nullptr) {
-    options_.observer->OnHeldoutAccuracy(point.accuracy);
-  }
-  if (log_ != nullptr) {
-    *log_ << absl::StrFormat(
-                 "worker %d eval t=%.1f frames=%d version=%d held-out frame "
-                 "accuracy: %.1f%%",
-                 options_.worker_index, point.seconds, point.frames,
-                 point.version, 100 * point.accuracy)
-          << std::endl;
-  }
-  return absl::OkStatus();
+  return EvaluateAndReport(backend_, params, *heldout_, options_, force, point,
+                           &result->train.evals, log_);
 }
 
 absl::StatusOr<DecentralizedResult> DecentralizedTrainer::Run() {

@@ -52,6 +52,31 @@ absl::StatusOr<double> EvaluateAccuracy(DnnBackend* backend,
   return static_cast<double>(correct) / total;
 }
 
+absl::Status EvaluateAndReport(DnnBackend* backend,
+                               absl::Span<const float> params,
+                               const FrameData& heldout,
+                               const TrainerOptions& options, bool full,
+                               EvalPoint point, std::vector<EvalPoint>* evals,
+                               std::ostream* log) {
+  ASGD_ASSIGN_OR_RETURN(
+      point.accuracy,
+      EvaluateAccuracy(backend, params, heldout, options.batch_size,
+                       full ? 0 : options.eval_frames));
+  evals->push_back(point);
+  if (options.observer != nullptr) {
+    options.observer->OnHeldoutAccuracy(point.accuracy);
+  }
+  if (log != nullptr) {
+    *log << absl::StrFormat(
+                "worker %d eval t=%.1f frames=%d version=%d held-out frame "
+                "accuracy: %.1f%%",
+                options.worker_index, point.seconds, point.frames,
+                point.version, 100 * point.accuracy)
+         << std::endl;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckModelMatchesLayout(const DnnSpec& spec,
                                      const ModelLayout& layout) {
   const std::vector<TensorSpec> want = DnnTensors(spec);
@@ -262,23 +287,8 @@ absl::Status Trainer::MaybeEvaluate(TrainResult* result, uint64_t version,
   point.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   point.frames = result->frames;
   point.version = version;
-  ASGD_ASSIGN_OR_RETURN(
-      point.accuracy,
-      EvaluateAccuracy(backend_, result->params, *heldout_, options_.batch_size,
-                       force ? 0 : options_.eval_frames));
-  result->evals.push_back(point);
-  if (options_.observer != nullptr) {
-    options_.observer->OnHeldoutAccuracy(point.accuracy);
-  }
-  if (log_ != nullptr) {
-    *log_ << absl::StrFormat(
-                 "worker %d eval t=%.1f frames=%d version=%d held-out frame "
-                 "accuracy: %.1f%%",
-                 options_.worker_index, point.seconds, point.frames,
-                 point.version, 100 * point.accuracy)
-          << std::endl;
-  }
-  return absl::OkStatus();
+  return EvaluateAndReport(backend_, result->params, *heldout_, options_, force,
+                           point, &result->evals, log_);
 }
 
 absl::Status Trainer::LocalSgd(BatchSource* source, float lr,

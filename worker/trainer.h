@@ -153,6 +153,18 @@ absl::StatusOr<double> EvaluateAccuracy(DnnBackend* backend,
                                         const FrameData& data, int batch,
                                         int64_t max_frames = 0);
 
+// Evaluates `params` on `heldout` at `point` (seconds, frames, version set by
+// the caller; all frames when `full`, else options.eval_frames), appends the
+// point to `evals`, tells options.observer, and logs the line the experiment
+// scripts parse:
+//   worker 0 eval t=12.3 frames=51200 version=400 held-out frame accuracy: 61.2%
+absl::Status EvaluateAndReport(DnnBackend* backend,
+                               absl::Span<const float> params,
+                               const FrameData& heldout,
+                               const TrainerOptions& options, bool full,
+                               EvalPoint point, std::vector<EvalPoint>* evals,
+                               std::ostream* log);
+
 // FailedPrecondition unless the pool's layout is the DNN of `spec`.
 absl::Status CheckModelMatchesLayout(const DnnSpec& spec,
                                      const ModelLayout& layout);
