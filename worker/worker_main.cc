@@ -2,7 +2,7 @@
 // minibatch gradients of the DNN acoustic model on its part of the corpus and
 // pushes them, asynchronously, until it has done its epochs or steps.
 //
-//   asgd_worker --servers=127.0.0.1:5001,127.0.0.1:5002 --corpus=/tmp/corpus \
+//   asgd_worker --servers=127.0.0.1:5001,127.0.0.1:5002 --corpus=/tmp/corpus
 //       --worker_index=0 --num_workers=2 --epochs=3
 #include <cstdio>
 #include <fstream>
