@@ -91,11 +91,16 @@ absl::string_view SliceView(const grpc_slice& slice) {
 // A grpc_auth_metadata_processor: gRPC's server auth filter calls Process()
 // with a call's initial metadata (":path" included) before the call reaches
 // the application; a non-OK status fails the call with that status and the
-// handler never runs. The state is immutable, so calls may run concurrently.
+// handler never runs. It checks the bearer token (when one is set) and, with
+// mutual TLS, that the peer presented a client certificate the TLS layer
+// verified (the handshake verifies a presented certificate but lets a peer
+// without one through, so that it gets UNAUTHENTICATED here rather than a
+// failed connection). The state is immutable, so calls may run concurrently.
 struct TokenCheck {
-  std::string expected;  // "Bearer <token>"
+  std::string expected;  // "Bearer <token>"; empty: no token check
+  bool require_client_cert = false;
 
-  static void Process(void* state, grpc_auth_context* /*context*/,
+  static void Process(void* state, grpc_auth_context* context,
                       const grpc_metadata* md, size_t num_md,
                       grpc_process_auth_metadata_done_cb done,
                       void* user_data) {
@@ -119,7 +124,12 @@ struct TokenCheck {
       }
     }
     const char* error = nullptr;
-    if (num_authorization == 0) {
+    if (self->require_client_cert &&
+        (context == nullptr || !grpc_auth_context_peer_is_authenticated(context))) {
+      error = "a client certificate signed by the server's --tls_ca is required";
+    } else if (self->expected.empty()) {
+      // Certificate only: nothing else to check.
+    } else if (num_authorization == 0) {
       error = "missing \"authorization: Bearer <token>\" metadata";
     } else if (num_authorization > 1) {
       error = "more than one \"authorization\" metadata entry";
@@ -133,7 +143,8 @@ struct TokenCheck {
       return;
     }
     // Consumed: handlers never see the token.
-    done(user_data, authorization, 1, nullptr, 0, GRPC_STATUS_OK, nullptr);
+    done(user_data, self->expected.empty() ? nullptr : authorization,
+         self->expected.empty() ? 0 : 1, nullptr, 0, GRPC_STATUS_OK, nullptr);
   }
 
   static void Destroy(void* state) { delete static_cast<TokenCheck*>(state); }
@@ -145,6 +156,7 @@ struct ServerTlsConfig {
   std::string cert_chain;
   std::string private_key;
   std::string client_ca;  // empty: client certificates are not requested
+  bool require_client_cert = false;
 };
 
 // grpc::ServerCredentials over gRPC core credentials (TLS or insecure) with
@@ -165,14 +177,16 @@ class CoreServerCredentials final : public grpc::ServerCredentials {
           tls->client_ca.empty() ? nullptr : tls->client_ca.c_str(), &pair, 1,
           tls->client_ca.empty()
               ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
+              : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY,
           nullptr);
     }
-    if (!token.empty()) {
+    const bool require_cert = tls != nullptr && tls->require_client_cert;
+    if (!token.empty() || require_cert) {
       grpc_auth_metadata_processor processor;
       processor.process = &TokenCheck::Process;
       processor.destroy = &TokenCheck::Destroy;
-      processor.state = new TokenCheck{absl::StrCat(kBearerPrefix, token)};
+      processor.state = new TokenCheck{
+          token.empty() ? "" : absl::StrCat(kBearerPrefix, token), require_cert};
       grpc_server_credentials_set_auth_metadata_processor(creds_, processor);
     }
   }
@@ -343,6 +357,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     auto ca = ReadPemFile(options.tls_ca, "--tls_ca");
     if (!ca.ok()) return ca.status();
     tls.client_ca = *std::move(ca);
+    tls.require_client_cert = true;
   }
   return std::shared_ptr<grpc::ServerCredentials>(
       std::make_shared<CoreServerCredentials>(&tls, options.token));
