@@ -5,8 +5,9 @@
     An undisturbed run, then the same run while a worker chosen at random is
     killed with SIGKILL at least 20 times, each time replaced by a new one
     with the same index (workers take minibatches from the shared pool, so a
-    replacement simply continues). Training must finish and reach the
-    undisturbed run's held-out accuracy (within 2 points).
+    replacement simply continues). Training must finish, and both runs must
+    reach the same held-out accuracy target (TARGET_ACCURACY; undisturbed runs
+    end at 70-72% on this corpus, chance is 2.5%).
 
   fault_test.py server SERVER WORKER EVAL MAKE_CORPUS
     A server is killed with SIGKILL mid-training and restarted with the same
@@ -28,6 +29,7 @@ import urllib.request
 from testlib import LOGS, fail, read_port, wait_for
 
 SEED = 20261122
+TARGET_ACCURACY = 65.0
 DEADLINE_S = 240
 
 
@@ -145,8 +147,10 @@ def workers_test(args, tmp, corpus):
     print(f"undisturbed: held-out accuracy {base:.1f}% in {t1 - t0:.1f} s")
     print(f"20 workers killed with SIGKILL and replaced: {disturbed:.1f}% in "
           f"{t2 - t1:.1f} s")
-    if disturbed < base - 2.0:
-        fail(f"accuracy {disturbed:.1f}% is below the undisturbed {base:.1f}% - 2")
+    for name, acc in (("undisturbed", base), ("disturbed", disturbed)):
+        if acc < TARGET_ACCURACY:
+            fail(f"the {name} run ended at {acc:.1f}%, below the target "
+                 f"{TARGET_ACCURACY:.0f}%")
 
 
 def server_test(args, tmp, corpus):
