@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "proto/asgd.grpc.pb.h"
 #include "server/grpc_server.h"
+#include "server/push_test_cases.h"
 
 namespace asgd {
 namespace {
@@ -52,7 +53,8 @@ class GrpcServiceTest : public ::testing::Test {
     o.optimizer.learning_rate = 0.5f;
     o.max_chunk_elements = 64;  // many chunks per push
     o.observer = &watcher_;
-    auto server = GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1", 0);
+    auto server =
+        GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1", 0);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     auto channel = grpc::CreateChannel(server_->local_address(),
@@ -91,7 +93,8 @@ class GrpcServiceTest : public ::testing::Test {
 
   grpc::Status Send(const std::vector<PushChunk>& msgs, PushReply* reply) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
     auto writer = stub_->Push(&ctx, reply);
     for (const PushChunk& m : msgs) {
       if (!writer->Write(m)) break;  // server already finished the call
@@ -168,73 +171,19 @@ TEST_F(GrpcServiceTest, ValidPushIsAppliedAndAdvancesTheVersion) {
   EXPECT_EQ(reply.model_version(), 2u);
 }
 
-struct BadCase {
-  std::string name;
-  std::function<void(std::vector<PushChunk>&)> corrupt;
-  RejectReason reason;
-  std::string message;  // expected substring
-};
-
 TEST_F(GrpcServiceTest, EveryInvalidPushIsRejectedAndChangesNothing) {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<BadCase> cases = {
-      {"unknown tensor",
-       [](auto& m) { m[1].mutable_chunk()->set_tensor("layer9/weight"); },
-       RejectReason::kUnknownTensor, "unknown tensor"},
-      {"tensor not on this server",
-       [](auto& m) { m[1].mutable_chunk()->set_tensor("layer1/bias"); },
-       RejectReason::kUnknownTensor, "no elements on this server"},
-      {"bytes not a multiple of 4",
-       [](auto& m) { m[2].mutable_chunk()->mutable_data()->pop_back(); },
-       RejectReason::kBadSize, "multiple of 4"},
-      {"chunk longer than the limit",
-       [](auto& m) { m[1].mutable_chunk()->mutable_data()->append(16, '\0'); },
-       RejectReason::kBadSize, "limit"},
-      {"chunks out of order", [](auto& m) { std::swap(m[1], m[2]); },
-       RejectReason::kBadSequence, "out of sequence"},
-      {"duplicate chunk", [](auto& m) { m[2] = m[1]; },
-       RejectReason::kBadSequence, "out of sequence"},
-      {"missing chunk", [](auto& m) { m.erase(m.begin() + 3); },
-       RejectReason::kBadSequence, "out of sequence"},
-      {"missing last chunk",
-       [](auto& m) {
-         m.erase(m.end() - 2);
-         m.back().mutable_commit()->set_num_chunks(m.size() - 2);
-       },
-       RejectReason::kBadSequence, "incomplete"},
-      {"wrong chunk count",
-       [](auto& m) { m.back().mutable_commit()->set_num_chunks(1); },
-       RejectReason::kBadSequence, "declared"},
-      {"chunk before header", [](auto& m) { m.erase(m.begin()); },
-       RejectReason::kBadSequence, "before the push header"},
-      {"NaN value",
-       [nan](auto& m) {
-         std::memcpy(&(*m[3].mutable_chunk()->mutable_data())[8], &nan, 4);
-       },
-       RejectReason::kNonFinite, "non-finite"},
-      {"Inf value",
-       [inf](auto& m) {
-         std::memcpy(&(*m[1].mutable_chunk()->mutable_data())[0], &inf, 4);
-       },
-       RejectReason::kNonFinite, "non-finite"},
-      {"version from the future",
-       [](auto& m) {
-         for (auto& x : m) x.set_model_version(99);
-         m[0].mutable_header()->set_model_version(99);
-       },
-       RejectReason::kFutureVersion, "future"},
-      {"version mismatch inside the stream",
-       [](auto& m) { m[2].set_model_version(3); }, RejectReason::kBadHeader,
-       "header said"},
-      {"no minibatches",
-       [](auto& m) { m[0].mutable_header()->set_num_minibatches(0); },
-       RejectReason::kBadHeader, "num_minibatches"},
-      {"no commit", [](auto& m) { m.pop_back(); }, RejectReason::kIncomplete,
-       "before its commit"},
-  };
+  std::vector<BadPushCase> cases = MalformedPushCases();
+  // What only the store and the stream can refuse.
+  cases.push_back({"version from the future",
+                   [](auto& m) {
+                     for (auto& x : m) x.set_model_version(99);
+                     m[0].mutable_header()->set_model_version(99);
+                   },
+                   RejectReason::kFutureVersion, "future"});
+  cases.push_back({"no commit", [](auto& m) { m.pop_back(); },
+                   RejectReason::kIncomplete, "before its commit"});
   const std::vector<float> before = store()->Snapshot();
-  for (const BadCase& c : cases) {
+  for (const BadPushCase& c : cases) {
     std::vector<PushChunk> msgs = ValidPush(0.25f, 0);
     c.corrupt(msgs);
     const uint64_t count_before = Rejected(c.reason);
@@ -257,12 +206,14 @@ TEST_F(GrpcServiceTest, StreamBrokenHalfWayIsNotApplied) {
     grpc::ClientContext ctx;
     PushReply reply;
     auto writer = stub_->Push(&ctx, &reply);
-    for (size_t i = 0; i < msgs.size() / 2; ++i) ASSERT_TRUE(writer->Write(msgs[i]));
+    for (size_t i = 0; i < msgs.size() / 2; ++i)
+      ASSERT_TRUE(writer->Write(msgs[i]));
     ctx.TryCancel();  // the client goes away mid-push
     writer->Finish();
   }
   // The server notices the broken stream and rejects it; wait for that.
-  ASSERT_TRUE(watcher_.incomplete.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(
+      watcher_.incomplete.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(Rejected(RejectReason::kIncomplete), 1u);
   EXPECT_EQ(store()->Snapshot(), before);
   EXPECT_EQ(store()->version(), 0u);

@@ -1,0 +1,100 @@
+// Malformed variants of a valid push, shared by the PushAssembler and gRPC
+// service tests: each corrupts the messages of a valid push (header, chunks,
+// commit) to a server with max_chunk_elements 64 and at least 4 chunks, and
+// names the reason and (a substring of) the message it must be rejected with.
+#ifndef ASGD_SERVER_PUSH_TEST_CASES_H_
+#define ASGD_SERVER_PUSH_TEST_CASES_H_
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "proto/asgd.pb.h"
+#include "server/param_store.h"
+
+namespace asgd {
+
+struct BadPushCase {
+  std::string name;
+  std::function<void(std::vector<asgd::v1::PushChunk>&)> corrupt;
+  RejectReason reason;
+  std::string message;  // expected substring
+};
+
+inline std::vector<BadPushCase> MalformedPushCases() {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  return {
+      {"unknown tensor",
+       [](auto& m) { m[1].mutable_chunk()->set_tensor("layer9/weight"); },
+       RejectReason::kUnknownTensor, "unknown tensor 'layer9/weight'"},
+      {"tensor not on this server",
+       [](auto& m) { m[1].mutable_chunk()->set_tensor("layer1/bias"); },
+       RejectReason::kUnknownTensor,
+       "tensor 'layer1/bias' has no elements on this server"},
+      {"bytes not a multiple of 4",
+       [](auto& m) { m[2].mutable_chunk()->mutable_data()->pop_back(); },
+       RejectReason::kBadSize, "not a positive multiple of 4"},
+      {"empty chunk", [](auto& m) { m[2].mutable_chunk()->clear_data(); },
+       RejectReason::kBadSize, "has 0 bytes, not a positive multiple of 4"},
+      {"chunk longer than the limit",
+       [](auto& m) { m[1].mutable_chunk()->mutable_data()->append(16, '\0'); },
+       RejectReason::kBadSize, "elements, more than the limit 64"},
+      {"chunks out of order", [](auto& m) { std::swap(m[1], m[2]); },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"duplicate chunk", [](auto& m) { m[2] = m[1]; },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"missing chunk", [](auto& m) { m.erase(m.begin() + 3); },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"huge offset",
+       [](auto& m) { m[1].mutable_chunk()->set_offset(~uint64_t{0}); },
+       RejectReason::kBadSequence, "out of sequence"},
+      {"extra chunk after the whole range",
+       [](auto& m) { m.insert(m.end() - 1, m[m.size() - 2]); },
+       RejectReason::kBadSequence, "after the server's whole slice"},
+      {"missing last chunk",
+       [](auto& m) {
+         m.erase(m.end() - 2);
+         m.back().mutable_commit()->set_num_chunks(m.size() - 2);
+       },
+       RejectReason::kBadSequence, "incomplete: stopped at"},
+      {"wrong chunk count",
+       [](auto& m) { m.back().mutable_commit()->set_num_chunks(1); },
+       RejectReason::kBadSequence, "sender declared 1 chunks but"},
+      {"chunk before header", [](auto& m) { m.erase(m.begin()); },
+       RejectReason::kBadSequence, "push chunk before the push header"},
+      {"commit before header", [](auto& m) { m.erase(m.begin(), m.end() - 1); },
+       RejectReason::kBadSequence, "push commit before the push header"},
+      {"NaN value",
+       [nan](auto& m) {
+         std::memcpy(&(*m[3].mutable_chunk()->mutable_data())[8], &nan, 4);
+       },
+       RejectReason::kNonFinite, "non-finite"},
+      {"Inf value",
+       [inf](auto& m) {
+         std::memcpy(&(*m[1].mutable_chunk()->mutable_data())[0], &inf, 4);
+       },
+       RejectReason::kNonFinite, "non-finite"},
+      {"version mismatch inside the stream",
+       [](auto& m) { m[2].set_model_version(3); }, RejectReason::kBadHeader,
+       "message carries version 3 but the push header said 0"},
+      {"second header", [](auto& m) { m.insert(m.begin() + 2, m[0]); },
+       RejectReason::kBadHeader, "second push header"},
+      {"no minibatches",
+       [](auto& m) { m[0].mutable_header()->set_num_minibatches(0); },
+       RejectReason::kBadHeader, "needs 1 <= num_minibatches"},
+      {"absurd minibatch count",
+       [](auto& m) { m[0].mutable_header()->set_num_minibatches(3000000000u); },
+       RejectReason::kBadHeader, "got 3000000000"},
+      {"empty message", [](auto& m) { m[2].clear_part(); },
+       RejectReason::kBadHeader, "empty push message"},
+  };
+}
+
+}  // namespace asgd
+
+#endif  // ASGD_SERVER_PUSH_TEST_CASES_H_
