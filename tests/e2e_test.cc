@@ -12,6 +12,7 @@
 #include "corpus/corpus_io.h"
 #include "gtest/gtest.h"
 #include "tests/test_corpus.h"
+#include "tests/test_pool.h"
 #include "server/grpc_server.h"
 #include "worker/dnn.h"
 #include "worker/frames.h"
@@ -43,21 +44,10 @@ TEST_F(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
   spec.input_dim = 11 * corpus->info.feature_dim;
   spec.hidden = {256};
   spec.num_classes = corpus->info.num_classes;
-  std::vector<std::unique_ptr<GrpcServer>> servers;
-  std::vector<std::string> addresses;
-  for (int s = 0; s < 2; ++s) {
-    ParamStoreOptions o;
-    o.tensors = DnnTensors(spec);
-    o.server_index = s;
-    o.num_servers = 2;
-    o.num_shards = 2;
-    o.optimizer.learning_rate = 0.05f;
-    o.attributes["activation"] = "relu";
-    auto server = GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1", 0);
-    ASSERT_TRUE(server.ok()) << server.status();
-    addresses.push_back((*server)->local_address());
-    servers.push_back(*std::move(server));
-  }
+  auto pool = StartTestPool(spec, /*num_servers=*/2, /*num_shards=*/2, 0.05f);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  std::vector<std::unique_ptr<GrpcServer>>& servers = pool->servers;
+  std::vector<std::string> addresses = pool->addresses;
   // Addresses in reverse order: the client sorts the pool by server index.
   std::swap(addresses[0], addresses[1]);
 
