@@ -1,6 +1,6 @@
 #include "common/chunking.h"
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -58,7 +58,8 @@ absl::Status ChunkAssembler::Fail(ChunkError error, std::string message) {
 }
 
 absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
-                                 absl::string_view data) {
+                                 absl::Span<const absl::string_view> data,
+                                 int dtype_value) {
   if (error_ != ChunkError::kNone) {
     return absl::InvalidArgumentError("chunk after an earlier error");
   }
@@ -74,12 +75,23 @@ absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
                 absl::StrCat("tensor '", tensor,
                              "' has no elements on this server"));
   }
-  if (data.empty() || data.size() % sizeof(float) != 0) {
+  if (!IsKnownWireDtype(dtype_value)) {
     return Fail(ChunkError::kBadSize,
-                absl::StrCat("chunk of '", tensor, "' has ", data.size(),
-                             " bytes, not a positive multiple of 4"));
+                absl::StrCat("chunk of '", tensor,
+                             "' has an unknown element encoding (dtype ",
+                             dtype_value, ")"));
   }
-  const int64_t count = static_cast<int64_t>(data.size() / sizeof(float));
+  const WireDtype dtype = static_cast<WireDtype>(dtype_value);
+  const int width = WireBytes(dtype);
+  size_t bytes = 0;
+  for (absl::string_view piece : data) bytes += piece.size();
+  if (bytes == 0 || bytes % width != 0) {
+    return Fail(ChunkError::kBadSize,
+                absl::StrCat("chunk of '", tensor, "' has ", bytes,
+                             " bytes, not a positive multiple of ", width,
+                             " (", WireDtypeName(dtype), ")"));
+  }
+  const int64_t count = static_cast<int64_t>(bytes / width);
   if (count > max_elements_) {
     return Fail(ChunkError::kBadSize,
                 absl::StrCat("chunk of '", tensor, "' has ", count,
@@ -110,15 +122,43 @@ absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
                              s.end - next_, " remain in this server's slice"));
   }
   float* out = dst_ + (s.flat_begin + (next_ - s.begin) - range_.begin);
-  std::memcpy(out, data.data(), data.size());
-  if (check_finite_) {
-    for (int64_t i = 0; i < count; ++i) {
-      if (!std::isfinite(out[i])) {
-        return Fail(ChunkError::kNonFinite,
-                    absl::StrCat("non-finite value ", out[i], " in '", tensor,
-                                 "' at element ", offset + i));
+  // Decode piece by piece; an element split between pieces goes through
+  // `carry`.
+  int64_t done = 0;  // elements written to out
+  char carry[4];
+  int carried = 0;  // bytes in carry
+  int64_t bad = -1;
+  for (absl::string_view piece : data) {
+    if (piece.empty()) continue;  // (its data() may be null)
+    if (carried > 0) {
+      const size_t take = std::min<size_t>(width - carried, piece.size());
+      std::memcpy(carry + carried, piece.data(), take);
+      carried += static_cast<int>(take);
+      piece.remove_prefix(take);
+      if (carried < width) continue;
+      if (DecodeFloats(carry, 1, dtype, out + done, check_finite_) >= 0) {
+        bad = done;
+        break;
       }
+      ++done;
+      carried = 0;
     }
+    const int64_t whole = static_cast<int64_t>(piece.size() / width);
+    const int64_t at =
+        DecodeFloats(piece.data(), whole, dtype, out + done, check_finite_);
+    if (at >= 0) {
+      bad = done + at;
+      break;
+    }
+    done += whole;
+    piece.remove_prefix(whole * width);
+    if (!piece.empty()) std::memcpy(carry, piece.data(), piece.size());
+    carried = static_cast<int>(piece.size());
+  }
+  if (bad >= 0) {
+    return Fail(ChunkError::kNonFinite,
+                absl::StrCat("non-finite value ", out[bad], " in '", tensor,
+                             "' at element ", offset + bad));
   }
   next_ += count;
   ++chunks_;

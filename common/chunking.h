@@ -6,9 +6,12 @@
 // tensor boundary and never longer than `max_elements`.
 //
 // PlanChunks() says how a range is cut; ChunkAssembler checks an incoming
-// sequence of chunks against that expectation and copies the values into a
-// destination buffer. The assembler never reads past the data it is given and
-// never writes outside its destination, whatever the input.
+// sequence of chunks against that expectation and decodes the values (float32
+// or bfloat16, see wire_codec.h) into a destination buffer, checking for
+// NaN/Inf in the same pass. A chunk's data may arrive in pieces (the slices
+// of a received gRPC message); an element may straddle two pieces. The
+// assembler never reads past the data it is given and never writes outside
+// its destination, whatever the input.
 //
 // Thread-safety: PlanChunks/EncodeFloats are pure. A ChunkAssembler is used by
 // one thread at a time.
@@ -19,9 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/model_layout.h"
+#include "common/wire_codec.h"
 
 namespace asgd {
 
@@ -42,11 +48,21 @@ std::vector<ChunkRef> PlanChunks(const ModelLayout& layout, FlatRange range,
 // Appends `count` floats from `src` to `out` as little-endian bytes.
 void AppendFloats(const float* src, int64_t count, std::string* out);
 
+// A received TensorChunk whose bytes live elsewhere (a protobuf message, or
+// the slices of a gRPC message): the data may come in several pieces.
+struct TensorChunkView {
+  absl::string_view tensor;
+  uint64_t offset = 0;
+  int dtype = 0;  // asgd.v1.WireDtype as sent, possibly unknown
+  absl::InlinedVector<absl::string_view, 4> data;
+};
+
 // Why a chunk sequence was rejected; bounded set, used as a metric label.
 enum class ChunkError {
   kNone,
   kUnknownTensor,  // no tensor of that name, or not held by this server
-  kBadSize,        // byte length not a positive multiple of 4, or too long
+  kBadSize,        // byte length not a positive multiple of the element
+                   // size, too long, or an unknown element encoding
   kBadSequence,    // out of order, gap, overlap, past the end, incomplete
   kNonFinite,      // NaN or Inf in the data
 };
@@ -65,8 +81,17 @@ class ChunkAssembler {
   // wrong, sets error(), and rejects every later call. Values of a rejected
   // chunk may have been partly copied into dst: callers stage into a buffer
   // they discard on error.
+  // `dtype` is the chunk's element encoding, as the int on the wire (an
+  // unknown value is rejected as kBadSize).
   absl::Status Add(absl::string_view tensor, uint64_t offset,
-                   absl::string_view data);
+                   absl::Span<const absl::string_view> data, int dtype);
+  absl::Status Add(absl::string_view tensor, uint64_t offset,
+                   absl::string_view data, int dtype = 0) {
+    return Add(tensor, offset, absl::MakeConstSpan(&data, 1), dtype);
+  }
+  absl::Status Add(const TensorChunkView& chunk) {
+    return Add(chunk.tensor, chunk.offset, chunk.data, chunk.dtype);
+  }
 
   // InvalidArgument unless every element of the range has arrived and the
   // sender's chunk count matches.

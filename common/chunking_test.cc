@@ -132,5 +132,88 @@ TEST_F(ChunkingTest, RejectsDuplicateMissingAndMiscountedChunks) {
   }
 }
 
+// The data of a chunk split into pieces at every possible byte position,
+// in both encodings: the result must equal the one-piece decode.
+TEST_F(ChunkingTest, PiecesMaySplitElementsAnywhere) {
+  const FlatRange range = layout_->ServerRange(1);
+  const auto plan = PlanChunks(*layout_, range, 1000);
+  for (WireDtype dtype : {WireDtype::kFloat32, WireDtype::kBfloat16}) {
+    const ChunkRef& c = plan[0];
+    std::string wire(c.count * WireBytes(dtype), '\0');
+    EncodeFloats(model_.data() + c.flat_begin, c.count, dtype, wire.data());
+    for (size_t cut1 = 0; cut1 <= wire.size(); ++cut1) {
+      for (size_t cut2 : {cut1, cut1 + 1, cut1 + 3, wire.size()}) {
+        if (cut2 > wire.size()) continue;
+        const absl::string_view all(wire);
+        const absl::string_view pieces[] = {all.substr(0, cut1),
+                                            all.substr(cut1, cut2 - cut1),
+                                            all.substr(cut2)};
+        std::vector<float> out(range.size(), -1.0f);
+        ChunkAssembler assembler(layout_.get(), range, 1000, out.data(), true);
+        ASSERT_TRUE(assembler
+                        .Add(layout_->tensors()[c.tensor].name, c.offset,
+                             pieces, static_cast<int>(dtype))
+                        .ok());
+        for (int64_t i = 0; i < c.count; ++i) {
+          const float want = model_[c.flat_begin + i];
+          ASSERT_EQ(out[c.flat_begin - range.begin + i],
+                    dtype == WireDtype::kFloat32
+                        ? want
+                        : Bf16ToFloat(FloatToBf16(want)))
+              << "cuts " << cut1 << "," << cut2;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(ChunkingTest, NonFiniteValueStraddlingPiecesIsFound) {
+  const FlatRange range = layout_->ServerRange(0);
+  const auto plan = PlanChunks(*layout_, range, 1000);
+  const ChunkRef& c = plan[0];
+  std::vector<float> values(model_.begin() + c.flat_begin,
+                            model_.begin() + c.flat_begin + c.count);
+  values[5] = std::numeric_limits<float>::infinity();
+  for (WireDtype dtype : {WireDtype::kFloat32, WireDtype::kBfloat16}) {
+    std::string wire(c.count * WireBytes(dtype), '\0');
+    EncodeFloats(values.data(), c.count, dtype, wire.data());
+    const absl::string_view all(wire);
+    const size_t cut = 5 * WireBytes(dtype) + 1;  // inside element 5
+    const absl::string_view pieces[] = {all.substr(0, cut), all.substr(cut)};
+    std::vector<float> out(range.size());
+    ChunkAssembler assembler(layout_.get(), range, 1000, out.data(), true);
+    const absl::Status s = assembler.Add(layout_->tensors()[c.tensor].name,
+                                         c.offset, pieces,
+                                         static_cast<int>(dtype));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(assembler.error(), ChunkError::kNonFinite);
+    EXPECT_NE(s.message().find("at element 5"), std::string::npos)
+        << s.message();
+  }
+}
+
+TEST_F(ChunkingTest, RejectsUnknownEncodingAndOddBf16Sizes) {
+  const FlatRange range = layout_->ServerRange(0);
+  const auto plan = PlanChunks(*layout_, range, 1000);
+  const std::string name = layout_->tensors()[plan[0].tensor].name;
+  std::vector<float> out(range.size());
+  {
+    ChunkAssembler assembler(layout_.get(), range, 1000, out.data(), true);
+    const absl::Status s =
+        assembler.Add(name, plan[0].offset, std::string(8, '\0'), 7);
+    EXPECT_EQ(assembler.error(), ChunkError::kBadSize);
+    EXPECT_NE(s.message().find("dtype 7"), std::string::npos) << s.message();
+  }
+  {
+    ChunkAssembler assembler(layout_.get(), range, 1000, out.data(), true);
+    const absl::Status s = assembler.Add(
+        name, plan[0].offset, std::string(3, '\0'),
+        static_cast<int>(WireDtype::kBfloat16));
+    EXPECT_EQ(assembler.error(), ChunkError::kBadSize);
+    EXPECT_NE(s.message().find("multiple of 2"), std::string::npos)
+        << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace asgd

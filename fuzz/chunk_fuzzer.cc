@@ -7,6 +7,10 @@
 //   (v % servers), u8 max_elements (1 + v % 64), u8 flags (bit 0:
 //   check_finite). Then operations until the input ends:
 //   u8 op: op % 8 == 7 -> Finish(u16 declared) and stop; otherwise Add():
+//     op bits 3-4: element encoding (0, 2: float32; 1: bfloat16; 3: an
+//       unknown dtype 2 + u8);
+//     op bit 5: the data arrives in two pieces cut at u16 % (length + 1);
+//       op bit 6: with an empty piece between them;
 //     u8 tensor: v % (tensors + 1) == tensors -> a name of u8 length and
 //       that many bytes, else the name of tensor v % (tensors + 1);
 //     u8 offset kind: bit 0 -> u64 offset, else u16 offset;
@@ -15,10 +19,11 @@
 // The destination holds exactly range.size() floats on the heap, so ASan
 // catches any write outside it. Properties, against a reference of where
 // each accepted chunk must land: accepted chunks lie inside the range and
-// one tensor, respect the limit, overlap nothing, are finite when checked;
+// one tensor, respect the limit, overlap nothing, are finite when checked,
+// were sent in a known encoding;
 // after an error every call fails; Finish() succeeds only when the range is
 // covered exactly once with the declared count, and then the destination
-// holds exactly the bytes sent.
+// holds exactly the values sent (bfloat16 widened), however they were cut.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +33,7 @@
 
 #include "common/chunking.h"
 #include "common/model_layout.h"
+#include "common/wire_codec.h"
 #include "fuzz/fuzz_common.h"
 
 namespace asgd {
@@ -89,6 +95,12 @@ void Run(const uint8_t* data, size_t size) {
       }
       break;
     }
+    int dtype = (op >> 3) & 3;
+    if (dtype == 2) dtype = 0;
+    if (dtype == 3) dtype = 2 + in.U8();
+    const bool split = (op >> 5) & 1;
+    const bool empty_piece = (op >> 6) & 1;
+    const uint16_t cut_at = split ? in.U16() : 0;
     std::string name;
     const int pick = in.U8() % (num_tensors + 1);
     if (pick == num_tensors) {
@@ -99,7 +111,14 @@ void Run(const uint8_t* data, size_t size) {
     const uint64_t offset = (in.U8() & 1) ? in.U64() : in.U16();
     const std::string bytes = in.Bytes(in.U16());
 
-    const absl::Status s = assembler.Add(name, offset, bytes);
+    const absl::string_view all(bytes);
+    std::vector<absl::string_view> pieces = {all};
+    if (split) {
+      const size_t cut = cut_at % (bytes.size() + 1);
+      pieces = {all.substr(0, cut), all.substr(cut)};
+      if (empty_piece) pieces.insert(pieces.begin() + 1, absl::string_view());
+    }
+    const absl::Status s = assembler.Add(name, offset, pieces, dtype);
     FUZZ_CHECK(s.ok() || s.code() == absl::StatusCode::kInvalidArgument);
     if (failed) {
       FUZZ_CHECK(!s.ok());
@@ -112,17 +131,27 @@ void Run(const uint8_t* data, size_t size) {
       continue;
     }
     FUZZ_CHECK(assembler.error() == ChunkError::kNone);
+    FUZZ_CHECK(IsKnownWireDtype(dtype));
     const int t = layout.FindTensor(name);
     FUZZ_CHECK(t >= 0);
-    const int64_t count = static_cast<int64_t>(bytes.size() / sizeof(float));
-    FUZZ_CHECK(count >= 1 && bytes.size() % sizeof(float) == 0);
+    const int width = WireBytes(static_cast<WireDtype>(dtype));
+    const int64_t count = static_cast<int64_t>(bytes.size() / width);
+    FUZZ_CHECK(count >= 1 && bytes.size() % width == 0);
     FUZZ_CHECK(count <= max_elements);
     FUZZ_CHECK(offset < static_cast<uint64_t>(layout.tensor_size(t)));
     FUZZ_CHECK(static_cast<int64_t>(offset) + count <= layout.tensor_size(t));
     const int64_t local =
         layout.tensor_offset(t) + static_cast<int64_t>(offset) - range.begin;
     FUZZ_CHECK(local >= 0 && local + count <= range.size());
-    std::memcpy(&expected[local], bytes.data(), bytes.size());
+    for (int64_t i = 0; i < count; ++i) {
+      if (width == 4) {
+        std::memcpy(&expected[local + i], bytes.data() + 4 * i, 4);
+      } else {
+        uint16_t b;
+        std::memcpy(&b, bytes.data() + 2 * i, 2);
+        expected[local + i] = Bf16ToFloat(b);
+      }
+    }
     for (int64_t i = 0; i < count; ++i) {
       FUZZ_CHECK(!check_finite || std::isfinite(expected[local + i]));
       FUZZ_CHECK(++covered[local + i] == 1);

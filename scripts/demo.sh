@@ -14,6 +14,8 @@
 #   NUM_SERVERS    server processes (default 2)
 #   HIDDEN         hidden layer sizes (default 512,512)
 #   LEARNING_RATE  server learning rate (default 0.05)
+#   WIRE_DTYPE     fp32 or bf16: encoding of gradients and weights on the wire
+#                  (default fp32)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +25,7 @@ NUM_WORKERS=${NUM_WORKERS:-2}
 NUM_SERVERS=${NUM_SERVERS:-2}
 HIDDEN=${HIDDEN:-512,512}
 LEARNING_RATE=${LEARNING_RATE:-0.05}
+WIRE_DTYPE=${WIRE_DTYPE:-fp32}
 
 source scripts/lib.sh
 say() { echo "== $*"; }
@@ -44,7 +47,7 @@ worker_pids=()
 for ((w = 0; w < NUM_WORKERS; w++)); do
   "$BIN/worker/asgd_worker" --servers="$SERVERS" --corpus="$CORPUS" \
     --worker_index=$w --num_workers="$NUM_WORKERS" --epochs="$EPOCHS" \
-    --log_every=250 > >(tee "$WORKDIR/logs/worker-$w.log") 2>&1 &
+    --wire_dtype="$WIRE_DTYPE" --log_every=250 > >(tee "$WORKDIR/logs/worker-$w.log") 2>&1 &
   worker_pids+=($!)
   ASGD_PIDS+=($!)
 done

@@ -6,16 +6,17 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/chunking.h"
 #include "common/grpc_status.h"
+#include "common/tensor_wire.h"
+#include "common/wire_codec.h"
 #include "server/push_assembler.h"
 
 namespace asgd {
 namespace {
 
-using asgd::v1::PullChunk;
-using asgd::v1::PushChunk;
 using asgd::v1::PushReply;
 
 // Records one RPC in the metrics (if any): started now, handled at Done().
@@ -38,15 +39,28 @@ class RpcTimer {
   const absl::Time start_;
 };
 
-class PullReactor : public grpc::ServerWriteReactor<PullChunk> {
+class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  PullReactor(ParamStore* store, ServerMetrics* metrics, uint64_t worker_id)
-      : timer_(metrics, RpcMethod::kPull),
-        store_(store),
-        chunks_(PlanChunks(store->layout(), store->range(),
-                           store->options().max_chunk_elements)),
-        version_(store->version()),
-        snapshot_(store->SnapshotForPull(worker_id)) {
+  // `request` is the parsed request, or the error to finish with.
+  PullReactor(ParamStore* store, ServerMetrics* metrics,
+              const absl::StatusOr<asgd::v1::PullRequest>& request)
+      : timer_(metrics, RpcMethod::kPull), store_(store) {
+    if (!request.ok()) {
+      FinishCall(ToGrpcStatus(request.status()));
+      return;
+    }
+    if (!IsKnownWireDtype(request->dtype())) {
+      FinishCall(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("pull asks for an unknown wire dtype ",
+                       static_cast<int>(request->dtype()))));
+      return;
+    }
+    dtype_ = static_cast<WireDtype>(request->dtype());
+    chunks_ = PlanChunks(store->layout(), store->range(),
+                         store->options().max_chunk_elements);
+    version_ = store->version();
+    snapshot_ = store->SnapshotForPull(request->worker_id());
     store_->CountPull();
     if (metrics != nullptr) metrics->OnPull();
     NextWrite();
@@ -76,47 +90,48 @@ class PullReactor : public grpc::ServerWriteReactor<PullChunk> {
       return;
     }
     const ChunkRef& c = chunks_[next_++];
-    msg_.Clear();
-    msg_.set_model_version(version_);
-    asgd::v1::TensorChunk* chunk = msg_.mutable_chunk();
-    chunk->set_tensor(store_->layout().tensors()[c.tensor].name);
-    chunk->set_offset(c.offset);
-    std::string* data = chunk->mutable_data();
-    data->resize(c.count * sizeof(float));
     const int64_t local = c.flat_begin - store_->range().begin;
-    float* out = reinterpret_cast<float*>(data->data());
-    if (snapshot_ != nullptr) {
-      std::copy_n(snapshot_->data() + local, c.count, out);
-    } else {
-      store_->Read(local, c.count, out);
+    msg_ = EncodeChunkMessage(
+        ChunkMessageKind::kPull, version_,
+        store_->layout().tensors()[c.tensor].name, c.offset, dtype_, c.count,
+        [&](char* out) {
+          if (snapshot_ != nullptr) {
+            EncodeFloats(snapshot_->data() + local, c.count, dtype_, out);
+          } else {
+            store_->ReadEncoded(local, c.count, dtype_, out);
+          }
+        });
+    if (metrics() != nullptr) {
+      metrics()->OnBytesSent(c.count * WireBytes(dtype_));
     }
-    if (metrics() != nullptr) metrics()->OnBytesSent(data->size());
     StartWrite(&msg_);
   }
 
   RpcTimer timer_;
   ParamStore* const store_;
-  const std::vector<ChunkRef> chunks_;
-  const uint64_t version_;
+  WireDtype dtype_ = WireDtype::kFloat32;
+  std::vector<ChunkRef> chunks_;
+  uint64_t version_ = 0;
   // Set when the store keeps the worker's model for delay compensation: the
   // pull then serves exactly that copy.
-  const std::shared_ptr<const std::vector<float>> snapshot_;
+  std::shared_ptr<const std::vector<float>> snapshot_;
   size_t next_ = 0;
-  PullChunk msg_;
+  grpc::ByteBuffer msg_;
 };
 
-// One push stream: every message read goes to the PushAssembler; the first
-// invalid one finishes the call (INVALID_ARGUMENT, counted by reason); a valid
-// commit hands the staged update to the store, and the store's callback
-// finishes the call once every shard applied it.
-class PushReactor : public grpc::ServerReadReactor<PushChunk> {
+// One push stream: every message read is decoded and goes to the
+// PushAssembler; the first invalid one finishes the call (INVALID_ARGUMENT,
+// counted by reason); a valid commit hands the staged update to the store,
+// and the store's callback finishes the call once every shard applied it.
+class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  PushReactor(ParamStore* store, ServerMetrics* metrics, PushReply* reply)
+  PushReactor(ParamStore* store, ServerMetrics* metrics,
+              grpc::ByteBuffer* reply)
       : timer_(metrics, RpcMethod::kPush),
         store_(store),
         reply_(reply),
         assembler_(store) {
-    StartRead(&msg_);
+    StartRead(&buffer_);
   }
 
   void OnReadDone(bool ok) override {
@@ -126,8 +141,15 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
       if (!status.ok()) Reject(status);
       return;
     }
+    absl::Status status = DecodePushChunk(buffer_, &received_, &msg_);
+    if (!status.ok()) {
+      // Not even protobuf: count it as a bad header (the stream is unusable).
+      store_->CountRejected(RejectReason::kBadHeader);
+      FinishCall(ToGrpcStatus(status));
+      return;
+    }
     const int64_t bytes_before = assembler_.chunk_bytes();
-    absl::Status status = assembler_.Add(msg_);
+    status = assembler_.Add(msg_);
     if (timer_.metrics() != nullptr &&
         assembler_.chunk_bytes() != bytes_before) {
       timer_.metrics()->OnBytesReceived(assembler_.chunk_bytes() -
@@ -138,16 +160,21 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
       return;
     }
     if (!assembler_.committed()) {
-      StartRead(&msg_);
+      StartRead(&buffer_);
       return;
     }
+    // The received slices are no longer needed while the update is applied.
+    buffer_.Clear();
+    received_.slices.clear();
     status =
         store_->Submit(assembler_.TakeRequest(), [this](const PushResult& r) {
-          reply_->set_result(r.applied ? PushReply::APPLIED
-                                       : PushReply::DROPPED_STALE);
-          reply_->set_staleness(r.staleness);
-          reply_->set_model_version(r.version);
-          reply_->set_pull_required(!r.applied);
+          PushReply reply;
+          reply.set_result(r.applied ? PushReply::APPLIED
+                                     : PushReply::DROPPED_STALE);
+          reply.set_staleness(r.staleness);
+          reply.set_model_version(r.version);
+          reply.set_pull_required(!r.applied);
+          *reply_ = SerializeToByteBuffer(reply);
           FinishCall(grpc::Status::OK);
         });
     if (!status.ok()) FinishCall(ToGrpcStatus(status));  // Submit counted it
@@ -168,10 +195,12 @@ class PushReactor : public grpc::ServerReadReactor<PushChunk> {
 
   RpcTimer timer_;
   ParamStore* const store_;
-  PushReply* const reply_;
+  grpc::ByteBuffer* const reply_;
   // Validates the stream and stages the values; released on any rejection.
   PushAssembler assembler_;
-  PushChunk msg_;
+  grpc::ByteBuffer buffer_;    // the message being read
+  ReceivedMessage received_;   // its slices, which msg_ points into
+  PushMessage msg_;
 };
 
 }  // namespace
@@ -202,6 +231,8 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
   description_.set_num_shards(layout.num_shards());
   description_.set_layout_fingerprint(layout.Fingerprint());
   description_.set_max_chunk_elements(store->options().max_chunk_elements);
+  description_.add_wire_dtypes(asgd::v1::FLOAT32);
+  description_.add_wire_dtypes(asgd::v1::BFLOAT16);
   for (const auto& [key, value] : store->options().attributes) {
     (*description_.mutable_model_attributes())[key] = value;
   }
@@ -220,10 +251,12 @@ grpc::ServerUnaryReactor* GrpcParameterService::DescribeModel(
   return reactor;
 }
 
-grpc::ServerWriteReactor<PullChunk>* GrpcParameterService::Pull(
-    grpc::CallbackServerContext* /*context*/,
-    const asgd::v1::PullRequest* request) {
-  return new PullReactor(store_, metrics_, request->worker_id());
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcParameterService::Pull(
+    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
+  asgd::v1::PullRequest parsed;
+  absl::Status status = ParseFromByteBuffer(*request, &parsed, "pull request");
+  if (!status.ok()) return new PullReactor(store_, metrics_, status);
+  return new PullReactor(store_, metrics_, parsed);
 }
 
 grpc::ServerUnaryReactor* GrpcParameterService::FetchBatches(
@@ -250,8 +283,8 @@ grpc::ServerUnaryReactor* GrpcParameterService::FetchBatches(
   return reactor;
 }
 
-grpc::ServerReadReactor<PushChunk>* GrpcParameterService::Push(
-    grpc::CallbackServerContext* /*context*/, PushReply* reply) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* GrpcParameterService::Push(
+    grpc::CallbackServerContext* /*context*/, grpc::ByteBuffer* reply) {
   return new PushReactor(store_, metrics_, reply);
 }
 

@@ -2,8 +2,13 @@
 // ParameterServer, callback API). Handlers only validate, stage and enqueue;
 // the ParamStore's shard threads apply.
 //
+// Pull and Push are raw methods: their tensor chunks are encoded and decoded
+// straight to and from gRPC byte buffers by common/tensor_wire.h (the same
+// protobuf bytes; any asgd.v1 client works), so a chunk is copied once on
+// each side instead of three times.
+//
 // Push lifecycle (one reactor per stream, one read in flight): each message
-// goes to a PushAssembler (push_assembler.h: header, then chunks staged into a
+// is decoded and goes to a PushAssembler (push_assembler.h: header, then chunks staged into a
 // private buffer, then the commit) -> on the commit, Submit() to the store ->
 // Finish when every shard applied it. Any invalid message finishes the call with
 // INVALID_ARGUMENT at once and discards the staging buffer; a stream that
@@ -26,8 +31,13 @@
 
 namespace asgd {
 
-class GrpcParameterService final
-    : public asgd::v1::ParameterServer::CallbackService {
+using ParameterServerBase = asgd::v1::ParameterServer::WithCallbackMethod_DescribeModel<
+    asgd::v1::ParameterServer::WithRawCallbackMethod_Pull<
+        asgd::v1::ParameterServer::WithRawCallbackMethod_Push<
+            asgd::v1::ParameterServer::WithCallbackMethod_FetchBatches<
+                asgd::v1::ParameterServer::Service>>>>;
+
+class GrpcParameterService final : public ParameterServerBase {
  public:
   // `store`, `pool` and `metrics` (may be null) must outlive the service.
   GrpcParameterService(ParamStore* store, BatchPool* pool,
@@ -38,13 +48,14 @@ class GrpcParameterService final
       const asgd::v1::DescribeModelRequest* request,
       asgd::v1::ModelDescription* response) override;
 
-  grpc::ServerWriteReactor<asgd::v1::PullChunk>* Pull(
+  // Request: asgd.v1.PullRequest; stream of asgd.v1.PullChunk.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Pull(
       grpc::CallbackServerContext* context,
-      const asgd::v1::PullRequest* request) override;
+      const grpc::ByteBuffer* request) override;
 
-  grpc::ServerReadReactor<asgd::v1::PushChunk>* Push(
-      grpc::CallbackServerContext* context,
-      asgd::v1::PushReply* reply) override;
+  // Stream of asgd.v1.PushChunk; reply: asgd.v1.PushReply.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Push(
+      grpc::CallbackServerContext* context, grpc::ByteBuffer* reply) override;
 
   grpc::ServerUnaryReactor* FetchBatches(
       grpc::CallbackServerContext* context,

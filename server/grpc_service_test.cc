@@ -12,6 +12,8 @@
 #include "absl/time/clock.h"
 #include "common/chunking.h"
 #include "common/dnn_spec.h"
+#include "common/wire_codec.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/asgd.grpc.pb.h"
@@ -218,6 +220,122 @@ TEST_F(GrpcServiceTest, StreamBrokenHalfWayIsNotApplied) {
   EXPECT_EQ(store()->Snapshot(), before);
   EXPECT_EQ(store()->version(), 0u);
   // The server is still healthy: a valid push goes through.
+  PushReply reply;
+  ASSERT_TRUE(Send(ValidPush(0.25f, 0), &reply).ok());
+  EXPECT_EQ(reply.result(), PushReply::APPLIED);
+}
+
+TEST_F(GrpcServiceTest, DescribeModelListsBothWireEncodings) {
+  grpc::ClientContext ctx;
+  asgd::v1::ModelDescription d;
+  ASSERT_TRUE(stub_->DescribeModel(&ctx, {}, &d).ok());
+  ASSERT_EQ(d.wire_dtypes_size(), 2);
+  EXPECT_EQ(d.wire_dtypes(0), asgd::v1::FLOAT32);
+  EXPECT_EQ(d.wire_dtypes(1), asgd::v1::BFLOAT16);
+}
+
+// A bfloat16 pull is the weights rounded to bfloat16, in half the bytes.
+TEST_F(GrpcServiceTest, Bf16PullIsTheRoundedWeights) {
+  grpc::ClientContext ctx;
+  asgd::v1::PullRequest request;
+  request.set_dtype(asgd::v1::BFLOAT16);
+  auto reader = stub_->Pull(&ctx, request);
+  asgd::v1::PullChunk chunk;
+  std::vector<float> got(store()->range().size());
+  ChunkAssembler assembler(&store()->layout(), store()->range(), 64, got.data(),
+                           true);
+  int64_t bytes = 0;
+  while (reader->Read(&chunk)) {
+    EXPECT_EQ(chunk.chunk().dtype(), asgd::v1::BFLOAT16);
+    bytes += chunk.chunk().data().size();
+    ASSERT_TRUE(assembler
+                    .Add(chunk.chunk().tensor(), chunk.chunk().offset(),
+                         chunk.chunk().data(), chunk.chunk().dtype())
+                    .ok());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(assembler.Finish(assembler.chunks_received()).ok());
+  EXPECT_EQ(bytes, 2 * store()->range().size());
+  const std::vector<float> weights = store()->Snapshot();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    ASSERT_EQ(got[i], Bf16ToFloat(FloatToBf16(weights[i]))) << i;
+  }
+}
+
+// A bfloat16 gradient is widened exactly and applied to float32 weights.
+TEST_F(GrpcServiceTest, Bf16PushIsAppliedToFloat32Weights) {
+  const std::vector<float> before = store()->Snapshot();
+  const float value = 0.3f;  // not exact in bfloat16
+  const float wire = Bf16ToFloat(FloatToBf16(value));
+  ASSERT_NE(wire, value);
+  std::vector<PushChunk> msgs = ValidPush(value, 0);
+  for (PushChunk& m : msgs) {
+    if (!m.has_chunk()) continue;
+    const int64_t n = m.chunk().data().size() / 4;
+    std::vector<float> values(n, value);
+    std::string data(2 * n, '\0');
+    EncodeFloats(values.data(), n, WireDtype::kBfloat16, data.data());
+    m.mutable_chunk()->set_data(data);
+    m.mutable_chunk()->set_dtype(asgd::v1::BFLOAT16);
+  }
+  PushReply reply;
+  ASSERT_TRUE(Send(msgs, &reply).ok());
+  EXPECT_EQ(reply.result(), PushReply::APPLIED);
+  const std::vector<float> after = store()->Snapshot();
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_FLOAT_EQ(after[i], before[i] - 0.5f * wire);
+  }
+}
+
+TEST_F(GrpcServiceTest, PullOfAnUnknownEncodingIsInvalid) {
+  grpc::ClientContext ctx;
+  asgd::v1::PullRequest request;
+  request.set_dtype(static_cast<asgd::v1::WireDtype>(9));
+  auto reader = stub_->Pull(&ctx, request);
+  asgd::v1::PullChunk chunk;
+  EXPECT_FALSE(reader->Read(&chunk));
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("dtype 9"), std::string::npos)
+      << status.error_message();
+}
+
+// Bytes that are not protobuf at all, sent with a generic stub: a clear
+// INVALID_ARGUMENT, counted, nothing applied, the server still serves.
+TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
+  auto channel = grpc::CreateChannel(server_->local_address(),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  const std::vector<float> before = store()->Snapshot();
+  const std::string garbage("\x0b\xff\xff\xff", 4);  // a group, truncated
+  for (const char* method : {"/asgd.v1.ParameterServer/Push",
+                             "/asgd.v1.ParameterServer/Pull"}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    grpc::CompletionQueue cq;
+    auto call = generic.PrepareCall(&ctx, method, &cq);
+    void* tag;
+    bool ok;
+    call->StartCall(reinterpret_cast<void*>(1));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    grpc::Slice slice(garbage);
+    call->WriteLast(grpc::ByteBuffer(&slice, 1), grpc::WriteOptions(),
+                    reinterpret_cast<void*>(2));
+    cq.Next(&tag, &ok);
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(3));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method << ": " << status.error_message();
+    EXPECT_NE(status.error_message().find("malformed"), std::string::npos)
+        << status.error_message();
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+  }
+  EXPECT_EQ(Rejected(RejectReason::kBadHeader), 1u);
+  EXPECT_EQ(store()->Snapshot(), before);
   PushReply reply;
   ASSERT_TRUE(Send(ValidPush(0.25f, 0), &reply).ok());
   EXPECT_EQ(reply.result(), PushReply::APPLIED);

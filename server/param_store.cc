@@ -11,6 +11,17 @@
 #include "common/status_macros.h"
 
 namespace asgd {
+namespace {
+
+// Idle staging buffers a store keeps for reuse: enough for a few pushes in
+// flight, at most 512 MiB.
+int StagingBuffersKept(int64_t elements) {
+  const int64_t bytes = std::max<int64_t>(elements, 1) * sizeof(float);
+  return static_cast<int>(
+      std::clamp<int64_t>((int64_t{512} << 20) / bytes, 1, 8));
+}
+
+}  // namespace
 
 const char* RejectReasonName(RejectReason r) {
   switch (r) {
@@ -108,7 +119,8 @@ ParamStore::ParamStore(const ParamStoreOptions& options, ModelLayout layout,
       layout_(std::move(layout)),
       range_(layout_.ServerRange(options.server_index)),
       optimizer_(optimizer),
-      weights_(range_.size()) {}
+      weights_(range_.size()),
+      staging_(range_.size(), StagingBuffersKept(range_.size())) {}
 
 ParamStore::~ParamStore() { Shutdown(); }
 
@@ -120,6 +132,11 @@ uint64_t ParamStore::version() const {
 
 void ParamStore::Read(int64_t begin, int64_t n, float* out) const {
   std::memcpy(out, weights_.data() + begin, n * sizeof(float));
+}
+
+void ParamStore::ReadEncoded(int64_t begin, int64_t n, WireDtype dtype,
+                             char* out) const {
+  EncodeFloats(weights_.data() + begin, n, dtype, out);
 }
 
 std::vector<float> ParamStore::Snapshot() const {

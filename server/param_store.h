@@ -45,8 +45,10 @@
 #include "absl/types/span.h"
 #include "common/chunking.h"
 #include "common/model_layout.h"
+#include "common/wire_codec.h"
 #include "server/optimizer.h"
 #include "server/shard.h"
+#include "server/staging_pool.h"
 
 namespace asgd {
 
@@ -161,6 +163,14 @@ class ParamStore {
 
   // Copies server-local elements [begin, begin + n) into `out`.
   void Read(int64_t begin, int64_t n, float* out) const;
+  // The same elements encoded as `dtype` (n * WireBytes(dtype) bytes).
+  void ReadEncoded(int64_t begin, int64_t n, WireDtype dtype, char* out) const;
+
+  // A buffer of range().size() floats (unspecified contents) for staging
+  // one incoming push; released buffers are reused. Thread-safe.
+  std::shared_ptr<std::vector<float>> AcquireStaging() const {
+    return staging_.Acquire();
+  }
   // A copy of the whole local range.
   std::vector<float> Snapshot() const;
 
@@ -223,6 +233,7 @@ class ParamStore {
   const FlatRange range_;
   const Optimizer optimizer_;
   std::vector<float> weights_;  // written only by shard threads
+  mutable StagingPool staging_;
   std::vector<std::unique_ptr<Shard>> shards_;
 
   absl::Mutex submit_mu_;  // orders admission, version assignment, enqueue

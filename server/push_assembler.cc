@@ -10,10 +10,8 @@ namespace {
 constexpr uint32_t kMaxMinibatchesPerPush = 1 << 20;
 }  // namespace
 
-using asgd::v1::PushChunk;
-
 PushAssembler::PushAssembler(const ParamStore* store)
-    : staging_(std::make_shared<std::vector<float>>(store->range().size())),
+    : staging_(store->AcquireStaging()),
       chunks_(&store->layout(), store->range(),
               store->options().max_chunk_elements, staging_->data(),
               /*check_finite=*/true) {}
@@ -25,7 +23,7 @@ absl::Status PushAssembler::Reject(RejectReason reason, absl::Status status) {
   return status;
 }
 
-absl::Status PushAssembler::Add(const PushChunk& msg) {
+absl::Status PushAssembler::Add(const PushMessage& msg) {
   if (rejected_) {
     return absl::InvalidArgumentError(
         "push message after the push was rejected");
@@ -33,19 +31,19 @@ absl::Status PushAssembler::Add(const PushChunk& msg) {
   if (committed_) {
     return absl::InvalidArgumentError("push message after its commit");
   }
-  if (have_header_ && msg.model_version() != base_version_) {
+  if (have_header_ && msg.model_version != base_version_) {
     return Reject(RejectReason::kBadHeader,
                   absl::InvalidArgumentError(absl::StrCat(
-                      "message carries version ", msg.model_version(),
+                      "message carries version ", msg.model_version,
                       " but the push header said ", base_version_)));
   }
-  switch (msg.part_case()) {
-    case PushChunk::kHeader: {
+  switch (msg.part) {
+    case PushMessage::Part::kHeader: {
       if (have_header_) {
         return Reject(RejectReason::kBadHeader,
                       absl::InvalidArgumentError("second push header"));
       }
-      const auto& h = msg.header();
+      const auto& h = msg.header;
       if (h.num_minibatches() < 1 ||
           h.num_minibatches() > kMaxMinibatchesPerPush) {
         return Reject(
@@ -61,30 +59,31 @@ absl::Status PushAssembler::Add(const PushChunk& msg) {
       assign_ = h.kind() == asgd::v1::PushHeader::ASSIGN;
       return absl::OkStatus();
     }
-    case PushChunk::kChunk: {
+    case PushMessage::Part::kChunk: {
       if (!have_header_) {
         return Reject(
             RejectReason::kBadSequence,
             absl::InvalidArgumentError("push chunk before the push header"));
       }
-      const auto& c = msg.chunk();
-      chunk_bytes_ += static_cast<int64_t>(c.data().size());
-      absl::Status s = chunks_.Add(c.tensor(), c.offset(), c.data());
+      for (absl::string_view piece : msg.chunk.data) {
+        chunk_bytes_ += static_cast<int64_t>(piece.size());
+      }
+      absl::Status s = chunks_.Add(msg.chunk);
       if (!s.ok()) return Reject(FromChunkError(chunks_.error()), s);
       return absl::OkStatus();
     }
-    case PushChunk::kCommit: {
+    case PushMessage::Part::kCommit: {
       if (!have_header_) {
         return Reject(
             RejectReason::kBadSequence,
             absl::InvalidArgumentError("push commit before the push header"));
       }
-      absl::Status s = chunks_.Finish(msg.commit().num_chunks());
+      absl::Status s = chunks_.Finish(msg.commit_chunks);
       if (!s.ok()) return Reject(FromChunkError(chunks_.error()), s);
       committed_ = true;
       return absl::OkStatus();
     }
-    case PushChunk::PART_NOT_SET:
+    case PushMessage::Part::kNone:
       break;
   }
   return Reject(RejectReason::kBadHeader,

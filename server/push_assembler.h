@@ -5,11 +5,13 @@
 // A push is: one header (worker id, base version, num_minibatches >= 1,
 // kind), then TensorChunks that cover exactly this server's range in layout
 // order (see common/chunking.h), then a commit carrying the chunk count. Every
-// message must carry the header's version. Chunk values are staged into a
-// private buffer of range().size() floats; nothing reaches the store here.
+// message must carry the header's version. Chunk values (float32 or bfloat16
+// on the wire) are decoded into a staging buffer of range().size() floats,
+// taken from the store's pool of reusable buffers; nothing reaches the store
+// here.
 //
 //   PushAssembler assembler(store);
-//   for (const PushChunk& msg : stream) {
+//   for (const PushMessage& msg : stream) {  // or PushChunk protos
 //     absl::Status s = assembler.Add(msg);
 //     if (!s.ok()) { store->CountRejected(assembler.reject_reason()); ...; }
 //     if (assembler.committed()) {
@@ -42,6 +44,7 @@
 
 #include "absl/status/status.h"
 #include "common/chunking.h"
+#include "common/tensor_messages.h"
 #include "proto/asgd.pb.h"
 #include "server/param_store.h"
 
@@ -57,7 +60,8 @@ class PushAssembler {
   // Accepts the next message of the stream. OK: the message was valid (for a
   // commit, committed() is now true). InvalidArgument: the push is rejected
   // (see reject_reason()).
-  absl::Status Add(const asgd::v1::PushChunk& msg);
+  absl::Status Add(const PushMessage& msg);
+  absl::Status Add(const asgd::v1::PushChunk& msg) { return Add(ViewOf(msg)); }
 
   // The stream ended. Before a commit this rejects the push (kIncomplete) and
   // returns InvalidArgument; after a commit or an earlier error it returns

@@ -88,7 +88,6 @@ TEST_P(DecentralizedEndToEndTest, WorkersLearnTheCorpusTogether) {
   spec.num_classes = corpus->info.num_classes;
   auto pool = StartTestPool(spec, /*num_servers=*/2, /*num_shards=*/1, 0.05f);
   ASSERT_TRUE(pool.ok()) << pool.status();
-  std::vector<std::unique_ptr<GrpcServer>>& servers = pool->servers;
   std::vector<std::string> addresses = pool->addresses;
 
   const int n = v.workers;

@@ -1,7 +1,8 @@
 // End to end in one process: a generated tiny corpus, a pool of 2 servers
 // (2 shards each) on port 0, and 2 workers training concurrently through
-// gRPC. The held-out frame accuracy must clearly beat chance and the
-// always-majority-class baseline.
+// gRPC, once with float32 and once with bfloat16 on the wire. The held-out
+// frame accuracy must clearly beat chance and the always-majority-class
+// baseline.
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/dnn_spec.h"
+#include "common/wire_codec.h"
 #include "corpus/corpus_io.h"
 #include "gtest/gtest.h"
 #include "tests/test_corpus.h"
@@ -22,7 +24,7 @@
 namespace asgd {
 namespace {
 
-class EndToEndTest : public ::testing::Test {
+class EndToEndTest : public ::testing::TestWithParam<WireDtype> {
  protected:
   // Generating forks child processes: do it before any gRPC thread exists.
   static void SetUpTestSuite() {
@@ -36,7 +38,7 @@ class EndToEndTest : public ::testing::Test {
 };
 std::string* EndToEndTest::corpus_dir_ = nullptr;
 
-TEST_F(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
+TEST_P(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
   auto corpus = corpus::LoadCorpus(*corpus_dir_);
   ASSERT_TRUE(corpus.ok()) << corpus.status();
 
@@ -61,6 +63,7 @@ TEST_F(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
       FrameData train(corpus->info, corpus->train, 5, w, kWorkers);
       GrpcClientOptions co;
       co.worker_id = w;
+      co.wire_dtype = GetParam();
       auto client = GrpcParamClient::Create(addresses, co);
       if (!client.ok()) {
         results[w] = client.status();
@@ -117,6 +120,13 @@ TEST_F(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
   EXPECT_GT(acc, 0.35);
   EXPECT_GT(acc, majority + 0.15);
 }
+
+INSTANTIATE_TEST_SUITE_P(WireFormats, EndToEndTest,
+                         ::testing::Values(WireDtype::kFloat32,
+                                           WireDtype::kBfloat16),
+                         [](const auto& info) {
+                           return std::string(WireDtypeName(info.param));
+                         });
 
 }  // namespace
 }  // namespace asgd

@@ -1,5 +1,6 @@
 #include "worker/grpc_param_client.h"
 
+#include <algorithm>
 #include <future>
 #include <utility>
 
@@ -10,6 +11,8 @@
 #include "common/chunking.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "common/tensor_wire.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 
 namespace asgd {
@@ -18,6 +21,77 @@ namespace {
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
+
+// One call of a raw (ByteBuffer) method, driven synchronously on the calling
+// thread through a private completion queue: one operation at a time.
+class RawCall {
+ public:
+  RawCall(grpc::GenericStub* stub, grpc::ClientContext* ctx,
+          const std::string& method)
+      : ctx_(ctx), call_(stub->PrepareCall(ctx, method, &cq_)) {
+    call_->StartCall(this);
+    ok_ = Wait();
+  }
+
+  ~RawCall() {
+    if (!finished_) {
+      ctx_->TryCancel();
+      Finish();
+    }
+    cq_.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+
+  // False once the stream is broken; Finish() then says why.
+  bool Write(const grpc::ByteBuffer& msg) {
+    if (ok_) {
+      call_->Write(msg, this);
+      ok_ = Wait();
+    }
+    return ok_;
+  }
+  // Writes the last message and half-closes.
+  bool WriteLast(const grpc::ByteBuffer& msg) {
+    if (ok_) {
+      call_->WriteLast(msg, grpc::WriteOptions(), this);
+      ok_ = Wait();
+    }
+    return ok_;
+  }
+  // False at the end of the stream (or when it broke).
+  bool Read(grpc::ByteBuffer* msg) {
+    if (!ok_) return false;
+    call_->Read(msg, this);
+    return Wait();
+  }
+  grpc::Status Finish() {
+    grpc::Status status;
+    call_->Finish(&status, this);
+    Wait();
+    finished_ = true;
+    return status;
+  }
+
+ private:
+  bool Wait() {
+    void* tag;
+    bool ok = false;
+    if (!cq_.Next(&tag, &ok)) return false;
+    return ok;
+  }
+
+  grpc::ClientContext* const ctx_;
+  grpc::CompletionQueue cq_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+  bool ok_ = false;
+  bool finished_ = false;
+};
+
+constexpr char kPullMethod[] = "/asgd.v1.ParameterServer/Pull";
+constexpr char kPushMethod[] = "/asgd.v1.ParameterServer/Push";
 
 absl::Status WithServer(const std::string& address, absl::Status s) {
   if (s.ok()) return s;
@@ -53,13 +127,18 @@ absl::StatusOr<std::unique_ptr<GrpcParamClient>> GrpcParamClient::Create(
   if (addresses.empty()) return absl::InvalidArgumentError("no servers given");
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
+  // A connection of its own, even when several clients share a process
+  // (benchmarks, tests): gRPC would otherwise multiplex them onto one.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::vector<asgd::v1::ModelDescription> descs(addresses.size());
   std::vector<std::unique_ptr<asgd::v1::ParameterServer::Stub>> stubs(
       addresses.size());
+  std::vector<std::unique_ptr<grpc::GenericStub>> raw_stubs(addresses.size());
   for (size_t i = 0; i < addresses.size(); ++i) {
     ASGD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
                           MakeChannel(addresses[i], options.security, args));
     auto stub = asgd::v1::ParameterServer::NewStub(channel);
+    auto raw_stub = std::make_unique<grpc::GenericStub>(channel);
     grpc::ClientContext ctx;
     ctx.set_wait_for_ready(true);  // servers may still be starting
     SetDeadline(&ctx, options.connect_timeout);
@@ -89,7 +168,17 @@ absl::StatusOr<std::unique_ptr<GrpcParamClient>> GrpcParamClient::Create(
           descs[0].layout_fingerprint(), " vs ", d.layout_fingerprint(),
           "): start every server with the same model flags"));
     }
+    if (options.wire_dtype != WireDtype::kFloat32 &&
+        std::find(d.wire_dtypes().begin(), d.wire_dtypes().end(),
+                  static_cast<int>(options.wire_dtype)) ==
+            d.wire_dtypes().end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "server ", addresses[i], " does not support the ",
+          WireDtypeName(options.wire_dtype),
+          " wire format (an older asgd_server?); use --wire_dtype=fp32"));
+    }
     stubs[d.server_index()] = std::move(stub);
+    raw_stubs[d.server_index()] = std::move(raw_stub);
   }
   std::vector<TensorSpec> tensors;
   for (const auto& t : descs[0].tensors()) {
@@ -125,6 +214,7 @@ absl::StatusOr<std::unique_ptr<GrpcParamClient>> GrpcParamClient::Create(
         addresses[&d - descs.data()];
   }
   client->stubs_ = std::move(stubs);
+  client->raw_stubs_ = std::move(raw_stubs);
   return client;
 }
 
@@ -135,26 +225,35 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server,
   SetDeadline(&ctx, options_.rpc_timeout);
   asgd::v1::PullRequest request;
   request.set_worker_id(options_.worker_id);
-  auto reader = stubs_[server]->Pull(&ctx, request);
+  request.set_dtype(static_cast<asgd::v1::WireDtype>(options_.wire_dtype));
   ChunkAssembler assembler(&layout_, range, max_chunk_elements_,
                            params.data() + range.begin, /*check_finite=*/true);
-  asgd::v1::PullChunk chunk;
   uint64_t version = 0;
   bool first = true;
   absl::Status bad;
-  while (reader->Read(&chunk)) {
-    if (first) version = chunk.model_version();
-    first = false;
-    if (chunk.model_version() != version) {
-      bad = absl::DataLossError("pull chunks carry different versions");
-    }
-    if (bad.ok()) {
-      bad = assembler.Add(chunk.chunk().tensor(), chunk.chunk().offset(),
-                          chunk.chunk().data());
+  grpc::Status status;
+  {
+    RawCall call(raw_stubs_[server].get(), &ctx, kPullMethod);
+    call.WriteLast(SerializeToByteBuffer(request));
+    grpc::ByteBuffer buffer;
+    ReceivedMessage received;
+    PullMessage msg;
+    while (bad.ok() && call.Read(&buffer)) {
+      bad = DecodePullChunk(buffer, &received, &msg);
+      if (!bad.ok()) break;
+      if (first) version = msg.model_version;
+      first = false;
+      if (msg.model_version != version) {
+        bad = absl::DataLossError("pull chunks carry different versions");
+      } else if (!msg.has_chunk) {
+        bad = absl::DataLossError("pull message without a chunk");
+      } else {
+        bad = assembler.Add(msg.chunk);
+      }
     }
     if (!bad.ok()) ctx.TryCancel();
+    status = call.Finish();
   }
-  grpc::Status status = reader->Finish();
   if (!bad.ok() && assembler.error() == ChunkError::kNonFinite) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the model on this server contains NaN or Inf (", bad.message(),
@@ -197,38 +296,47 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
     int num_minibatches, PushKind kind) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.rpc_timeout);
+  grpc::Status status;
+  grpc::ByteBuffer reply_buffer;
+  bool got_reply = false;
+  {
+    RawCall call(raw_stubs_[server].get(), &ctx, kPushMethod);
+    asgd::v1::PushChunk msg;
+    msg.set_model_version(version);
+    auto* header = msg.mutable_header();
+    header->set_worker_id(options_.worker_id);
+    header->set_model_version(version);
+    header->set_num_minibatches(num_minibatches);
+    header->set_kind(kind == PushKind::kAssign ? asgd::v1::PushHeader::ASSIGN
+                                               : asgd::v1::PushHeader::GRADIENT);
+    bool ok = call.Write(SerializeToByteBuffer(msg));
+    const auto plan =
+        PlanChunks(layout_, layout_.ServerRange(server), max_chunk_elements_);
+    for (size_t i = 0; ok && i < plan.size(); ++i) {
+      const ChunkRef& c = plan[i];
+      // Encoded straight into the outgoing slice: one pass over the values.
+      ok = call.Write(EncodeChunkMessage(
+          ChunkMessageKind::kPush, version, layout_.tensors()[c.tensor].name,
+          c.offset, options_.wire_dtype, c.count, [&](char* out) {
+            EncodeFloats(gradient.data() + c.flat_begin, c.count,
+                         options_.wire_dtype, out);
+          }));
+    }
+    if (ok) {
+      msg.Clear();
+      msg.set_model_version(version);
+      msg.mutable_commit()->set_num_chunks(plan.size());
+      ok = call.WriteLast(SerializeToByteBuffer(msg));
+    }
+    got_reply = call.Read(&reply_buffer);
+    status = call.Finish();
+  }
+  ASGD_RETURN_IF_ERROR(FromGrpcStatus(status));
   asgd::v1::PushReply reply;
-  auto writer = stubs_[server]->Push(&ctx, &reply);
-  asgd::v1::PushChunk msg;
-  msg.set_model_version(version);
-  auto* header = msg.mutable_header();
-  header->set_worker_id(options_.worker_id);
-  header->set_model_version(version);
-  header->set_num_minibatches(num_minibatches);
-  header->set_kind(kind == PushKind::kAssign ? asgd::v1::PushHeader::ASSIGN
-                                             : asgd::v1::PushHeader::GRADIENT);
-  bool ok = writer->Write(msg);
-  const auto plan =
-      PlanChunks(layout_, layout_.ServerRange(server), max_chunk_elements_);
-  for (size_t i = 0; ok && i < plan.size(); ++i) {
-    const ChunkRef& c = plan[i];
-    msg.Clear();
-    msg.set_model_version(version);
-    auto* chunk = msg.mutable_chunk();
-    chunk->set_tensor(layout_.tensors()[c.tensor].name);
-    chunk->set_offset(c.offset);
-    AppendFloats(gradient.data() + c.flat_begin, c.count,
-                 chunk->mutable_data());
-    ok = writer->Write(msg);
+  if (!got_reply) {
+    return absl::DataLossError("push answered OK without a reply");
   }
-  if (ok) {
-    msg.Clear();
-    msg.set_model_version(version);
-    msg.mutable_commit()->set_num_chunks(plan.size());
-    ok = writer->Write(msg);
-  }
-  if (ok) writer->WritesDone();
-  ASGD_RETURN_IF_ERROR(FromGrpcStatus(writer->Finish()));
+  ASGD_RETURN_IF_ERROR(ParseFromByteBuffer(reply_buffer, &reply, "push reply"));
   return reply;
 }
 

@@ -5,7 +5,10 @@
 // checks that the pool is consistent: as many servers as addresses, each
 // index exactly once, one layout fingerprint. The addresses may be given in
 // any order. Pull and Push talk to all servers concurrently, one stream each,
-// every call with a deadline.
+// every call with a deadline. Tensor chunks are encoded straight into gRPC
+// slices and decoded straight from them (common/tensor_wire.h), as float32 or
+// bfloat16 (GrpcClientOptions::wire_dtype); each client has its own
+// connection per server.
 //
 // Thread-safety: as ParamClient (the gRPC stubs are thread-safe and the
 // client's own state is immutable after Create()).
@@ -20,6 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/grpc_security.h"
+#include "common/wire_codec.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "proto/asgd.grpc.pb.h"
 #include "worker/param_client.h"
 
@@ -30,6 +35,9 @@ struct GrpcClientOptions {
   SecurityOptions security;  // TLS / token (default: none)
   absl::Duration connect_timeout = absl::Seconds(30);
   absl::Duration rpc_timeout = absl::Seconds(60);
+  // Encoding of pushed gradients and pulled weights on the wire. bfloat16
+  // halves the bytes; the servers keep float32 weights either way.
+  WireDtype wire_dtype = WireDtype::kFloat32;
 };
 
 class GrpcParamClient final : public ParamClient {
@@ -69,6 +77,8 @@ class GrpcParamClient final : public ParamClient {
   int64_t max_chunk_elements_ = 0;  // the pool's chunk limit
   std::vector<std::string> addresses_;  // by server index
   std::vector<std::unique_ptr<asgd::v1::ParameterServer::Stub>> stubs_;
+  // The same channels, for the raw Pull and Push methods.
+  std::vector<std::unique_ptr<grpc::GenericStub>> raw_stubs_;
 };
 
 // Splits "host:port,host:port". InvalidArgument when empty or malformed.

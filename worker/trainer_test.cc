@@ -180,7 +180,9 @@ TEST(TrainerTest, DroppedPushIsFollowedByAFreshPull) {
   // Between two pushes there is always a pull.
   std::string last;
   for (const std::string& op : pool.log_) {
-    if (op == "push") EXPECT_NE(last, "push");
+    if (op == "push") {
+      EXPECT_NE(last, "push");
+    }
     last = op;
   }
 }
@@ -252,7 +254,9 @@ TEST(TrainerTest, RetriesPullsAndPushesWhileTheServerIsAway) {
   EXPECT_EQ(pool.pushes_, 38);  // the two lost pushes were not resent
   // After a failed push the next call is a (fresh) pull.
   for (size_t i = 0; i + 1 < pool.log_.size(); ++i) {
-    if (pool.log_[i] == "push-failed") EXPECT_EQ(pool.log_[i + 1], "pull");
+    if (pool.log_[i] == "push-failed") {
+      EXPECT_EQ(pool.log_[i + 1], "pull");
+    }
   }
 }
 

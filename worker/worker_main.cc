@@ -16,6 +16,7 @@
 #include <algorithm>
 #include "absl/time/time.h"
 #include "common/cli.h"
+#include "common/wire_codec.h"
 #include "common/security_flags.h"
 #include "common/metrics_endpoint.h"
 #include "common/metrics_flags.h"
@@ -96,6 +97,10 @@ ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
 ABSL_FLAG(int, connect_timeout_s, 60,
           "Seconds to wait for the servers to come up.");
 ABSL_FLAG(int, rpc_timeout_s, 60, "Deadline of every pull and push, seconds.");
+ABSL_FLAG(std::string, wire_dtype, "fp32",
+          "Encoding of pushed gradients and pulled weights on the wire: fp32, "
+          "or bf16 (bfloat16, half the bytes; the servers keep float32 "
+          "weights and optimizer state).");
 
 // The decentralized modes (--mode=adpsgd, --mode=allreduce): the workers
 // serve each other a peer service (see worker/decentralized_worker.h).
@@ -234,6 +239,8 @@ int Run() {
   }
   auto addresses = ParseServerList(absl::GetFlag(FLAGS_servers));
   if (!addresses.ok()) return Fail(addresses.status());
+  auto wire_dtype = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
+  if (!wire_dtype.ok()) return Fail(wire_dtype.status());
   SetBlasThreads(absl::GetFlag(FLAGS_blas_threads));
 
   // Metrics before anything else starts threads or connections.
@@ -268,6 +275,7 @@ int Run() {
   client_options.security = *security;
   client_options.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
   client_options.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
+  client_options.wire_dtype = *wire_dtype;
   auto client = GrpcParamClient::Create(*addresses, client_options);
   if (!client.ok()) return Fail(client.status());
   auto spec = DnnSpecFromPool(**client);

@@ -1,0 +1,62 @@
+// Element encodings of tensor chunks on the wire (asgd.v1.WireDtype), and the
+// copy kernels between them and float32 memory.
+//
+// float32 travels as its 4 little-endian bytes. bfloat16 is the upper half of
+// a float32 (sign, 8 exponent bits, 7 mantissa bits), 2 little-endian bytes:
+// FloatToBf16 rounds to nearest, ties to even; a finite value that would
+// round up to Inf saturates at the largest finite bfloat16 (±3.3895e38), so a
+// finite gradient never becomes Inf on the wire; NaN stays a (quiet) NaN.
+//
+// The decode kernel is the receive path's only pass over the data: it copies
+// (widening bfloat16) and checks for NaN/Inf in the same loop, branch-free
+// inside blocks, so the compiler vectorizes it.
+//
+// Thread-safety: every function is pure (writes only its output arguments).
+#ifndef ASGD_COMMON_WIRE_CODEC_H_
+#define ASGD_COMMON_WIRE_CODEC_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace asgd {
+
+// Values match asgd.v1.WireDtype.
+enum class WireDtype : int {
+  kFloat32 = 0,
+  kBfloat16 = 1,
+};
+
+// Bytes per element.
+inline int WireBytes(WireDtype dtype) {
+  return dtype == WireDtype::kBfloat16 ? 2 : 4;
+}
+
+// "fp32" or "bf16".
+absl::string_view WireDtypeName(WireDtype dtype);
+
+// Accepts "fp32"/"float32" and "bf16"/"bfloat16"; InvalidArgument otherwise.
+absl::StatusOr<WireDtype> ParseWireDtype(absl::string_view text);
+
+// True when `value` is a WireDtype this build knows.
+bool IsKnownWireDtype(int value);
+
+uint16_t FloatToBf16(float value);
+float Bf16ToFloat(uint16_t value);
+
+// Writes `count` elements of `src` as `dtype` to `out`, which must have room
+// for count * WireBytes(dtype) bytes (no alignment needed).
+void EncodeFloats(const float* src, int64_t count, WireDtype dtype,
+                  char* out);
+
+// Reads `count` elements of `dtype` from `src` (count * WireBytes(dtype)
+// bytes, no alignment needed) into `dst` as float32. With `check_finite`,
+// returns the index of the first NaN or Inf (dst may then be partly
+// written), else -1. Without it, always -1.
+int64_t DecodeFloats(const char* src, int64_t count, WireDtype dtype,
+                     float* dst, bool check_finite);
+
+}  // namespace asgd
+
+#endif  // ASGD_COMMON_WIRE_CODEC_H_
