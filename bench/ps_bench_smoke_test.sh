@@ -41,18 +41,24 @@ check_csv() {
 case "$which" in
   transport)
     out=$("$bench" --payloads=64K,1M --streams=1,2 --min_time_s=0 \
-      --min_iters=1 --shards=1 --warmup_max=1M) || fail "bench exited with $?"
+      --min_iters=1 --shards=1 --warmup_max=1M --wire_dtypes=fp32,bf16) ||
+      fail "bench exited with $?"
     echo "$out"
-    grep -q "| raw TCP GB/s | gRPC push+pull GB/s | gRPC / TCP |" <<<"$out" ||
+    grep -q "| wire | raw TCP GB/s | gRPC push+pull GB/s | gRPC / TCP |" <<<"$out" ||
       fail "no table header"
-    grep -q "^| 64K | 1 | 262144 | " <<<"$out" || fail "no row for 64K x 1"
-    grep -q "^| 1M | 2 | 262144 | " <<<"$out" || fail "no row for 1M x 2"
-    # payload, streams, chunk, then the measured fields.
-    check_csv "csv,transport" 4 3
+    grep -q "^| 64K | 1 | 262144 | fp32 | " <<<"$out" || fail "no row for 64K x 1"
+    grep -q "^| 1M | 2 | 262144 | fp32 | " <<<"$out" || fail "no row for 1M x 2"
+    grep -q "^| 1M | 2 | 262144 | bf16 | " <<<"$out" ||
+      fail "no bf16 row for 1M x 2"
+    # payload, streams, chunk, then the measured fields (the last: wire bytes
+    # per parameter, 4 or 2).
+    check_csv "csv,transport" 8 3
+    grep -q ",2$" <<<"$(grep '^csv,transport,' <<<"$out")" ||
+      fail "no bf16 CSV line"
     grep -q "^# machine\|^# transport_bench: machine: " <<<"$out" ||
       fail "no machine line"
     grep -q "load average at start" <<<"$out" || fail "no load average"
-    bad=(--payloads=0)
+    bad=(--wire_dtypes=fp16)
     ;;
   apply)
     out=$("$bench" --params=262144 --threads=1,2 --reps=1 --store_pushes=2 \

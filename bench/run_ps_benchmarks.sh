@@ -30,9 +30,10 @@ run() {
   echo "load average: $(cat /proc/loadavg)"
 } | tee "$out/machine.txt"
 
-# 1. push+pull: gRPC vs raw TCP, 64K..256M, 1..8 streams.
+# 1. push+pull: gRPC (float32 and bfloat16 on the wire) vs raw TCP,
+#    64K..256M, 1..8 streams.
 run transport "$bin/transport_bench" --payloads=64K,1M,16M,256M \
-  --streams=1,2,4,8 --min_time_s=0.5 --rounds=2
+  --streams=1,2,4,8 --min_time_s=0.5 --rounds=2 --wire_dtypes=fp32,bf16
 # 1b. chunk-size sensitivity (floats per TensorChunk: 256 KiB, 1 MiB, 3 MiB).
 run transport_chunks "$bin/transport_bench" --payloads=1M,16M --streams=1,4 \
   --chunk_elements=65536,262144,786432 --min_time_s=0.5 --rounds=2
@@ -51,4 +52,6 @@ run optimizer_apply_gbench "$bin/optimizer_apply_gbench" \
 run capacity "$bin/server_capacity_bench" --workers=1,2,4,8 --duration_s=3
 run capacity_compute100 "$bin/server_capacity_bench" --workers=1,2,4,8 \
   --duration_s=3 --compute_ms=100
+run capacity_bf16 "$bin/server_capacity_bench" --workers=1,2,4,8 \
+  --duration_s=3 --wire_dtype=bf16
 echo "== done; outputs in $out (load: $(cat /proc/loadavg))"

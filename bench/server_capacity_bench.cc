@@ -39,6 +39,7 @@
 #include "bench/bench_util.h"
 #include "common/chunking.h"
 #include "common/dnn_spec.h"
+#include "common/wire_codec.h"
 #include "server/grpc_server.h"
 #include "server/param_store.h"
 #include "worker/grpc_param_client.h"
@@ -53,6 +54,8 @@ ABSL_FLAG(std::string, hidden, "2048,2048,2048,2048,2048",
           "Hidden layer widths.");
 ABSL_FLAG(int, num_classes, 2000, "Model outputs.");
 ABSL_FLAG(int, shards, 2, "Server shards (apply threads).");
+ABSL_FLAG(std::string, wire_dtype, "fp32",
+          "Wire encoding of the workers' pushes and pulls: fp32 or bf16.");
 ABSL_FLAG(float, momentum, 0.0f, "Server momentum (0: plain SGD).");
 ABSL_FLAG(int64_t, chunk_elements, asgd::kDefaultMaxChunkElements,
           "Server max_chunk_elements (floats per chunk, at most 786432).");
@@ -132,6 +135,10 @@ int Run() {
       options.optimizer.momentum > 0 ? "momentum SGD" : "plain SGD", compute_ms,
       duration);
 
+  auto wire_dtype = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
+  if (!wire_dtype.ok()) return Fail(wire_dtype.status());
+  std::printf("# wire encoding: %s (GB/s below count float32 model bytes)\n",
+              std::string(WireDtypeName(*wire_dtype)).c_str());
   auto server = GrpcServer::Start(options, initial, "127.0.0.1", 0);
   if (!server.ok()) return Fail(server.status());
   std::vector<std::unique_ptr<GrpcParamClient>> clients;
@@ -140,6 +147,7 @@ int Run() {
     copts.worker_id = w;
     copts.connect_timeout = absl::Seconds(10);
     copts.rpc_timeout = absl::Seconds(300);
+    copts.wire_dtype = *wire_dtype;
     auto client = GrpcParamClient::Create({(*server)->local_address()}, copts);
     if (!client.ok()) return Fail(client.status());
     clients.push_back(std::move(*client));

@@ -5,6 +5,7 @@
 //   bazel run //bench:transport_bench                       # full grid
 //   transport_bench --payloads=1M,16M --streams=1,4 --min_time_s=0.3
 //   transport_bench --payloads=16M --chunk_elements=65536,262144,786432
+//   transport_bench --payloads=16M --wire_dtypes=fp32,bf16
 //
 // gRPC: for each payload P and --chunk_elements value, an in-process
 // GrpcServer (ParamStore with --shards shards, plain SGD) serves a model of
@@ -23,6 +24,9 @@
 // and gRPC measurements run back to back, --rounds times alternating; the best
 // of each is reported, so both see the same machine state as far as possible.
 // push/pull GB/s split the gRPC time by call: S * P / (mean call time).
+// P is always the model's float32 size: with --wire_dtypes=bf16 the gRPC
+// transport moves half of those bytes (2 per parameter) and its GB/s are
+// parameters/s x 4, comparable with float32 and with raw TCP moving P bytes.
 // "cores busy" = this process's CPU seconds / wall seconds during the
 // measurement (client and server threads together): near the machine's core
 // count means the point is CPU-bound.
@@ -56,6 +60,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "common/model_layout.h"
+#include "common/wire_codec.h"
 #include "server/grpc_server.h"
 #include "server/param_store.h"
 #include "worker/grpc_param_client.h"
@@ -71,6 +76,8 @@ ABSL_FLAG(std::string, chunk_elements, "262144",
           "Comma-separated server max_chunk_elements values (floats per "
           "TensorChunk; the client follows the server; at most 786432). "
           "Several values measure the chunk-size sensitivity.");
+ABSL_FLAG(std::string, wire_dtypes, "fp32",
+          "Comma-separated wire encodings for the gRPC client: fp32, bf16.");
 ABSL_FLAG(int, shards, 2, "Shards (apply threads) of the server.");
 ABSL_FLAG(double, min_time_s, 0.5,
           "Each measurement runs at least this long (seconds).");
@@ -311,6 +318,7 @@ struct Row {
   int64_t payload = 0;
   int streams = 0;
   int64_t chunk = 0;
+  WireDtype dtype = WireDtype::kFloat32;
   double tcp_gbps = 0;
   double grpc_gbps = 0;
   double push_gbps = 0;
@@ -335,6 +343,16 @@ int Run() {
   auto chunks =
       ParseCountList("chunk_elements", absl::GetFlag(FLAGS_chunk_elements));
   if (!chunks.ok()) return Fail(chunks.status());
+  std::vector<WireDtype> dtypes;
+  for (absl::string_view d : absl::StrSplit(absl::GetFlag(FLAGS_wire_dtypes),
+                                            ',', absl::SkipEmpty())) {
+    auto dtype = ParseWireDtype(d);
+    if (!dtype.ok()) return Fail(dtype.status());
+    dtypes.push_back(*dtype);
+  }
+  if (dtypes.empty()) {
+    return Fail(absl::InvalidArgumentError("--wire_dtypes is empty"));
+  }
   auto warmup_max =
       ParseByteList("warmup_max", absl::GetFlag(FLAGS_warmup_max));
   if (!warmup_max.ok()) return Fail(warmup_max.status());
@@ -375,13 +393,14 @@ int Run() {
       "min %.2f s and %d iteration(s) per stream per measurement\n",
       shards, rounds, min_time, min_iters);
   std::printf(
-      "\n| payload | streams | chunk floats | raw TCP GB/s | gRPC push+pull "
-      "GB/s | gRPC / TCP | gRPC push GB/s | gRPC pull GB/s | gRPC TCP conns | "
-      "cores busy TCP / gRPC |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n");
+      "\n| payload | streams | chunk floats | wire | raw TCP GB/s | gRPC "
+      "push+pull GB/s | gRPC / TCP | gRPC push GB/s | gRPC pull GB/s | gRPC TCP "
+      "conns | cores busy TCP / gRPC |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
 
   std::vector<Row> rows;
+  for (WireDtype dtype : dtypes) {
   for (int64_t chunk : *chunks) {
     for (int64_t payload_req : *payloads) {
       const int64_t n = std::max<int64_t>(payload_req / 4, 2);
@@ -415,6 +434,7 @@ int Run() {
           copts.worker_id = s;
           copts.connect_timeout = absl::Seconds(10);
           copts.rpc_timeout = absl::Seconds(600);
+          copts.wire_dtype = dtype;
           auto client =
               GrpcParamClient::Create({server->local_address()}, copts);
           if (!client.ok()) return Fail(client.status());
@@ -448,6 +468,7 @@ int Run() {
         row.payload = payload;
         row.streams = S;
         row.chunk = chunk;
+        row.dtype = dtype;
         for (int round = 0; round < rounds; ++round) {
           if (do_tcp) {
             std::vector<std::vector<float>> server_recv(S);
@@ -510,10 +531,10 @@ int Run() {
         const double ratio =
             row.tcp_gbps > 0 ? row.grpc_gbps / row.tcp_gbps : 0.0;
         std::printf(
-            "| %s | %d | %lld | %.3f | %.3f | %.2f | %.3f | %.3f | %d | "
+            "| %s | %d | %lld | %s | %.3f | %.3f | %.2f | %.3f | %.3f | %d | "
             "%.2f / %.2f |\n",
             FormatBytes(payload).c_str(), S, static_cast<long long>(chunk),
-            row.tcp_gbps, row.grpc_gbps, ratio, row.push_gbps, row.pull_gbps,
+            std::string(WireDtypeName(dtype)).c_str(), row.tcp_gbps, row.grpc_gbps, ratio, row.push_gbps, row.pull_gbps,
             row.connections, row.tcp_cores, row.grpc_cores);
         std::fflush(stdout);
         rows.push_back(row);
@@ -522,24 +543,27 @@ int Run() {
       if (server) server->Shutdown(absl::Seconds(1));
     }
   }
+  }
 
   std::printf(
       "\n# csv,transport,payload_bytes,streams,chunk_elements,tcp_gbps,"
       "grpc_gbps,grpc_over_tcp,push_gbps,pull_gbps,grpc_connections,"
-      "tcp_iters,grpc_iters,tcp_cores,grpc_cores\n");
+      "tcp_iters,grpc_iters,tcp_cores,grpc_cores,wire_bytes_per_param\n");
   int met = 0, counted = 0;
   double worst = 1e9;
   for (const Row& r : rows) {
     const double ratio = r.tcp_gbps > 0 ? r.grpc_gbps / r.tcp_gbps : 0.0;
     std::printf(
         "csv,transport,%lld,%d,%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%lld,%lld,"
-        "%.3f,%.3f\n",
+        "%.3f,%.3f,%d\n",
         static_cast<long long>(r.payload), r.streams,
         static_cast<long long>(r.chunk), r.tcp_gbps, r.grpc_gbps, ratio,
         r.push_gbps, r.pull_gbps, r.connections,
         static_cast<long long>(r.tcp_iters),
-        static_cast<long long>(r.grpc_iters), r.tcp_cores, r.grpc_cores);
-    if (do_tcp && do_grpc && r.payload >= (int64_t{1} << 20)) {
+        static_cast<long long>(r.grpc_iters), r.tcp_cores, r.grpc_cores,
+        WireBytes(r.dtype));
+    if (do_tcp && do_grpc && r.payload >= (int64_t{1} << 20) &&
+        r.dtype == WireDtype::kFloat32) {
       ++counted;
       met += ratio >= 0.9;
       worst = std::min(worst, ratio);
@@ -547,7 +571,8 @@ int Run() {
   }
   if (counted > 0) {
     std::printf(
-        "# target gRPC/TCP >= 0.9 at payloads >= 1M: met at %d of %d points "
+        "# target gRPC/TCP >= 0.9 at payloads >= 1M (fp32 on the wire): met at "
+        "%d of %d points "
         "(lowest ratio %.2f); reported, not enforced\n",
         met, counted, worst);
   }

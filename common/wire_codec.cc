@@ -13,7 +13,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the wire format is little-endian; add byte swapping");
 
 constexpr uint32_t kExponentMask = 0x7f800000u;  // float32: all ones = NaN/Inf
-constexpr int64_t kBlock = 4096;  // elements between early-exit checks
+constexpr int64_t kBlock = 2048;  // elements per copy-then-check block (8 KiB)
 
 inline uint32_t Bits(float f) {
   uint32_t u;
@@ -22,19 +22,23 @@ inline uint32_t Bits(float f) {
 }
 
 // Rounds to nearest even; saturates finite overflow; keeps NaN a quiet NaN.
-// Branch-free apart from the selects, so loops over it vectorize.
+// Branch-free, and the comparisons are on values below 2^31 so they can be
+// signed (SSE/AVX have no unsigned 32-bit compare): loops over it vectorize
+// into a few instructions per element.
 inline uint16_t ToBf16(uint32_t u) {
-  const uint32_t abs = u & 0x7fffffffu;
-  const uint32_t sign = (u >> 16) & 0x8000u;
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  // Finite values whose rounding reached the Inf pattern saturate.
-  const uint32_t finite = (rounded & 0x7fffu) >= 0x7f80u ? (sign | 0x7f7fu)
-                                                          : rounded;
-  const uint32_t nan = (u >> 16) | 0x0040u;
-  const uint32_t inf = sign | 0x7f80u;
-  return static_cast<uint16_t>(abs > kExponentMask   ? nan
-                               : abs == kExponentMask ? inf
-                                                      : finite);
+  const int32_t abs = static_cast<int32_t>(u & 0x7fffffffu);
+  const uint32_t sign = u & 0x80000000u;
+  // Rounding the magnitude: at most 0x7fffffff + 0x8000, so keep it 32-bit
+  // unsigned; only NaN inputs can carry past the exponent, and those are
+  // replaced below.
+  const uint32_t rounded_abs =
+      (static_cast<uint32_t>(abs) + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const int32_t r = static_cast<int32_t>(rounded_abs);
+  // Finite inputs that rounded up to the Inf pattern saturate.
+  const int32_t finite = (r >= 0x7f80 && abs < 0x7f800000) ? 0x7f7f : r;
+  const int32_t magnitude =
+      abs > 0x7f800000 ? ((abs >> 16) | 0x0040) : finite;  // NaN stays NaN
+  return static_cast<uint16_t>((sign >> 16) | static_cast<uint32_t>(magnitude));
 }
 
 template <typename T>
@@ -71,40 +75,83 @@ float Bf16ToFloat(uint16_t value) {
   return f;
 }
 
+// The loops below are compiled for AVX2 as well as the baseline; the loader
+// picks the best one for the CPU (GCC function multi-versioning).
+#define ASGD_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+
+namespace {
+
+// Plain rounding to nearest even, correct for every magnitude below
+// 0x7f7f8000 (the first that rounds up to Inf); returns whether a block held
+// a larger one (Inf, NaN, or a finite value that must saturate), in which
+// case the caller redoes it with ToBf16.
+ASGD_VECTOR_CLONES bool EncodeBf16Fast(const float* src, int64_t count,
+                                       char* out) {
+  int32_t special = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const uint32_t u = Bits(src[i]);
+    const uint16_t b =
+        static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    std::memcpy(out + 2 * i, &b, sizeof(b));
+    special |= static_cast<int32_t>(u & 0x7fffffffu) >= 0x7f7f8000;
+  }
+  return special != 0;
+}
+
+void EncodeBf16(const float* src, int64_t count, char* out) {
+  for (int64_t begin = 0; begin < count; begin += kBlock) {
+    const int64_t n = std::min(count - begin, kBlock);
+    if (!EncodeBf16Fast(src + begin, n, out + 2 * begin)) continue;
+    for (int64_t i = begin; i < begin + n; ++i) {
+      const uint16_t b = ToBf16(Bits(src[i]));
+      std::memcpy(out + 2 * i, &b, sizeof(b));
+    }
+  }
+}
+
+ASGD_VECTOR_CLONES void DecodeBf16(const char* src, int64_t count,
+                                   float* dst) {
+  for (int64_t i = 0; i < count; ++i) {
+    const uint32_t u = static_cast<uint32_t>(Load<uint16_t>(src + 2 * i))
+                       << 16;
+    std::memcpy(dst + i, &u, sizeof(u));
+  }
+}
+
+// The largest exponent field of `count` floats: kExponentMask means a NaN
+// or Inf is among them.
+ASGD_VECTOR_CLONES uint32_t MaxExponent(const float* values, int64_t count) {
+  uint32_t max_exponent = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    max_exponent = std::max(max_exponent, Bits(values[i]) & kExponentMask);
+  }
+  return max_exponent;
+}
+
+}  // namespace
+
 void EncodeFloats(const float* src, int64_t count, WireDtype dtype,
                   char* out) {
   if (dtype == WireDtype::kFloat32) {
     std::memcpy(out, src, count * sizeof(float));
-    return;
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    const uint16_t b = ToBf16(Bits(src[i]));
-    std::memcpy(out + 2 * i, &b, sizeof(b));
+  } else {
+    EncodeBf16(src, count, out);
   }
 }
 
 int64_t DecodeFloats(const char* src, int64_t count, WireDtype dtype,
                      float* dst, bool check_finite) {
+  // Block by block: the copy (glibc's memcpy, or the widening loop), then
+  // the check over the block while it is still in L1.
   for (int64_t begin = 0; begin < count; begin += kBlock) {
-    const int64_t end = std::min(count, begin + kBlock);
-    // The largest exponent field seen in the block: all ones means NaN/Inf.
-    uint32_t max_exponent = 0;
+    const int64_t n = std::min(count - begin, kBlock);
     if (dtype == WireDtype::kFloat32) {
-      for (int64_t i = begin; i < end; ++i) {
-        const uint32_t u = Load<uint32_t>(src + 4 * i);
-        std::memcpy(dst + i, &u, sizeof(u));
-        max_exponent = std::max(max_exponent, u & kExponentMask);
-      }
+      std::memcpy(dst + begin, src + 4 * begin, n * sizeof(float));
     } else {
-      for (int64_t i = begin; i < end; ++i) {
-        const uint32_t u = static_cast<uint32_t>(Load<uint16_t>(src + 2 * i))
-                           << 16;
-        std::memcpy(dst + i, &u, sizeof(u));
-        max_exponent = std::max(max_exponent, u & kExponentMask);
-      }
+      DecodeBf16(src + 2 * begin, n, dst + begin);
     }
-    if (check_finite && max_exponent == kExponentMask) {
-      for (int64_t i = begin; i < end; ++i) {
+    if (check_finite && MaxExponent(dst + begin, n) == kExponentMask) {
+      for (int64_t i = begin; i < begin + n; ++i) {
         if (!std::isfinite(dst[i])) return i;
       }
     }

@@ -7,9 +7,10 @@
 // round up to Inf saturates at the largest finite bfloat16 (±3.3895e38), so a
 // finite gradient never becomes Inf on the wire; NaN stays a (quiet) NaN.
 //
-// The decode kernel is the receive path's only pass over the data: it copies
-// (widening bfloat16) and checks for NaN/Inf in the same loop, branch-free
-// inside blocks, so the compiler vectorizes it.
+// The decode kernel is the receive path's only pass over memory: it copies
+// (widening bfloat16) 8 KiB at a time and checks each block for NaN/Inf while
+// it is still in L1; the loops vectorize, and are also compiled for AVX2 and
+// picked at load time.
 //
 // Thread-safety: every function is pure (writes only its output arguments).
 #ifndef ASGD_COMMON_WIRE_CODEC_H_

@@ -122,6 +122,35 @@ TEST(WireCodecTest, EncodeDecodeRoundTripsAndBoundsTheError) {
   }
 }
 
+// The array kernel (a fast loop, redone per block with the careful rounding
+// when a block holds Inf, NaN or a value that saturates) must give exactly
+// FloatToBf16 of every element.
+TEST(WireCodecTest, ArrayEncodingEqualsElementwiseRounding) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> any_bits;
+  const uint32_t specials[] = {0x7f800000u, 0xff800000u, 0x7fc00000u,
+                               0x7f800001u, 0x7f7fffffu, 0xff7f8000u,
+                               0x7f7f7fffu, 0x7f7f8000u};
+  for (int64_t n : {1, 2047, 2048, 2049, 9000}) {
+    std::vector<float> src(n);
+    for (float& v : src) v = std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, -7);
+    // Sprinkle special and random bit patterns into some blocks only.
+    for (int k = 0; k < 6; ++k) {
+      const uint32_t bits = k % 2 == 0 ? specials[rng() % 8] : any_bits(rng);
+      std::memcpy(&src[rng() % n], &bits, sizeof(bits));
+    }
+    std::string wire(2 * n, '\0');
+    EncodeFloats(src.data(), n, WireDtype::kBfloat16, wire.data());
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t got;
+      std::memcpy(&got, wire.data() + 2 * i, sizeof(got));
+      ASSERT_EQ(got, FloatToBf16(src[i])) << "n=" << n << " i=" << i
+                                          << " bits " << std::hex
+                                          << Bits(src[i]);
+    }
+  }
+}
+
 TEST(WireCodecTest, DecodeFindsTheFirstNonFiniteValueAnywhere) {
   const float bad[] = {std::numeric_limits<float>::quiet_NaN(),
                        std::numeric_limits<float>::infinity(),
