@@ -60,6 +60,12 @@ class Reader {
     return true;
   }
 
+  // A length-delimited field's bytes.
+  bool Len(Pieces* out) {
+    uint64_t n;
+    return Varint(&n) && Bytes(n, out);
+  }
+
   bool Skip(int wire_type) {
     uint64_t v;
     Pieces ignored;
@@ -105,116 +111,99 @@ absl::string_view Contiguous(const Pieces& pieces, std::string* scratch) {
   return absl::string_view(scratch->data() + at, scratch->size() - at);
 }
 
-// The ordinary encoding of a TensorChunk; false for anything unusual.
-bool FastTensorChunk(const Pieces& bytes, std::string* scratch,
-                     TensorChunkView* out) {
+// Parses the concatenated pieces with protobuf, `flat` as scratch.
+bool ParsePieces(const Pieces& pieces, std::string* flat,
+                 google::protobuf::MessageLite* msg) {
+  flat->clear();
+  AppendPieces(pieces, flat);
+  return msg->ParseFromString(*flat);
+}
+
+// Calls `field(number, wire_type, reader)` for every field numbered
+// 1..max_known, each at most once, and skips the others. False when the bytes
+// are malformed, a known field repeats, or `field` returns false: the caller
+// then leaves the message to protobuf.
+template <typename Fn>
+bool ForEachField(const Pieces& bytes, uint64_t max_known, Fn field) {
   Reader r(bytes);
-  bool seen[5] = {};
-  Pieces field;
+  uint32_t seen = 0;
   while (!r.done()) {
     uint64_t tag;
     if (!r.Varint(&tag) || tag > kMaxTag) return false;
     const uint64_t number = tag >> 3;
     const int type = static_cast<int>(tag & 7);
-    if (number >= 1 && number <= 4) {
-      if (seen[number]) return false;
-      seen[number] = true;
+    if (number == 0) return false;
+    if (number > max_known) {
+      if (!r.Skip(type)) return false;
+      continue;
     }
-    uint64_t v;
-    if (number == 1 && type == kLen) {
-      if (!r.Varint(&v) || !r.Bytes(v, &field)) return false;
-      out->tensor = Contiguous(field, scratch);
-    } else if (number == 2 && type == kVarint) {
-      if (!r.Varint(&out->offset)) return false;
-    } else if (number == 3 && type == kLen) {
-      if (!r.Varint(&v) || !r.Bytes(v, &field)) return false;
-      out->data.assign(field.begin(), field.end());
-    } else if (number == 4 && type == kVarint) {
-      // An enum: protobuf keeps the low 32 bits as a signed int.
-      if (!r.Varint(&v)) return false;
-      out->dtype = static_cast<int32_t>(static_cast<uint32_t>(v));
-    } else if (number >= 1 && number <= 4) {
-      return false;  // known field, unexpected wire type
-    } else if (number == 0 || !r.Skip(type)) {
-      return false;
-    }
+    if (seen & (1u << number)) return false;
+    seen |= 1u << number;
+    if (!field(static_cast<int>(number), type, r)) return false;
   }
   return true;
+}
+
+// The ordinary encoding of a TensorChunk; false for anything unusual.
+bool FastTensorChunk(const Pieces& bytes, std::string* scratch,
+                     TensorChunkView* out) {
+  return ForEachField(bytes, 4, [&](int number, int type, Reader& r) {
+    Pieces field;
+    uint64_t v;
+    switch (number) {
+      case 1:
+        if (type != kLen || !r.Len(&field)) return false;
+        out->tensor = Contiguous(field, scratch);
+        return true;
+      case 2:
+        return type == kVarint && r.Varint(&out->offset);
+      case 3:
+        if (type != kLen || !r.Len(&field)) return false;
+        out->data.assign(field.begin(), field.end());
+        return true;
+      default:  // 4: an enum; protobuf keeps the low 32 bits, signed
+        if (type != kVarint || !r.Varint(&v)) return false;
+        out->dtype = static_cast<int32_t>(static_cast<uint32_t>(v));
+        return true;
+    }
+  });
 }
 
 bool FastPush(const Pieces& bytes, ReceivedMessage* storage,
               PushMessage* out) {
-  Reader r(bytes);
-  bool seen[5] = {};
-  Pieces field;
-  while (!r.done()) {
-    uint64_t tag;
-    if (!r.Varint(&tag) || tag > kMaxTag) return false;
-    const uint64_t number = tag >> 3;
-    const int type = static_cast<int>(tag & 7);
-    if (number >= 1 && number <= 4) {
-      if (seen[number]) return false;
-      seen[number] = true;
-    }
-    uint64_t v;
-    if (number >= 1 && number <= 3) {
-      if (type != kLen || out->part != PushMessage::Part::kNone) return false;
-      if (!r.Varint(&v) || !r.Bytes(v, &field)) return false;
-      if (number == 1) {
-        out->part = PushMessage::Part::kHeader;
-        storage->flat.clear();
-        AppendPieces(field, &storage->flat);
-        if (!out->header.ParseFromString(storage->flat)) return false;
-      } else if (number == 2) {
-        out->part = PushMessage::Part::kChunk;
-        if (!FastTensorChunk(field, &storage->scratch, &out->chunk)) {
-          return false;
-        }
-      } else {
-        out->part = PushMessage::Part::kCommit;
-        storage->flat.clear();
-        AppendPieces(field, &storage->flat);
-        asgd::v1::PushCommit commit;
-        if (!commit.ParseFromString(storage->flat)) return false;
-        out->commit_chunks = commit.num_chunks();
-      }
-    } else if (number == 4) {
-      if (type != kVarint || !r.Varint(&out->model_version)) return false;
-    } else if (number == 0 || !r.Skip(type)) {
+  return ForEachField(bytes, 4, [&](int number, int type, Reader& r) {
+    if (number == 4) return type == kVarint && r.Varint(&out->model_version);
+    // 1..3: the members of the oneof; a second one is left to protobuf.
+    Pieces field;
+    if (type != kLen || out->part != PushMessage::Part::kNone ||
+        !r.Len(&field)) {
       return false;
     }
-  }
-  return true;
+    if (number == 1) {
+      out->part = PushMessage::Part::kHeader;
+      return ParsePieces(field, &storage->flat, &out->header);
+    }
+    if (number == 2) {
+      out->part = PushMessage::Part::kChunk;
+      return FastTensorChunk(field, &storage->scratch, &out->chunk);
+    }
+    out->part = PushMessage::Part::kCommit;
+    asgd::v1::PushCommit commit;
+    if (!ParsePieces(field, &storage->flat, &commit)) return false;
+    out->commit_chunks = commit.num_chunks();
+    return true;
+  });
 }
 
 bool FastPull(const Pieces& bytes, ReceivedMessage* storage,
               PullMessage* out) {
-  Reader r(bytes);
-  bool seen[3] = {};
-  Pieces field;
-  while (!r.done()) {
-    uint64_t tag;
-    if (!r.Varint(&tag) || tag > kMaxTag) return false;
-    const uint64_t number = tag >> 3;
-    const int type = static_cast<int>(tag & 7);
-    if (number >= 1 && number <= 2) {
-      if (seen[number]) return false;
-      seen[number] = true;
-    }
-    uint64_t v;
-    if (number == 1) {
-      if (type != kVarint || !r.Varint(&out->model_version)) return false;
-    } else if (number == 2) {
-      if (type != kLen || !r.Varint(&v) || !r.Bytes(v, &field)) return false;
-      out->has_chunk = true;
-      if (!FastTensorChunk(field, &storage->scratch, &out->chunk)) {
-        return false;
-      }
-    } else if (number == 0 || !r.Skip(type)) {
-      return false;
-    }
-  }
-  return true;
+  return ForEachField(bytes, 2, [&](int number, int type, Reader& r) {
+    if (number == 1) return type == kVarint && r.Varint(&out->model_version);
+    Pieces field;
+    if (type != kLen || !r.Len(&field)) return false;
+    out->has_chunk = true;
+    return FastTensorChunk(field, &storage->scratch, &out->chunk);
+  });
 }
 
 // Dumps the buffer's slices (references, no copy) and views them.
@@ -288,9 +277,7 @@ absl::Status DecodePushChunk(const grpc::ByteBuffer& buffer,
   if (absl::Status s = Slices(buffer, storage, &pieces); !s.ok()) return s;
   Reset(out);
   if (FastPush(pieces, storage, out)) return absl::OkStatus();
-  storage->flat.clear();
-  AppendPieces(pieces, &storage->flat);
-  if (!storage->push.ParseFromString(storage->flat)) {
+  if (!ParsePieces(pieces, &storage->flat, &storage->push)) {
     return absl::InvalidArgumentError(
         "malformed push message (not a valid asgd.v1.PushChunk)");
   }
@@ -304,9 +291,7 @@ absl::Status DecodePullChunk(const grpc::ByteBuffer& buffer,
   if (absl::Status s = Slices(buffer, storage, &pieces); !s.ok()) return s;
   Reset(out);
   if (FastPull(pieces, storage, out)) return absl::OkStatus();
-  storage->flat.clear();
-  AppendPieces(pieces, &storage->flat);
-  if (!storage->pull.ParseFromString(storage->flat)) {
+  if (!ParsePieces(pieces, &storage->flat, &storage->pull)) {
     return absl::InvalidArgumentError(
         "malformed pull message (not a valid asgd.v1.PullChunk)");
   }
@@ -381,8 +366,7 @@ absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& buffer,
   ReceivedMessage storage;
   Pieces pieces;
   if (absl::Status s = Slices(buffer, &storage, &pieces); !s.ok()) return s;
-  AppendPieces(pieces, &storage.flat);
-  if (!msg->ParseFromString(storage.flat)) {
+  if (!ParsePieces(pieces, &storage.flat, msg)) {
     return absl::InvalidArgumentError(
         absl::StrCat("malformed ", what, " message"));
   }
