@@ -45,7 +45,6 @@
 #include "absl/types/span.h"
 #include "common/dnn_spec.h"
 #include "worker/backend_factory.h"
-#include "worker/cuda_dnn.h"
 #include "worker/dnn.h"
 
 ABSL_FLAG(std::string, backends, "cpu,cuda",

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "worker/cuda_loader.h"
 
 namespace asgd {
@@ -26,6 +27,13 @@ absl::StatusOr<std::unique_ptr<DnnBackend>> CreateCuda(
 absl::StatusOr<std::unique_ptr<DnnBackend>> Create(
     absl::string_view name, const DnnSpec& spec, int max_batch,
     const CudaDnnOptions& cuda_options, std::string* note) {
+  // A bad spec is the same error whichever backend is asked for, and whether
+  // or not this build or machine has CUDA.
+  ASGD_RETURN_IF_ERROR(ValidateDnnSpec(spec));
+  if (max_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch must be >= 1, got ", max_batch));
+  }
   if (name == "cpu") {
     auto dnn = CreateCpuDnn(spec, max_batch);
     if (dnn.ok()) *note = "using the CPU backend";
@@ -41,9 +49,8 @@ absl::StatusOr<std::unique_ptr<DnnBackend>> Create(
     return dnn;
   }
   if (name == "auto") {
-    // A bad spec or max_batch is InvalidArgument from the CUDA backend,
-    // checked before it looks for a device: it does not fall back. No plugin
-    // or no device is Unavailable: fall back to the CPU.
+    // No CUDA build, no plugin or no device is Unavailable: fall back to
+    // the CPU. Any other CUDA failure is returned.
     auto dnn = CreateCuda(spec, max_batch, cuda_options, note);
     if (dnn.ok() || dnn.status().code() != absl::StatusCode::kUnavailable) {
       return dnn;
@@ -60,6 +67,12 @@ absl::StatusOr<std::unique_ptr<DnnBackend>> Create(
 }
 
 }  // namespace
+
+absl::Status CudaBackendStatus() {
+  auto plugin = LoadCudaPlugin();
+  if (!plugin.ok()) return plugin.status();
+  return (*plugin)->device_status();
+}
 
 absl::StatusOr<std::unique_ptr<DnnBackend>> CreateBackend(
     absl::string_view name, const DnnSpec& spec, int max_batch,

@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/dnn_spec.h"
@@ -42,6 +43,12 @@ inline constexpr char kBackendChoices[] = "cpu, cuda, auto";
 absl::StatusOr<std::unique_ptr<DnnBackend>> CreateBackend(
     absl::string_view name, const DnnSpec& spec, int max_batch,
     std::string* note, const CudaDnnOptions& cuda_options = {});
+
+// OK when "cuda" would find a backend: this build has the CUDA plugin, it
+// loads, and a device is usable. Otherwise kUnavailable with the reason
+// (e.g. "this asgd was built without CUDA support ..." or "no CUDA device:
+// ..."). Loads the plugin (and with it cuBLAS) when the build has one.
+absl::Status CudaBackendStatus();
 
 }  // namespace asgd
 

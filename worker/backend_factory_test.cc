@@ -1,6 +1,11 @@
-// CreateBackend on whatever machine runs the test: with a CUDA device, "cuda"
-// and "auto" give the CUDA backend; without one, "cuda" is kUnavailable with
-// the reason and "auto" falls back to the CPU backend and says so.
+// CreateBackend on whatever machine and build runs the test: with the CUDA
+// plugin and a device, "cuda" and "auto" give the CUDA backend; without a
+// device, or in a build without CUDA, "cuda" is kUnavailable with the reason
+// and "auto" falls back to the CPU backend and says so.
+//
+// Built twice: as backend_factory_test against the build's own CUDA
+// detection, and as backend_factory_nocuda_test with ASGD_FORCE_NO_CUDA, as
+// in a build on a machine without a CUDA toolkit.
 #include "worker/backend_factory.h"
 
 #include <string>
@@ -8,7 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/cuda_dnn.h"
+#include "worker/cuda_loader.h"
 
 namespace asgd {
 namespace {
@@ -48,30 +53,54 @@ TEST(BackendFactoryTest, AutoUsesCudaOrFallsBackToCpu) {
   std::string note;
   auto dnn = CreateBackend("auto", SmallSpec(), 4, &note);
   ASSERT_TRUE(dnn.ok()) << dnn.status();
-  if (CudaDeviceAvailable()) {
+  const absl::Status cuda = CudaBackendStatus();
+  if (cuda.ok()) {
     EXPECT_EQ((*dnn)->name(), "cuda");
     EXPECT_THAT(note, HasSubstr("CUDA backend"));
   } else {
     EXPECT_EQ((*dnn)->name(), "cpu");
-    EXPECT_THAT(note, HasSubstr("no CUDA device"));
+    EXPECT_THAT(note, HasSubstr(CudaBuildStatus().ok()
+                                    ? "no CUDA device"
+                                    : "built without CUDA support"));
     EXPECT_THAT(note, HasSubstr("falling back to the CPU backend"));
   }
   ExpectWorks(**dnn);
 }
 
-TEST(BackendFactoryTest, CudaIsUnavailableWithoutADevice) {
+TEST(BackendFactoryTest, CudaIsUnavailableWithoutADeviceOrBuild) {
   std::string note = "stale";
   auto dnn = CreateBackend("cuda", SmallSpec(), 4, &note);
-  if (CudaDeviceAvailable()) {
+  if (CudaBackendStatus().ok()) {
     ASSERT_TRUE(dnn.ok()) << dnn.status();
     EXPECT_EQ((*dnn)->name(), "cuda");
     ExpectWorks(**dnn);
-  } else {
-    EXPECT_EQ(dnn.status().code(), absl::StatusCode::kUnavailable);
-    EXPECT_THAT(dnn.status().message(), HasSubstr("cuda backend"));
-    EXPECT_THAT(dnn.status().message(), HasSubstr("no CUDA device"));
-    EXPECT_EQ(note, "");
+    return;
   }
+  EXPECT_EQ(dnn.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(dnn.status().message(), HasSubstr("cannot use the cuda backend"));
+  EXPECT_THAT(dnn.status().message(),
+              HasSubstr(CudaBuildStatus().ok() ? "no CUDA device"
+                                               : "built without CUDA support"));
+  EXPECT_EQ(note, "");
+}
+
+// What a user of a build without a CUDA toolkit sees for --backend=cuda: the
+// build has no CUDA support, and how to get it.
+TEST(BackendFactoryTest, ABuildWithoutCudaSaysSoAndHowToGetIt) {
+  if (CudaBuildStatus().ok()) {
+    GTEST_SKIP() << "this build has CUDA; backend_factory_nocuda_test "
+                    "checks the build without it";
+  }
+  std::string note = "stale";
+  auto dnn = CreateBackend("cuda", SmallSpec(), 4, &note);
+  EXPECT_EQ(dnn.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(dnn.status().message(), HasSubstr("cannot use the cuda backend"));
+  EXPECT_THAT(dnn.status().message(),
+              HasSubstr("built without CUDA support"));
+  EXPECT_THAT(dnn.status().message(), HasSubstr("install a CUDA toolkit"));
+  EXPECT_THAT(dnn.status().message(), HasSubstr("CUDA_HOME"));
+  EXPECT_EQ(note, "");
+  EXPECT_EQ(CudaBackendStatus().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(BackendFactoryTest, UnknownNameListsTheChoices) {

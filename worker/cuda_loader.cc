@@ -9,6 +9,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "asgd_cuda/cuda_config.h"
+
+// A test builds this file with ASGD_FORCE_NO_CUDA to check what a build
+// without a toolkit does on a machine that has one.
+#if ASGD_CUDA_FOUND && !defined(ASGD_FORCE_NO_CUDA)
+#define ASGD_HAVE_CUDA_PLUGIN 1
+#else
+#define ASGD_HAVE_CUDA_PLUGIN 0
+#endif
 
 namespace asgd {
 namespace {
@@ -39,6 +48,7 @@ std::vector<std::string> Candidates() {
 }
 
 absl::StatusOr<const CudaPluginApi*> Load() {
+  if (absl::Status build = CudaBuildStatus(); !build.ok()) return build;
   std::string errors;
   void* handle = nullptr;
   for (const std::string& candidate : Candidates()) {
@@ -66,6 +76,21 @@ absl::StatusOr<const CudaPluginApi*> Load() {
 }
 
 }  // namespace
+
+absl::Status CudaBuildStatus() {
+#if ASGD_HAVE_CUDA_PLUGIN
+  return absl::OkStatus();
+#else
+  return absl::UnavailableError(absl::StrCat(
+      "this asgd was built without CUDA support (", ASGD_CUDA_SEARCH,
+      "). To use --backend=cuda, install a CUDA toolkit with cuBLAS (12 or "
+      "later; NVIDIA's packages, not in Debian main), then rebuild with "
+      "CUDA_HOME set to it, or with nvcc on PATH, or with it at "
+      "/usr/local/cuda: `bazel sync --configure && bazel build "
+      "//worker:asgd_worker`. --backend=auto and --backend=cpu work "
+      "without it"));
+#endif
+}
 
 absl::StatusOr<const CudaPluginApi*> LoadCudaPlugin() {
   static const auto* const result =

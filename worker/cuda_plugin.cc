@@ -12,7 +12,8 @@ absl::StatusOr<std::unique_ptr<asgd::DnnBackend>> Create(
 }
 
 const asgd::CudaPluginApi kApi = {asgd::kCudaPluginAbiVersion, &Create,
-                                  &asgd::CudaDeviceName};
+                                  &asgd::CudaDeviceName,
+                                  &asgd::CudaDeviceStatus};
 
 }  // namespace
 

@@ -22,13 +22,15 @@
 
 namespace asgd {
 
-inline constexpr int kCudaPluginAbiVersion = 1;
+inline constexpr int kCudaPluginAbiVersion = 2;
 
 struct CudaPluginApi {
   int abi_version;
   absl::StatusOr<std::unique_ptr<DnnBackend>> (*create)(
       const DnnSpec& spec, int max_batch, const CudaDnnOptions& options);
   absl::StatusOr<std::string> (*device_name)(int device);
+  // OK when a CUDA device is usable, else kUnavailable with the reason.
+  absl::Status (*device_status)();
 };
 
 }  // namespace asgd

@@ -22,6 +22,7 @@
 #include "common/metrics_flags.h"
 #include "corpus/corpus_io.h"
 #include "worker/backend_factory.h"
+#include "worker/cuda_loader.h"
 #include "worker/cuda_options.h"
 #include "worker/decentralized_metrics.h"
 #include "worker/decentralized_worker.h"
@@ -241,6 +242,12 @@ int Run() {
   if (!addresses.ok()) return Fail(addresses.status());
   auto wire_dtype = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) return Fail(wire_dtype.status());
+  // A build without CUDA cannot honour --backend=cuda: say so before
+  // connecting or loading the corpus (the plugin itself loads later, after
+  // the metrics endpoint).
+  if (absl::GetFlag(FLAGS_backend) == "cuda") {
+    if (absl::Status cuda = CudaBuildStatus(); !cuda.ok()) return Fail(cuda);
+  }
   SetBlasThreads(absl::GetFlag(FLAGS_blas_threads));
 
   // Metrics before anything else starts threads or connections.
