@@ -33,6 +33,7 @@ CTR_TIMINGS=()     # "label seconds" lines, printed by ctr_timings
 CTR_BG_PIDS=()     # processes started with ctr_bg, stopped at cleanup
 CTR_CLEANUP_HOOKS=()
 CTR_RUN=""
+CTR_RUNROOT=""
 
 # ctr_say MSG...: a progress line with the time since the check started.
 ctr_say() {
@@ -65,6 +66,16 @@ ctr_timings() {
   ctr_say "timings (seconds):"
   for line in "${CTR_TIMINGS[@]}"; do printf '    %-40s %6s\n' "${line% *}" "${line##* }"; done
   printf '    %-40s %6s\n' total $(( $(date +%s) - CTR_START ))
+}
+
+# ctr_logged LOG CMD...: runs CMD with its output to LOG; on failure shows
+# LOG's last lines. Returns CMD's status.
+ctr_logged() {
+  local log=$1 rc=0
+  shift
+  "$@" >"$log" 2>&1 || rc=$?
+  [ $rc -eq 0 ] || { tail -20 "$log" | sed 's/^/    | /' >&2; }
+  return $rc
 }
 
 # ctr_wait DESCRIPTION TIMEOUT_S CMD...: runs CMD every second until it
@@ -116,6 +127,9 @@ ctr_setup() {
   CTR_RUN=$(mktemp -d "$parent/$CTR_NAME-$(date +%Y%m%d-%H%M%S)-XXXX")
   CTR_LOGS=$CTR_RUN/logs
   mkdir -p "$CTR_LOGS" "$CTR_RUN/podman/tmp" "$CTR_RUN/podman/networks"
+  # podman refuses a run root path longer than 50 characters; it is per-boot
+  # state, so it goes to /run.
+  CTR_RUNROOT=$(mktemp -d /run/asgd-check-XXXXXX)
   trap ctr_cleanup EXIT
   trap 'echo; ctr_say "interrupted"; exit 130' INT TERM HUP
 
@@ -140,7 +154,7 @@ EOF
 [storage]
 driver = "overlay"
 graphroot = "$CTR_RUN/podman/storage"
-runroot = "$CTR_RUN/podman/runroot"
+runroot = "$CTR_RUNROOT"
 EOF
   export CONTAINERS_CONF=$CTR_RUN/podman/containers.conf
   export CONTAINERS_STORAGE_CONF=$CTR_RUN/podman/storage.conf
@@ -183,9 +197,8 @@ ctr_base_image() {
     rm -f "$CTR_CACHE"/debian-bookworm-minbase-*.tar*
     local rootfs=$CTR_RUN/rootfs
     ctr_say "base image: debootstrap --variant=minbase bookworm from $mirror (log: $CTR_LOGS/debootstrap.log)"
-    ctr_timed "debootstrap" debootstrap --variant=minbase bookworm "$rootfs" "$mirror" \
-      >"$CTR_LOGS/debootstrap.log" 2>&1 ||
-      { tail -20 "$CTR_LOGS/debootstrap.log" >&2; ctr_fail "debootstrap failed"; }
+    ctr_timed "debootstrap" ctr_logged "$CTR_LOGS/debootstrap.log" \
+      debootstrap --variant=minbase bookworm "$rootfs" "$mirror" || ctr_fail "debootstrap failed"
     # The image's apt uses the same mirror and the same sources as the host.
     rm -f "$rootfs/etc/apt/sources.list"
     cp /etc/apt/sources.list.d/debian.sources "$rootfs/etc/apt/sources.list.d/"
@@ -200,8 +213,8 @@ ctr_base_image() {
     (cd "$CTR_CACHE" && sha256sum "$(basename "$tar")" >"$tar.sha256")
   fi
   exec 9>&-
-  ctr_timed "base image import" podman import --quiet "$tar" localhost/debian:bookworm \
-    >"$CTR_LOGS/import.log" 2>&1 || { cat "$CTR_LOGS/import.log" >&2; ctr_fail "podman import failed"; }
+  ctr_timed "base image import" ctr_logged "$CTR_LOGS/import.log" \
+    podman import --quiet "$tar" localhost/debian:bookworm || ctr_fail "podman import failed"
   podman tag localhost/debian:bookworm docker.io/library/debian:bookworm
 }
 
@@ -234,19 +247,19 @@ ctr_leftovers() {
 # aardvark-dns, the podman service, docker-compose, anything started here),
 # other than this scan and the shells it runs in.
 ctr_run_processes() {
-  python3 - "$CTR_RUN/" <<'PY'
+  python3 - "$CTR_RUN/" "$CTR_RUNROOT" <<'PY'
 import os, sys
-needle = sys.argv[1].encode()
+needles = [a.encode() for a in sys.argv[1:] if a]
 parent, found = {}, []
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             parent[pid] = f.read().rsplit(b")", 1)[1].split()[1].decode()
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            hit = needle in f.read()
+            hit = any(n in f.read() for n in needles)
         if not hit:
             with open(f"/proc/{pid}/environ", "rb") as f:
-                hit = needle in f.read()
+                hit = any(n in f.read() for n in needles)
         if hit:
             found.append(pid)
     except (OSError, IndexError):
@@ -276,7 +289,14 @@ ctr_remove_all() {
   podman volume rm -a -f >/dev/null 2>&1 || true
   podman network ls --format '{{.Name}}' 2>/dev/null | grep -vx podman |
     xargs -r podman network rm -f >/dev/null 2>&1 || true
-  for i in "${CTR_BG_PIDS[@]}"; do kill "$i" 2>/dev/null || true; done
+  ctr_stop_bg
+}
+
+# ctr_stop_bg: stops the processes started with ctr_bg and their children
+# (e.g. a loop's sleep).
+ctr_stop_bg() {
+  local i
+  for i in "${CTR_BG_PIDS[@]}"; do pkill -TERM -P "$i" 2>/dev/null || true; kill "$i" 2>/dev/null || true; done
   for i in "${CTR_BG_PIDS[@]}"; do wait "$i" 2>/dev/null || true; done
   CTR_BG_PIDS=()
 }
@@ -297,8 +317,8 @@ ctr_cleanup() {
   podman rmi -a -f >/dev/null 2>&1 || true
   podman system reset --force >/dev/null 2>&1 || true
   local m
-  for m in $(findmnt -rn -o TARGET | grep -F "$CTR_RUN/" | sort -r); do umount -l "$m" 2>/dev/null || true; done
-  rm -rf "$CTR_RUN/podman" "$CTR_RUN/rootfs" "$CTR_RUN/clone"
+  for m in $(findmnt -rn -o TARGET | grep -F -e "$CTR_RUN/" -e "$CTR_RUNROOT/" | sort -r); do umount -l "$m" 2>/dev/null || true; done
+  rm -rf "$CTR_RUN/podman" "$CTR_RUN/rootfs" "$CTR_RUN/clone" "$CTR_RUNROOT"
   ctr_say "logs kept in $CTR_LOGS"
   exit $rc
 }
