@@ -318,7 +318,9 @@ ctr_cleanup() {
   podman system reset --force >/dev/null 2>&1 || true
   local m
   for m in $(findmnt -rn -o TARGET | grep -F -e "$CTR_RUN/" -e "$CTR_RUNROOT/" | sort -r); do umount -l "$m" 2>/dev/null || true; done
-  rm -rf "$CTR_RUN/podman" "$CTR_RUN/rootfs" "$CTR_RUN/clone" "$CTR_RUNROOT"
+  # Everything of the run but its logs.
+  find "$CTR_RUN" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} +
+  rm -rf "$CTR_RUNROOT"
   ctr_say "logs kept in $CTR_LOGS"
   exit $rc
 }
