@@ -71,7 +71,7 @@ class ConvLayer final : public Layer {
   std::vector<float> z_;          // [block_rows * positions, filters]
   std::vector<float> pooled_;     // [T', F', filters] of one row
   std::vector<int32_t> argmax_;   // [max_rows, T', F', filters]: position
-  std::vector<float> dpool_;      // [max_rows, out dim]: dout * act'
+  std::vector<float> dpool_;      // [out dim]: dout * act' of one row
 };
 
 }  // namespace asgd

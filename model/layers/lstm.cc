@@ -48,8 +48,10 @@ inline float Tanh(float x) { return 2.0f / (1.0f + Exp(-2.0f * x)) - 1.0f; }
 
 // One row of one step, forward: `g` holds the gate pre-activations [i f g o]
 // (4n) and receives their squashed values; c, tanh(c) and h are written.
-ASGD_LSTM_CLONES void CellForward(int n, float clip, const float* c_prev,
-                                  float* g, float* c, float* tc, float* h) {
+ASGD_LSTM_CLONES void CellForward(int n, float clip,
+                                  const float* __restrict c_prev,
+                                  float* __restrict g, float* __restrict c,
+                                  float* __restrict tc, float* __restrict h) {
   for (int j = 0; j < 2 * n; ++j) g[j] = Sigmoid(g[j]);
   float* gg = g + 2 * n;
   for (int j = 0; j < n; ++j) gg[j] = Tanh(gg[j]);
@@ -75,10 +77,14 @@ ASGD_LSTM_CLONES void CellForward(int n, float clip, const float* c_prev,
 // One row of one step, backward: from dL/dh (`dh`) and dL/dc carried from
 // the next step (`dc`, replaced by what goes on to the previous step),
 // writes the gate pre-activation gradients `dg` [4n].
-ASGD_LSTM_CLONES void CellBackward(int n, float clip, const float* g,
-                                   const float* c, const float* tc,
-                                   const float* c_prev, const float* dh,
-                                   float* dc, float* dg) {
+ASGD_LSTM_CLONES void CellBackward(int n, float clip,
+                                   const float* __restrict g,
+                                   const float* __restrict c,
+                                   const float* __restrict tc,
+                                   const float* __restrict c_prev,
+                                   const float* __restrict dh,
+                                   float* __restrict dc,
+                                   float* __restrict dg) {
   const float* gi = g;
   const float* gf = g + n;
   const float* gg = g + 2 * n;
