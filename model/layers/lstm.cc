@@ -14,13 +14,13 @@ namespace {
 #define ASGD_LSTM_CLONES \
   __attribute__((target_clones("arch=x86-64-v3", "default")))
 
-// exp(x) to about 2 ulp for x in [-87, 88] (clamped outside), written so
-// that loops over it vectorize: round x·log2(e) to n with the 1.5·2^23
-// trick, a degree-6 polynomial for exp(x - n·ln 2), and 2^n built in the
-// exponent bits.
+// exp(x) to about 2 ulp for x in [-87, 88] (clamped outside; NaN stays
+// NaN), written so that loops over it vectorize: round x·log2(e) to n with
+// the 1.5·2^23 trick, a degree-6 polynomial for exp(x - n·ln 2), and 2^n
+// built in the exponent bits.
 inline float Exp(float x) {
-  x = x > -87.0f ? x : -87.0f;
-  x = x < 88.0f ? x : 88.0f;
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
   constexpr float kRound = 12582912.0f;  // 1.5 · 2^23
   const float v = x * 1.44269504088896341f + kRound;
   const float n = v - kRound;
@@ -62,8 +62,8 @@ ASGD_LSTM_CLONES void CellForward(int n, float clip,
   if (clip > 0.0f) {
     for (int j = 0; j < n; ++j) {
       float v = gf[j] * c_prev[j] + gi[j] * gg[j];
-      v = v < clip ? v : clip;
-      c[j] = v > -clip ? v : -clip;
+      v = v > clip ? clip : v;  // (NaN stays NaN)
+      c[j] = v < -clip ? -clip : v;
     }
   } else {
     for (int j = 0; j < n; ++j) c[j] = gf[j] * c_prev[j] + gi[j] * gg[j];

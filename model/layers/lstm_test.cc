@@ -167,6 +167,30 @@ TEST(LstmLayerTest, ForwardMatchesAPlainLoop) {
   }
 }
 
+TEST(LstmLayerTest, LargeInputsSaturateAndNaNPropagates) {
+  for (const Variant& v : {Variants()[0], Variants()[2]}) {  // clip: [2]
+    const int rows = v.sequences * v.steps;
+    LstmLayer lstm(v.in_dim, v.lstm, rows);
+    Values s = RandomSetup(v, 3);
+    const int64_t out_dim = lstm.out_shape().dim();
+    std::vector<float> y(rows * out_dim);
+    // Gate inputs far beyond exp's range: finite outputs, within ±1.
+    for (float& x : s.x) x *= 1e4f;
+    lstm.Forward(s.params.data(), s.x.data(), v.sequences, v.steps, y.data());
+    for (float value : y) {
+      ASSERT_TRUE(std::isfinite(value)) << Describe(v);
+      ASSERT_LE(std::abs(value), 1.0f) << Describe(v);
+    }
+    // A NaN input reaches its sequence's outputs instead of vanishing.
+    s.x[0] = NAN;  // step 0 of sequence 0
+    lstm.Forward(s.params.data(), s.x.data(), v.sequences, v.steps, y.data());
+    EXPECT_TRUE(std::isnan(y[0])) << Describe(v);
+    EXPECT_TRUE(std::isnan(y[(rows - v.sequences) * out_dim]))  // last step
+        << Describe(v);
+    EXPECT_FALSE(std::isnan(y[out_dim])) << Describe(v);  // sequence 1
+  }
+}
+
 TEST(LstmLayerTest, RowsBeyondTheBatchAreNotTouched) {
   // A batch smaller than max_rows, in a buffer with room after it.
   const Variant v = Variants()[3];
