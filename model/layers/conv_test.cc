@@ -124,20 +124,36 @@ std::string Describe(const ModelSpec& spec, int layer) {
   return DescribeModel(spec) + ", layer " + std::to_string(layer);
 }
 
-// Random parameters (biases included) and inputs; checks every output of
-// `rows` rows against ReferenceConv.
+// Random parameters (biases included) uniform in ±0.5, inputs and output
+// gradients in ±1, for `rows` rows of conv layer `layer`.
+struct RandomBatch {
+  std::vector<float> params, x, dout;
+};
+
+RandomBatch MakeRandomBatch(const ModelSpec& spec, int layer, int rows,
+                            uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  RandomBatch b;
+  b.params.resize(LayerParamCount(spec, layer));
+  for (float& p : b.params) p = 0.5f * u(rng);
+  b.x.resize(int64_t{rows} * LayerInputShape(spec, layer).dim());
+  for (float& v : b.x) v = u(rng);
+  b.dout.resize(int64_t{rows} * LayerOutputShape(spec, layer).dim());
+  for (float& v : b.dout) v = u(rng);
+  return b;
+}
+
+// Checks every output of `rows` random rows against ReferenceConv.
 void ExpectForwardMatches(const ModelSpec& spec, int layer, int rows,
                           int block_rows, uint64_t seed) {
   const FeatureShape in = LayerInputShape(spec, layer);
   const ConvLayerSpec& c = spec.layers[layer].conv;
   ConvLayer conv(in, c, rows, block_rows);
   ASSERT_EQ(conv.out_shape(), LayerOutputShape(spec, layer));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> params(LayerParamCount(spec, layer));
-  for (float& p : params) p = 0.5f * u(rng);
-  std::vector<float> x(int64_t{rows} * in.dim());
-  for (float& v : x) v = u(rng);
+  const RandomBatch b = MakeRandomBatch(spec, layer, rows, seed);
+  const std::vector<float>& params = b.params;
+  const std::vector<float>& x = b.x;
   const int64_t out_dim = conv.out_shape().dim();
   std::vector<float> y(rows * out_dim, NAN);
   conv.Forward(params.data(), x.data(), rows, 1, y.data());
@@ -185,15 +201,12 @@ void ExpectBackwardMatchesReference(const ModelSpec& spec, int layer, int rows,
   const FeatureShape in = LayerInputShape(spec, layer);
   const ConvLayerSpec& c = spec.layers[layer].conv;
   ConvLayer conv(in, c, rows);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> params(LayerParamCount(spec, layer));
-  for (float& p : params) p = 0.5f * u(rng);
-  std::vector<float> x(int64_t{rows} * in.dim());
-  for (float& v : x) v = u(rng);
+  const RandomBatch b = MakeRandomBatch(spec, layer, rows, seed);
+  const std::vector<float>& params = b.params;
+  const std::vector<float>& x = b.x;
+  const std::vector<float>& weights = b.dout;
   const int64_t out_dim = conv.out_shape().dim();
-  std::vector<float> y(rows * out_dim), weights(rows * out_dim);
-  for (float& v : weights) v = u(rng);
+  std::vector<float> y(rows * out_dim);
   conv.Forward(params.data(), x.data(), rows, 1, y.data());
   std::vector<float> dparams(params.size(), NAN), dx(x.size(), NAN);
   conv.Backward(params.data(), x.data(), y.data(), weights.data(), rows, 1,
@@ -288,15 +301,11 @@ TEST(ConvLayerTest, BlockSizeDoesNotChangeTheGradients) {
   const int layer = 1, rows = 7;
   const FeatureShape in = LayerInputShape(spec, layer);
   const ConvLayerSpec& c = spec.layers[layer].conv;
-  std::mt19937_64 rng(3);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> params(LayerParamCount(spec, layer));
-  for (float& p : params) p = u(rng);
-  std::vector<float> x(int64_t{rows} * in.dim());
-  for (float& v : x) v = u(rng);
-  const int64_t out_size = int64_t{rows} * LayerOutputShape(spec, layer).dim();
-  std::vector<float> dout(out_size);
-  for (float& v : dout) v = u(rng);
+  const RandomBatch b = MakeRandomBatch(spec, layer, rows, 3);
+  const std::vector<float>& params = b.params;
+  const std::vector<float>& x = b.x;
+  const std::vector<float>& dout = b.dout;
+  const int64_t out_size = dout.size();
 
   auto gradients = [&](int block_rows, std::vector<float>* dparams,
                        std::vector<float>* din) {
