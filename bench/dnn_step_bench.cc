@@ -1,4 +1,4 @@
-// dnn_step_bench: times DnnBackend::ComputeGradient, one minibatch step of the
+// dnn_step_bench: times ModelBackend::ComputeGradient, one minibatch step of the
 // worker (forward, softmax cross-entropy, backward; no optimizer), on the
 // backends asked for, and prints a markdown table and CSV lines.
 //
@@ -19,7 +19,7 @@
 // this slightly overstates the work done; activations, softmax and bias sums
 // are not counted.)
 //
-// The CUDA step includes what the DnnBackend interface implies: uploading the
+// The CUDA step includes what the ModelBackend interface implies: uploading the
 // parameters and the batch, and downloading the gradient (2 x 4 bytes per
 // parameter per step), so at large widths it measures the host<->device link
 // as much as the GEMMs. bench/torch_dnn_step.py prints the same table for
@@ -43,18 +43,20 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
-#include "common/dnn_spec.h"
-#include "worker/backend_factory.h"
-#include "worker/dnn.h"
+#include "model/model_spec.h"
+#include "model/backend_factory.h"
+#include "model/backend.h"
 
 ABSL_FLAG(std::string, backends, "cpu,cuda",
           "Comma-separated backends to time: cpu, cuda, auto. A cuda backend "
           "on a machine without a CUDA device is skipped with a message.");
-ABSL_FLAG(int, input_dim, 440, "Input features per frame (with context).");
+ABSL_FLAG(int, input_dim, 440,
+          "Input values per row (11 stacked frames of 40 log-mel).");
 ABSL_FLAG(std::string, hidden, "2048,2048,2048,2048,2048",
           "Hidden layer widths, comma-separated (empty: none).");
 ABSL_FLAG(int, num_classes, 2000, "Output classes.");
-ABSL_FLAG(std::string, activation, "relu", "Hidden activation: relu, sigmoid.");
+ABSL_FLAG(std::string, activation, "relu",
+          "Hidden activation: relu, sigmoid or tanh.");
 ABSL_FLAG(std::string, batches, "256,1024",
           "Comma-separated minibatch sizes to time.");
 ABSL_FLAG(int, warmup, 3, "Untimed steps before each measurement.");
@@ -94,22 +96,23 @@ absl::StatusOr<std::vector<int>> ParsePositiveList(absl::string_view flag,
 }
 
 // Times `iters` calls of ComputeGradient after `warmup` untimed ones.
-absl::StatusOr<double> TimeSteps(DnnBackend& dnn,
+absl::StatusOr<double> TimeSteps(ModelBackend& dnn,
                                  const std::vector<float>& params,
                                  const std::vector<float>& inputs,
                                  const std::vector<int32_t>& labels, int batch,
                                  int warmup, int iters) {
   std::vector<float> grad(params.size());
-  const auto x = absl::MakeConstSpan(inputs).first(static_cast<size_t>(batch) *
-                                                   dnn.spec().input_dim);
-  const auto y = absl::MakeConstSpan(labels).first(batch);
+  const Batch step{batch, 1,
+                   absl::MakeConstSpan(inputs).first(
+                       static_cast<size_t>(batch) * dnn.spec().input_dim()),
+                   absl::MakeConstSpan(labels).first(batch)};
   for (int i = 0; i < warmup; ++i) {
-    auto r = dnn.ComputeGradient(params, x, y, absl::MakeSpan(grad));
+    auto r = dnn.ComputeGradient(params, step, absl::MakeSpan(grad));
     if (!r.ok()) return r.status();
   }
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) {
-    auto r = dnn.ComputeGradient(params, x, y, absl::MakeSpan(grad));
+    auto r = dnn.ComputeGradient(params, step, absl::MakeSpan(grad));
     if (!r.ok()) return r.status();
   }
   const auto end = std::chrono::steady_clock::now();
@@ -122,16 +125,17 @@ int Fail(const absl::Status& status) {
 }
 
 int Run() {
-  DnnSpec spec;
-  spec.input_dim = absl::GetFlag(FLAGS_input_dim);
+  // The DNN as a model of one row of input_dim values (no context to add).
+  ModelSpec spec;
+  spec.feature_dim = absl::GetFlag(FLAGS_input_dim);
+  spec.context = 0;
   spec.num_classes = absl::GetFlag(FLAGS_num_classes);
   auto hidden = ParseLayerSizes(absl::GetFlag(FLAGS_hidden));
   if (!hidden.ok()) return Fail(hidden.status());
-  spec.hidden = *hidden;
   auto activation = ParseActivation(absl::GetFlag(FLAGS_activation));
   if (!activation.ok()) return Fail(activation.status());
-  spec.activation = *activation;
-  if (absl::Status s = ValidateDnnSpec(spec); !s.ok()) return Fail(s);
+  for (int h : *hidden) spec.layers.push_back(LayerSpec::Dense(h, *activation));
+  if (absl::Status s = ValidateModelSpec(spec); !s.ok()) return Fail(s);
 
   auto batches = ParsePositiveList("batches", absl::GetFlag(FLAGS_batches));
   if (!batches.ok()) return Fail(batches.status());
@@ -141,7 +145,7 @@ int Run() {
     return Fail(
         absl::InvalidArgumentError("--warmup must be >= 0 and --iters >= 1"));
   }
-  std::vector<CudaDnnOptions::MathMode> maths;
+  std::vector<CudaOptions::MathMode> maths;
   for (absl::string_view m :
        absl::StrSplit(absl::GetFlag(FLAGS_cuda_math), ',', absl::SkipEmpty())) {
     auto mode = ParseCudaMathMode(m);
@@ -157,26 +161,20 @@ int Run() {
 
   int max_batch = 0;
   for (int b : *batches) max_batch = std::max(max_batch, b);
-  int64_t weights = 0;
-  for (int l = 0; l < spec.num_layers(); ++l) {
-    weights += int64_t{spec.layer_out(l)} * spec.layer_in(l);
-  }
-  const std::vector<float> params = InitialDnnParams(spec, 1);
+  const int64_t weights = TrainingMacsPerRow(spec) / 3;
+  const std::vector<float> params = InitialParams(spec, 1);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   std::uniform_int_distribution<int32_t> label(0, spec.num_classes - 1);
-  std::vector<float> inputs(static_cast<size_t>(max_batch) * spec.input_dim);
+  std::vector<float> inputs(static_cast<size_t>(max_batch) * spec.input_dim());
   for (float& v : inputs) v = normal(rng);
   std::vector<int32_t> labels(max_batch);
   for (int32_t& v : labels) v = label(rng);
 
   std::printf(
-      "# DNN step (ComputeGradient): input %d, hidden [%s], %d classes, %s; "
-      "%lld weights, %lld parameters\n",
-      spec.input_dim, absl::StrJoin(spec.hidden, ",").c_str(), spec.num_classes,
-      std::string(ActivationName(spec.activation)).c_str(),
-      static_cast<long long>(weights),
-      static_cast<long long>(DnnParamCount(spec)));
+      "# DNN step (ComputeGradient): %s; %lld weights, %lld parameters\n",
+      DescribeModel(spec).c_str(), static_cast<long long>(weights),
+      static_cast<long long>(ModelParamCount(spec)));
   std::printf(
       "# FLOPs per step = 6 x batch x weights; %d warm-up + %d timed "
       "steps per row\n",
@@ -189,7 +187,7 @@ int Run() {
     // The CPU backend has one math mode; CUDA (and "auto") one per --cuda_math.
     const size_t modes = cpu_only ? 1 : maths.size();
     for (size_t m = 0; m < modes; ++m) {
-      CudaDnnOptions options;
+      CudaOptions options;
       options.device = absl::GetFlag(FLAGS_cuda_device);
       options.math = maths[m];
       std::string note;
@@ -246,7 +244,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Times DnnBackend::ComputeGradient on the given backends.\n"
+      "Times ModelBackend::ComputeGradient on the given backends.\n"
       "  dnn_step_bench --backends=cpu,cuda --batches=256,1024 --iters=20");
   absl::ParseCommandLine(argc, argv);
   return asgd::Run();

@@ -38,11 +38,12 @@
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "common/chunking.h"
-#include "common/dnn_spec.h"
+#include "model/model_spec.h"
 #include "common/wire_codec.h"
 #include "server/grpc_server.h"
+#include "server/model_options.h"
 #include "server/param_store.h"
-#include "worker/grpc_param_client.h"
+#include "worker/ps/grpc_param_client.h"
 
 ABSL_FLAG(std::string, workers, "1,2,4,8",
           "Comma-separated numbers of simulated workers.");
@@ -96,13 +97,15 @@ struct Row {
 };
 
 int Run() {
-  DnnSpec spec;
-  spec.input_dim = absl::GetFlag(FLAGS_input_dim);
+  // The DNN, as a model of one row of input_dim values.
+  ModelSpec spec;
+  spec.feature_dim = absl::GetFlag(FLAGS_input_dim);
+  spec.context = 0;
   spec.num_classes = absl::GetFlag(FLAGS_num_classes);
   auto hidden = ParseLayerSizes(absl::GetFlag(FLAGS_hidden));
   if (!hidden.ok()) return Fail(hidden.status());
-  spec.hidden = *hidden;
-  if (absl::Status s = ValidateDnnSpec(spec); !s.ok()) return Fail(s);
+  for (int h : *hidden) spec.layers.push_back(LayerSpec::Dense(h, Activation::kRelu));
+  if (absl::Status s = ValidateModelSpec(spec); !s.ok()) return Fail(s);
   auto worker_counts = ParseCountList("workers", absl::GetFlag(FLAGS_workers));
   if (!worker_counts.ok()) return Fail(worker_counts.status());
   const double duration = absl::GetFlag(FLAGS_duration_s);
@@ -113,7 +116,7 @@ int Run() {
   }
 
   ParamStoreOptions options;
-  options.tensors = DnnTensors(spec);
+  SetModel(spec, &options);
   options.num_shards = absl::GetFlag(FLAGS_shards);
   options.optimizer.learning_rate = 0.01f;
   options.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
@@ -121,17 +124,16 @@ int Run() {
   const int max_workers =
       *std::max_element(worker_counts->begin(), worker_counts->end());
   options.queue_capacity = std::max(32, 2 * max_workers);
-  const std::vector<float> initial = InitialDnnParams(spec, 1);
+  const std::vector<float> initial = InitialParams(spec, 1);
   const int64_t n = initial.size();
   const double bytes = 4.0 * n;
 
   PrintMachine("server_capacity_bench");
   std::printf(
-      "# model %d-[%s]-%d: %lld parameters (%.1f MB); server: %d shard(s), "
+      "# model %s: %lld parameters (%.1f MB); server: %d shard(s), "
       "%s; workers: threads with a GrpcParamClient each, pull -> sleep %d ms "
       "-> push, %.1f s per point\n",
-      spec.input_dim, absl::StrJoin(spec.hidden, ",").c_str(), spec.num_classes,
-      static_cast<long long>(n), bytes / 1e6, options.num_shards,
+      DescribeModel(spec).c_str(), static_cast<long long>(n), bytes / 1e6, options.num_shards,
       options.optimizer.momentum > 0 ? "momentum SGD" : "plain SGD", compute_ms,
       duration);
 
@@ -143,7 +145,7 @@ int Run() {
   if (!server.ok()) return Fail(server.status());
   std::vector<std::unique_ptr<GrpcParamClient>> clients;
   for (int w = 0; w < max_workers; ++w) {
-    GrpcClientOptions copts;
+    PoolClientOptions copts;
     copts.worker_id = w;
     copts.connect_timeout = absl::Seconds(10);
     copts.rpc_timeout = absl::Seconds(300);

@@ -61,9 +61,11 @@
 #include "bench/bench_util.h"
 #include "common/model_layout.h"
 #include "common/wire_codec.h"
+#include "model/model_spec.h"
 #include "server/grpc_server.h"
+#include "server/model_options.h"
 #include "server/param_store.h"
-#include "worker/grpc_param_client.h"
+#include "worker/ps/grpc_param_client.h"
 
 ABSL_FLAG(
     std::string, payloads, "64K,1M,16M,256M",
@@ -417,10 +419,18 @@ int Run() {
       std::vector<std::unique_ptr<GrpcParamClient>> clients;
       std::vector<std::vector<uint64_t>> versions(max_streams);
       if (do_grpc) {
+        // A model of n floats: a softmax layer of `classes` outputs over
+        // n / classes - 1 inputs (n is a multiple of 1024, or small).
         ParamStoreOptions options;
-        const int64_t bias = std::min<int64_t>(1024, n / 2);
-        options.tensors = {{"layer0/weight", {n - bias}},
-                           {"layer0/bias", {bias}}};
+        ModelSpec spec;
+        spec.num_classes = static_cast<int>(std::min<int64_t>(1024, n / 2));
+        spec.feature_dim = static_cast<int>(n / spec.num_classes - 1);
+        spec.context = 0;
+        if (ModelParamCount(spec) != n) {
+          return Fail(absl::InvalidArgumentError(absl::StrCat(
+              n, " floats is not a multiple of ", spec.num_classes)));
+        }
+        SetModel(spec, &options);
         options.num_shards = shards;
         options.optimizer.learning_rate = 0.01f;
         options.max_chunk_elements = chunk;
@@ -430,7 +440,7 @@ int Run() {
         if (!started.ok()) return Fail(started.status());
         server = std::move(*started);
         for (int s = 0; s < max_streams; ++s) {
-          GrpcClientOptions copts;
+          PoolClientOptions copts;
           copts.worker_id = s;
           copts.connect_timeout = absl::Seconds(10);
           copts.rpc_timeout = absl::Seconds(600);

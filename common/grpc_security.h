@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/security_options.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
@@ -43,21 +44,6 @@
 #include "grpcpp/support/server_interceptor.h"
 
 namespace asgd {
-
-struct SecurityOptions {
-  // PEM files. Server: its certificate chain and key (TLS on when set);
-  // tls_ca: CA that signs client certificates (mutual TLS when
-  // require_client_cert). Client: tls_ca verifies the server (TLS on when
-  // set); tls_cert/tls_key: its client certificate for mutual TLS.
-  std::string tls_cert;
-  std::string tls_key;
-  std::string tls_ca;
-  bool require_client_cert = false;
-  // Client: expected name in the server's certificate, if not the host name.
-  std::string tls_server_name;
-  // Shared bearer token (empty: none). Read from a file by the mains.
-  std::string token;
-};
 
 // Server credentials: insecure when tls_cert is empty, else TLS with
 // tls_cert/tls_key (and, with require_client_cert, client certificates that

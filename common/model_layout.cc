@@ -14,7 +14,8 @@ namespace asgd {
 
 absl::StatusOr<ModelLayout> ModelLayout::Create(std::vector<TensorSpec> tensors,
                                                 int num_servers,
-                                                int num_shards) {
+                                                int num_shards,
+                                                std::string model_id) {
   if (tensors.empty()) {
     return absl::InvalidArgumentError("model has no tensors");
   }
@@ -24,6 +25,7 @@ absl::StatusOr<ModelLayout> ModelLayout::Create(std::vector<TensorSpec> tensors,
         " num_shards=", num_shards));
   }
   ModelLayout layout;
+  layout.model_id_ = std::move(model_id);
   absl::flat_hash_set<std::string> names;
   int64_t offset = 0;
   for (const TensorSpec& t : tensors) {
@@ -95,6 +97,7 @@ std::vector<Slice> ModelLayout::SlicesOf(FlatRange range) const {
 std::string ModelLayout::Fingerprint() const {
   // FNV-1a over a canonical text form.
   std::string text = absl::StrCat(num_servers_, "x", num_shards_);
+  if (!model_id_.empty()) absl::StrAppend(&text, "@", model_id_);
   for (const TensorSpec& t : tensors_) {
     absl::StrAppend(&text, ";", t.name, ":", absl::StrJoin(t.shape, ","));
   }

@@ -8,8 +8,10 @@
 // one contiguous flat range, and each of its shards a contiguous sub-range.
 // A Slice is the intersection of such a range with one tensor.
 //
-// Server and worker compute the same layout from the same tensor list and pool
-// shape; Fingerprint() lets them check that they agree.
+// Server and worker compute the same layout from the same tensor list, pool
+// shape and model identity (an opaque string, e.g. a digest of the model's
+// spec, so that two models with the same tensors but different math differ);
+// Fingerprint() lets them check that they agree.
 //
 // Thread-safety: immutable after Create(); safe to share across threads.
 #ifndef ASGD_COMMON_MODEL_LAYOUT_H_
@@ -52,7 +54,8 @@ class ModelLayout {
   // InvalidArgument for an empty tensor list, duplicate or empty names,
   // non-positive dimensions, or a pool shape below 1.
   static absl::StatusOr<ModelLayout> Create(std::vector<TensorSpec> tensors,
-                                            int num_servers, int num_shards);
+                                            int num_servers, int num_shards,
+                                            std::string model_id = "");
 
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   int64_t tensor_size(int t) const { return sizes_[t]; }
@@ -71,13 +74,17 @@ class ModelLayout {
   // `range` cut at tensor boundaries, in flat order.
   std::vector<Slice> SlicesOf(FlatRange range) const;
 
-  // A stable hex digest of tensor names, shapes and the pool shape.
+  const std::string& model_id() const { return model_id_; }
+
+  // A stable hex digest of tensor names, shapes, the pool shape and the
+  // model identity.
   std::string Fingerprint() const;
 
  private:
   ModelLayout() = default;
 
   std::vector<TensorSpec> tensors_;
+  std::string model_id_;
   std::vector<int64_t> sizes_;
   std::vector<int64_t> offsets_;
   std::vector<int64_t> shard_bounds_;  // num_servers*num_shards + 1 entries

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "common/grpc_security.h"
 
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain: the server's (turns TLS on), or the "

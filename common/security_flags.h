@@ -7,7 +7,7 @@
 #define ASGD_COMMON_SECURITY_FLAGS_H_
 
 #include "absl/status/statusor.h"
-#include "common/grpc_security.h"
+#include "common/security_options.h"
 
 namespace asgd {
 

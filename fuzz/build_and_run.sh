@@ -110,19 +110,23 @@ CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wno-sign-compare
           "${SAN[@]}" -fsanitize=fuzzer-no-link -I"$ROOT" -I"$BUILD/gen")
 
 # Rebuild only when a source, header, flag or the compiler changed.
-stamp="$({ for f in "${LIB_SRCS[@]}" "${HDRS[@]}" "${FUZZ_SRCS[@]}" proto/asgd.proto; do
+stamp="$({ for f in "${LIB_SRCS[@]}" "${HDRS[@]}" "${FUZZ_SRCS[@]}" proto/asgd.proto proto/model.proto; do
              echo "$f"; cat "$(src "$f")"; done
            echo "${CXXFLAGS[*]}"; "$CXX" --version; } | sha256sum | cut -c1-16)"
 if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
   start=$(date +%s)
   rm -f "$BUILD/stamp" "$BUILD"/obj/*.o
-  protoc --proto_path="$ROOT" --cpp_out="$BUILD/gen" "$ROOT/proto/asgd.proto"
+  protoc --proto_path="$ROOT" --cpp_out="$BUILD/gen" "$ROOT/proto/asgd.proto" \
+    "$ROOT/proto/model.proto"
   # One compiler per core; each object named after the repository file.
   jobs_max="$(nproc 2>/dev/null || echo 2)"
   pids=()
-  for f in proto/asgd.pb.cc "${LIB_SRCS[@]}" "${FUZZ_SRCS[@]}"; do
+  for f in proto/asgd.pb.cc proto/model.pb.cc "${LIB_SRCS[@]}" "${FUZZ_SRCS[@]}"; do
     obj="$BUILD/obj/$(basename "${f%.cc}").o"
-    if [ "$f" = proto/asgd.pb.cc ]; then in="$BUILD/gen/$f"; else in="$(src "$f")"; fi
+    case "$f" in
+      proto/*.pb.cc) in="$BUILD/gen/$f" ;;
+      *) in="$(src "$f")" ;;
+    esac
     "$CXX" "${CXXFLAGS[@]}" -c "$in" -o "$obj" &
     pids+=($!)
     if [ "${#pids[@]}" -ge "$jobs_max" ]; then
@@ -138,11 +142,11 @@ if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
   "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/push_fuzzer" "$O/push_fuzzer.o" \
     "$O/push_assembler.o" "$O/param_store.o" "$O/shard.o" "$O/optimizer.o" \
     "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
-    "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "${LIBS[@]}"
+    "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
   "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
     "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "${LIBS[@]}"
   "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" \
-    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "${LIBS[@]}"
+    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
   echo "$stamp" > "$BUILD/stamp"
   echo "build_and_run: built with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
 fi

@@ -233,6 +233,10 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
   description_.set_max_chunk_elements(store->options().max_chunk_elements);
   description_.add_wire_dtypes(asgd::v1::FLOAT32);
   description_.add_wire_dtypes(asgd::v1::BFLOAT16);
+  if (!description_.mutable_model()->ParseFromString(
+          store->options().model_spec)) {
+    description_.clear_model();
+  }
   for (const auto& [key, value] : store->options().attributes) {
     (*description_.mutable_model_attributes())[key] = value;
   }

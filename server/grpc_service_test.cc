@@ -11,13 +11,14 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/chunking.h"
-#include "common/dnn_spec.h"
+#include "model/model_spec.h"
 #include "common/wire_codec.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/asgd.grpc.pb.h"
 #include "server/grpc_server.h"
+#include "server/model_options.h"
 #include "server/push_test_cases.h"
 
 namespace asgd {
@@ -43,12 +44,13 @@ class RejectionWatcher : public StoreObserver {
 class GrpcServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    DnnSpec spec;
-    spec.input_dim = 20;
-    spec.hidden = {16};
+    ModelSpec spec;
+    spec.feature_dim = 20;
+    spec.context = 0;
+    spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
     spec.num_classes = 5;
     ParamStoreOptions o;
-    o.tensors = DnnTensors(spec);
+    SetModel(spec, &o);
     o.num_servers = 2;
     o.server_index = 0;
     o.num_shards = 2;
@@ -56,7 +58,7 @@ class GrpcServiceTest : public ::testing::Test {
     o.max_chunk_elements = 64;  // many chunks per push
     o.observer = &watcher_;
     auto server =
-        GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1", 0);
+        GrpcServer::Start(o, InitialParams(spec, 1), "127.0.0.1", 0);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     auto channel = grpc::CreateChannel(server_->local_address(),

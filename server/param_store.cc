@@ -73,7 +73,7 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ParamStore::Create(
   ASGD_ASSIGN_OR_RETURN(
       ModelLayout layout,
       ModelLayout::Create(options.tensors, options.num_servers,
-                          options.num_shards));
+                          options.num_shards, options.model_id));
   if (options.server_index < 0 || options.server_index >= options.num_servers) {
     return absl::InvalidArgumentError(
         absl::StrCat("server_index ", options.server_index,

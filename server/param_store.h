@@ -109,8 +109,13 @@ struct ParamStoreOptions {
   int sync_workers = 0;
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
   // Served by DescribeModel so workers build the same model (e.g.
-  // {"activation", "relu"}); the store itself does not read them.
+  // {"learning_rate", "0.05"}); the store itself does not read them.
   std::map<std::string, std::string> attributes;
+  // The model: a serialized asgd.v1.ModelSpec that DescribeModel publishes,
+  // and its identity (e.g. a digest of the spec), part of the layout
+  // fingerprint and so of every checkpoint. Opaque to the store.
+  std::string model_spec;
+  std::string model_id;
   // Monitoring hooks (may be null); must outlive the store.
   StoreObserver* observer = nullptr;
 };

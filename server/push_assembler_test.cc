@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/chunking.h"
-#include "common/dnn_spec.h"
+#include "model/model_spec.h"
 #include "gtest/gtest.h"
 #include "proto/asgd.pb.h"
 #include "server/param_store.h"
@@ -27,17 +27,18 @@ using asgd::v1::PushChunk;
 class PushAssemblerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    DnnSpec spec;
-    spec.input_dim = 20;
-    spec.hidden = {16};
+    ModelSpec spec;
+    spec.feature_dim = 20;
+    spec.context = 0;
+    spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
     spec.num_classes = 5;
     ParamStoreOptions o;
-    o.tensors = DnnTensors(spec);
+    o.tensors = ModelTensors(spec);
     o.num_servers = 2;
     o.server_index = 0;
     o.num_shards = 2;
     o.max_chunk_elements = 64;  // many chunks per push
-    auto store = ParamStore::Create(o, InitialDnnParams(spec, 1));
+    auto store = ParamStore::Create(o, InitialParams(spec, 1));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     plan_ = PlanChunks(store_->layout(), store_->range(), 64);

@@ -24,13 +24,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "common/cli.h"
-#include "common/dnn_spec.h"
+#include "model/model_presets.h"
+#include "model/model_spec.h"
+#include "model/model_spec_proto.h"
 #include "common/metrics_endpoint.h"
 #include "common/metrics_flags.h"
 #include "common/security_flags.h"
 #include "server/checkpoint.h"
 #include "server/grpc_server.h"
 #include "server/health_probe.h"
+#include "server/model_options.h"
 #include "server/param_store.h"
 #include "server/server_metrics.h"
 
@@ -42,10 +45,34 @@ ABSL_FLAG(int, server_index, 0, "This process's index in the pool [0, num_server
 ABSL_FLAG(int, num_servers, 1, "Number of server processes in the pool.");
 ABSL_FLAG(int, num_shards, 2,
           "Shards in this process, each with one apply thread.");
-ABSL_FLAG(int, input_dim, 440, "Model input size (11 frames x 40 log-mel).");
-ABSL_FLAG(std::string, hidden, "512,512", "Hidden layer sizes, comma-separated.");
+ABSL_FLAG(std::string, model, "dnn",
+          "The model kind: dnn, cnn, lstm or blstm, shaped by the flags "
+          "below (see model/model_presets.h); --model_config for anything "
+          "else.");
+ABSL_FLAG(std::string, model_config, "",
+          "A model config file (protobuf text of asgd.v1.ModelSpec, see "
+          "proto/model.proto): any layer graph. Replaces --model and the "
+          "shape flags.");
+ABSL_FLAG(int, feature_dim, 40, "Features per frame (40 log-mel bins).");
+ABSL_FLAG(int, context, -1,
+          "Frames of context on each side stacked into one input row "
+          "(-1: 5 for dnn and cnn, 0 for lstm and blstm).");
 ABSL_FLAG(int, num_classes, 40, "Output classes (frame labels).");
-ABSL_FLAG(std::string, activation, "relu", "Hidden activation: relu or sigmoid.");
+ABSL_FLAG(std::string, hidden, "auto",
+          "Dense layer sizes, comma-separated (\"\": none; auto: 512,512 "
+          "for dnn, 512 for cnn, none for lstm and blstm); for cnn, lstm and "
+          "blstm they follow the conv or LSTM layers.");
+ABSL_FLAG(std::string, activation, "relu",
+          "Activation of dense and conv layers: relu, sigmoid or tanh.");
+ABSL_FLAG(int, conv_filters, 32,
+          "cnn: filters of the first conv layer (3x8 over time x frequency, "
+          "max-pool 1x3); the second has twice as many (3x4).");
+ABSL_FLAG(int, lstm_layers, 2, "lstm, blstm: LSTM layers.");
+ABSL_FLAG(int, lstm_cells, 256, "lstm, blstm: cells per LSTM (per direction).");
+ABSL_FLAG(int, lstm_projection, 0,
+          "lstm, blstm: recurrent projection size (0: none).");
+ABSL_FLAG(double, cell_clip, 0,
+          "lstm, blstm: clip LSTM cell values to +-this (0: no clipping).");
 ABSL_FLAG(double, learning_rate, 0.05, "Server-side learning rate.");
 ABSL_FLAG(double, momentum, 0.0, "Momentum in [0, 1); 0 is plain SGD.");
 ABSL_FLAG(bool, nesterov, false,
@@ -112,26 +139,32 @@ int Run() {
     std::printf("%s SERVING\n", probe.c_str());
     return 0;
   }
-  DnnSpec spec;
-  spec.input_dim = absl::GetFlag(FLAGS_input_dim);
-  spec.num_classes = absl::GetFlag(FLAGS_num_classes);
-  auto hidden = ParseLayerSizes(absl::GetFlag(FLAGS_hidden));
-  auto activation = ParseActivation(absl::GetFlag(FLAGS_activation));
-  if (!hidden.ok() || !activation.ok()) {
-    std::fprintf(stderr, "asgd_server: %s\n",
-                 (!hidden.ok() ? hidden.status() : activation.status())
-                     .ToString().c_str());
-    return 2;
+  absl::StatusOr<ModelSpec> spec;
+  if (const std::string config = absl::GetFlag(FLAGS_model_config);
+      !config.empty()) {
+    spec = ReadModelConfig(config);
+  } else {
+    ModelShapeOptions shape;
+    shape.kind = absl::GetFlag(FLAGS_model);
+    shape.feature_dim = absl::GetFlag(FLAGS_feature_dim);
+    shape.context = absl::GetFlag(FLAGS_context);
+    shape.num_classes = absl::GetFlag(FLAGS_num_classes);
+    shape.hidden = absl::GetFlag(FLAGS_hidden);
+    shape.activation = absl::GetFlag(FLAGS_activation);
+    shape.conv_filters = absl::GetFlag(FLAGS_conv_filters);
+    shape.lstm_layers = absl::GetFlag(FLAGS_lstm_layers);
+    shape.lstm_cells = absl::GetFlag(FLAGS_lstm_cells);
+    shape.lstm_projection = absl::GetFlag(FLAGS_lstm_projection);
+    shape.cell_clip = static_cast<float>(absl::GetFlag(FLAGS_cell_clip));
+    spec = PresetModel(shape);
   }
-  spec.hidden = *hidden;
-  spec.activation = *activation;
-  if (absl::Status s = ValidateDnnSpec(spec); !s.ok()) {
-    std::fprintf(stderr, "asgd_server: %s\n", s.ToString().c_str());
+  if (!spec.ok()) {
+    std::fprintf(stderr, "asgd_server: %s\n", spec.status().ToString().c_str());
     return 2;
   }
 
   ParamStoreOptions options;
-  options.tensors = DnnTensors(spec);
+  SetModel(*spec, &options);
   options.server_index = absl::GetFlag(FLAGS_server_index);
   options.num_servers = absl::GetFlag(FLAGS_num_servers);
   options.num_shards = absl::GetFlag(FLAGS_num_shards);
@@ -154,7 +187,6 @@ int Run() {
   options.staleness_lr_scale = *st_scale;
   options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
   options.max_staleness = absl::GetFlag(FLAGS_max_staleness);
-  options.attributes["activation"] = std::string(ActivationName(spec.activation));
   options.attributes["learning_rate"] = absl::StrCat(options.optimizer.learning_rate);
   options.attributes["sync_workers"] = absl::StrCat(options.sync_workers);
   // Metrics first: the store reports into them from its first update.
@@ -170,7 +202,7 @@ int Run() {
   std::optional<StoreSnapshot> restored;
   if (!checkpoint_dir.empty()) {
     auto layout = ModelLayout::Create(options.tensors, options.num_servers,
-                                      options.num_shards);
+                                      options.num_shards, options.model_id);
     if (!layout.ok()) return Fail(layout.status());
     auto read = ReadCheckpoint(checkpoint_dir, *layout, options.server_index,
                                options.optimizer.momentum > 0);
@@ -178,7 +210,7 @@ int Run() {
     restored = *std::move(read);
   }
   auto server = GrpcServer::Start(
-      options, InitialDnnParams(spec, absl::GetFlag(FLAGS_seed)),
+      options, InitialParams(*spec, absl::GetFlag(FLAGS_seed)),
       absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics,
       *security, restored.has_value() ? &*restored : nullptr);
   if (!server.ok()) {
@@ -190,10 +222,10 @@ int Run() {
   const int port = (*server)->port();
   const ModelLayout& layout = store->layout();
   std::printf(
-      "asgd_server %d/%d listening on %s:%d (model %lld params, this server "
-      "%lld in %d shards, fingerprint %s)\n",
+      "asgd_server %d/%d listening on %s:%d (model %s, %lld params, this "
+      "server %lld in %d shards, fingerprint %s)\n",
       options.server_index, options.num_servers,
-      absl::GetFlag(FLAGS_host).c_str(), port,
+      absl::GetFlag(FLAGS_host).c_str(), port, DescribeModel(*spec).c_str(),
       static_cast<long long>(layout.total_size()),
       static_cast<long long>(store->range().size()), options.num_shards,
       layout.Fingerprint().c_str());

@@ -14,17 +14,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/dnn_spec.h"
+#include "model/model_spec.h"
 #include "corpus/corpus_io.h"
 #include "gtest/gtest.h"
 #include "tests/test_corpus.h"
 #include "tests/test_pool.h"
 #include "server/grpc_server.h"
-#include "worker/decentralized_worker.h"
-#include "worker/dnn.h"
-#include "worker/frames.h"
-#include "worker/grpc_param_client.h"
-#include "worker/trainer.h"
+#include "tests/test_worker.h"
+#include "worker/loop/loop.h"
+#include "worker/peer/decentralized_worker.h"
+#include "worker/ps/connect.h"
 
 namespace asgd {
 namespace {
@@ -82,9 +81,10 @@ TEST_P(DecentralizedEndToEndTest, WorkersLearnTheCorpusTogether) {
   const Variant& v = GetParam();
   auto corpus = corpus::LoadCorpus(*corpus_dir_);
   ASSERT_TRUE(corpus.ok()) << corpus.status();
-  DnnSpec spec;
-  spec.input_dim = 11 * corpus->info.feature_dim;
-  spec.hidden = {256};
+  ModelSpec spec;
+  spec.feature_dim = corpus->info.feature_dim;
+  spec.context = 5;
+  spec.layers = {LayerSpec::Dense(256, Activation::kRelu)};
   spec.num_classes = corpus->info.num_classes;
   auto pool = StartTestPool(spec, /*num_servers=*/2, /*num_shards=*/1, 0.05f);
   ASSERT_TRUE(pool.ok()) << pool.status();
@@ -92,7 +92,6 @@ TEST_P(DecentralizedEndToEndTest, WorkersLearnTheCorpusTogether) {
 
   const int n = v.workers;
   const double epochs = 4;
-  FrameData heldout(corpus->info, corpus->heldout, 5);
   PeerDirectory directory(n);
   std::vector<absl::StatusOr<DecentralizedWorkerResult>> results(
       n, absl::UnknownError("not run"));
@@ -100,26 +99,30 @@ TEST_P(DecentralizedEndToEndTest, WorkersLearnTheCorpusTogether) {
   std::vector<std::thread> threads;
   for (int w = 0; w < n; ++w) {
     threads.emplace_back([&, w] {
-      FrameData train(corpus->info, corpus->train, 5, w, n);
-      GrpcClientOptions co;
+      PoolClientOptions co;
       co.worker_id = w;
-      auto client = GrpcParamClient::Create(addresses, co);
+      auto client = ConnectToPool(addresses, co);
       if (!client.ok()) {
         results[w] = client.status();
         return;
       }
-      auto dnn = CreateCpuDnn(spec, 128);
+      auto data = MakeWorkerData(*corpus, spec, w, n, 128);
+      if (!data.ok()) {
+        results[w] = data.status();
+        return;
+      }
       DecentralizedWorkerOptions o;
-      o.train.worker_index = w;
-      o.train.batch_size = 128;
-      o.train.epochs = epochs;
-      o.train.log_every = 50;
-      o.train.eval_every = w == 0 ? 100 : 0;
-      o.train.eval_frames = 2000;
+      LoopOptions& loop = o.decentralized.loop;
+      loop.worker_index = w;
+      loop.batch_size = 128;
+      loop.epochs = epochs;
+      loop.log_every = 50;
+      loop.eval_every = w == 0 ? 100 : 0;
+      loop.eval_frames = 2000;
       if (v.mode == DecentralizedMode::kAllreduce) {
-        o.train.local_learning_rate = 0.05f * n;  // as the sync baseline
-        o.train.max_steps = LockstepSteps(epochs, corpus->train_frames, n, 128);
-        o.train.epochs = 0;
+        o.local_learning_rate = 0.05f * n;  // as the sync baseline
+        loop.max_steps = LockstepSteps(epochs, corpus->train_frames, n, 128);
+        loop.epochs = 0;
       }
       o.decentralized.mode = v.mode;
       o.decentralized.delay_by_one = v.delay_by_one;
@@ -131,8 +134,9 @@ TEST_P(DecentralizedEndToEndTest, WorkersLearnTheCorpusTogether) {
       o.resolve_peers = [&directory, w](int port) {
         return directory.Register(w, port);
       };
-      results[w] = RunDecentralizedWorker(o, client->get(), dnn->get(), &train,
-                                          &heldout, &logs[w]);
+      results[w] = RunDecentralizedWorker(o, client->get(), data->backend.get(),
+                                          data->train.get(), data->heldout.get(),
+                                          &logs[w]);
     });
   }
   for (auto& t : threads) t.join();
@@ -160,17 +164,18 @@ TEST_P(DecentralizedEndToEndTest, WorkersLearnTheCorpusTogether) {
   EXPECT_NE(logs[0].str().find("worker 0 eval t="), std::string::npos);
 
   // Worker 0 handed its final model to the servers: evaluate it there.
-  auto client = GrpcParamClient::Create(addresses, {});
+  auto client = ConnectToPool(addresses, {});
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<float> params((*client)->layout().total_size());
   std::vector<uint64_t> versions;
   ASSERT_TRUE((*client)->Pull(absl::MakeSpan(params), &versions).ok());
   EXPECT_EQ(params, results[0]->run.train.params);
-  auto dnn = CreateCpuDnn(spec, 512);
-  ASSERT_TRUE(dnn.ok());
-  auto accuracy = EvaluateAccuracy(dnn->get(), params, heldout, 512);
+  auto data = MakeWorkerData(*corpus, spec, 0, 1, 512);
+  ASSERT_TRUE(data.ok()) << data.status();
+  auto accuracy = EvaluateAccuracy(data->backend.get(), params, *data->heldout,
+                                   data->shape.examples);
   ASSERT_TRUE(accuracy.ok()) << accuracy.status();
-  const double majority = heldout.MajorityClassRate();
+  const double majority = data->heldout->MajorityClassRate();
   std::cout << v.name << ": held-out frame accuracy of the servers' model "
             << 100 * *accuracy << "% (majority class " << 100 * majority
             << "%, chance " << 100.0 / spec.num_classes << "%)\n";

@@ -9,17 +9,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/dnn_spec.h"
+#include "model/model_spec.h"
 #include "common/wire_codec.h"
 #include "corpus/corpus_io.h"
 #include "gtest/gtest.h"
 #include "tests/test_corpus.h"
 #include "tests/test_pool.h"
 #include "server/grpc_server.h"
-#include "worker/dnn.h"
-#include "worker/frames.h"
-#include "worker/grpc_param_client.h"
-#include "worker/trainer.h"
+#include "tests/test_worker.h"
+#include "worker/ps/connect.h"
+#include "worker/ps/trainer.h"
 
 namespace asgd {
 namespace {
@@ -42,9 +41,10 @@ TEST_P(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
   auto corpus = corpus::LoadCorpus(*corpus_dir_);
   ASSERT_TRUE(corpus.ok()) << corpus.status();
 
-  DnnSpec spec;
-  spec.input_dim = 11 * corpus->info.feature_dim;
-  spec.hidden = {256};
+  ModelSpec spec;
+  spec.feature_dim = corpus->info.feature_dim;
+  spec.context = 5;
+  spec.layers = {LayerSpec::Dense(256, Activation::kRelu)};
   spec.num_classes = corpus->info.num_classes;
   auto pool = StartTestPool(spec, /*num_servers=*/2, /*num_shards=*/2, 0.05f);
   ASSERT_TRUE(pool.ok()) << pool.status();
@@ -53,34 +53,32 @@ TEST_P(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
   // Addresses in reverse order: the client sorts the pool by server index.
   std::swap(addresses[0], addresses[1]);
 
-  FrameData heldout(corpus->info, corpus->heldout, 5);
   const int kWorkers = 2;
   std::vector<absl::StatusOr<TrainResult>> results(kWorkers);
   std::vector<std::ostringstream> logs(kWorkers);
   std::vector<std::thread> threads;
   for (int w = 0; w < kWorkers; ++w) {
     threads.emplace_back([&, w] {
-      FrameData train(corpus->info, corpus->train, 5, w, kWorkers);
-      GrpcClientOptions co;
+      PoolClientOptions co;
       co.worker_id = w;
       co.wire_dtype = GetParam();
-      auto client = GrpcParamClient::Create(addresses, co);
+      auto client = ConnectToPool(addresses, co);
       if (!client.ok()) {
         results[w] = client.status();
         return;
       }
-      auto pool_spec = DnnSpecFromPool(**client);
-      if (!pool_spec.ok()) {
-        results[w] = pool_spec.status();
+      auto data = MakeWorkerData(*corpus, (*client)->model(), w, kWorkers, 128);
+      if (!data.ok()) {
+        results[w] = data.status();
         return;
       }
-      auto dnn = CreateCpuDnn(*pool_spec, 128);
       TrainerOptions to;
-      to.worker_index = w;
-      to.batch_size = 128;
-      to.epochs = 6;
-      to.log_every = 50;
-      Trainer trainer(client->get(), dnn->get(), &train, &heldout, to, &logs[w]);
+      to.loop.worker_index = w;
+      to.loop.batch_size = 128;
+      to.loop.epochs = 6;
+      to.loop.log_every = 50;
+      Trainer trainer(client->get(), data->backend.get(), data->train.get(),
+                      data->heldout.get(), to, &logs[w]);
       results[w] = trainer.Run();
     });
   }
@@ -101,18 +99,19 @@ TEST_P(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
     for (uint64_t r : stats.rejected) EXPECT_EQ(r, 0u);
   }
   // The pool's final model, after every push of both workers.
-  auto client = GrpcParamClient::Create(addresses, {});
+  auto client = ConnectToPool(addresses, {});
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<float> params((*client)->layout().total_size());
   std::vector<uint64_t> versions;
   ASSERT_TRUE((*client)->Pull(absl::MakeSpan(params), &versions).ok());
   EXPECT_EQ(versions, std::vector<uint64_t>(2, total_steps));
-  auto dnn = CreateCpuDnn(spec, 512);
-  ASSERT_TRUE(dnn.ok());
-  auto accuracy = EvaluateAccuracy(dnn->get(), params, heldout, 512);
+  auto data = MakeWorkerData(*corpus, spec, 0, 1, 512);
+  ASSERT_TRUE(data.ok()) << data.status();
+  auto accuracy = EvaluateAccuracy(data->backend.get(), params, *data->heldout,
+                                   data->shape.examples);
   ASSERT_TRUE(accuracy.ok()) << accuracy.status();
   const double acc = *accuracy;
-  const double majority = heldout.MajorityClassRate();
+  const double majority = data->heldout->MajorityClassRate();
   std::cout << "held-out frame accuracy " << 100 * acc << "% (majority class "
             << 100 * majority << "%, chance " << 100.0 / spec.num_classes
             << "%)\n";

@@ -63,7 +63,8 @@ def main():
     token_file = os.path.join(tmp, "token")
     with open(token_file, "w") as f:
         f.write("test-token-4f1c9a\n")
-    model = ["--input_dim=8", "--hidden=8", "--num_classes=3", "--num_shards=1",
+    model = ["--feature_dim=8", "--context=0", "--hidden=8", "--num_classes=3",
+             "--num_shards=1",
              "--log_every_s=0"]
     procs = []
 

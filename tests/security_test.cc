@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/chunking.h"
-#include "common/dnn_spec.h"
+#include "model/model_spec.h"
 #include "common/grpc_security.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -20,8 +20,9 @@
 #include "gtest/gtest.h"
 #include "proto/asgd.grpc.pb.h"
 #include "server/grpc_server.h"
+#include "server/model_options.h"
 #include "server/health_probe.h"
-#include "worker/grpc_param_client.h"
+#include "worker/ps/grpc_param_client.h"
 
 namespace asgd {
 namespace {
@@ -99,18 +100,19 @@ class SecurityTest : public ::testing::Test {
   void SetUp() override { ASSERT_FALSE(CertDir().empty()); }
 
   void StartServer(const SecurityOptions& security) {
-    DnnSpec spec;
-    spec.input_dim = 20;
-    spec.hidden = {16};
+    ModelSpec spec;
+    spec.feature_dim = 20;
+    spec.context = 0;
+    spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
     spec.num_classes = 5;
     ParamStoreOptions o;
-    o.tensors = DnnTensors(spec);
+    SetModel(spec, &o);
     o.num_servers = 1;
     o.server_index = 0;
     o.num_shards = 2;
     o.optimizer.learning_rate = 0.5f;
     o.max_chunk_elements = kChunkElements;
-    auto server = GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1",
+    auto server = GrpcServer::Start(o, InitialParams(spec, 1), "127.0.0.1",
                                     0, nullptr, security);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -239,7 +241,7 @@ class SecurityTest : public ::testing::Test {
 
 TEST_F(SecurityTest, TlsRoundTripWithTheWorkerClient) {
   StartServer(ServerTls());
-  GrpcClientOptions options;
+  PoolClientOptions options;
   options.security = ClientTls();
   options.connect_timeout = absl::Seconds(10);
   auto client = GrpcParamClient::Create({address()}, options);  // DescribeModel
@@ -394,7 +396,7 @@ TEST_P(TokenTest, EveryMethodButHealthNeedsTheToken) {
 
 TEST_P(TokenTest, TheWorkerClientSendsTheToken) {
   StartTokenServer();
-  GrpcClientOptions options;
+  PoolClientOptions options;
   options.security = Client(kToken);
   options.connect_timeout = absl::Seconds(10);
   auto client = GrpcParamClient::Create({address()}, options);

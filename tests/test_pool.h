@@ -1,5 +1,5 @@
 // A pool of in-process parameter servers on 127.0.0.1, free ports, for the
-// end-to-end tests: `num_servers` servers of the DNN `spec` (ReLU), plain SGD
+// end-to-end tests: `num_servers` servers of the model `spec`, plain SGD
 // at `learning_rate` (also published as the "learning_rate" attribute),
 // initial weights from seed 1.
 #ifndef ASGD_TESTS_TEST_POOL_H_
@@ -12,8 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "common/dnn_spec.h"
+#include "model/model_spec.h"
 #include "server/grpc_server.h"
+#include "server/model_options.h"
 
 namespace asgd {
 
@@ -22,20 +23,19 @@ struct TestPool {
   std::vector<std::string> addresses;  // by server index
 };
 
-inline absl::StatusOr<TestPool> StartTestPool(const DnnSpec& spec,
+inline absl::StatusOr<TestPool> StartTestPool(const ModelSpec& spec,
                                               int num_servers, int num_shards,
                                               float learning_rate) {
   TestPool pool;
   for (int s = 0; s < num_servers; ++s) {
     ParamStoreOptions o;
-    o.tensors = DnnTensors(spec);
+    SetModel(spec, &o);
     o.server_index = s;
     o.num_servers = num_servers;
     o.num_shards = num_shards;
     o.optimizer.learning_rate = learning_rate;
-    o.attributes["activation"] = "relu";
     o.attributes["learning_rate"] = absl::StrCat(learning_rate);
-    auto server = GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1", 0);
+    auto server = GrpcServer::Start(o, InitialParams(spec, 1), "127.0.0.1", 0);
     if (!server.ok()) return server.status();
     pool.addresses.push_back((*server)->local_address());
     pool.servers.push_back(*std::move(server));

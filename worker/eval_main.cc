@@ -1,10 +1,7 @@
-// asgd_eval: held-out frame accuracy of the model on the servers, or of a
-// saved model.
-//
-//   asgd_eval --corpus=/tmp/corpus --servers=127.0.0.1:5001,127.0.0.1:5002
-//   asgd_eval --corpus=/tmp/corpus --model=/tmp/model.asgd
-//
-// The last line printed is "held-out frame accuracy: NN.N%".
+// asgd_eval: held-out frame accuracy of the model on a server pool or of a
+// saved model, on a corpus's held-out split. Any model kind (the model says
+// how its examples are made).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -15,18 +12,26 @@
 #include "common/cli.h"
 #include "common/security_flags.h"
 #include "corpus/corpus_io.h"
-#include "worker/dnn.h"
-#include "worker/frames.h"
-#include "worker/grpc_param_client.h"
-#include "worker/model_file.h"
-#include "worker/trainer.h"
+#include "model/cpu_backend.h"
+#include "model/model_file.h"
+#include "worker/data/make_examples.h"
+#include "worker/data/utterances.h"
+#include "worker/loop/loop.h"
+#include "worker/ps/connect.h"
 
 ABSL_FLAG(std::string, corpus, "", "Corpus directory (its held-out split is used).");
 ABSL_FLAG(std::string, servers, "",
           "Evaluate the model currently on this pool (host:port,...).");
 ABSL_FLAG(std::string, model, "", "Evaluate this saved model instead.");
-ABSL_FLAG(int, context, 5, "Frames of context on each side (as in training).");
 ABSL_FLAG(int, batch_size, 1024, "Frames per evaluation batch.");
+ABSL_FLAG(int, chunk_frames, 20,
+          "Recurrent models: labelled frames per chunk (as in training).");
+ABSL_FLAG(int, chunk_left_context, -1,
+          "Recurrent models: extra frames before each chunk (-1: the "
+          "model's default).");
+ABSL_FLAG(int, chunk_right_context, -1,
+          "Recurrent models: extra frames after each chunk (-1: the model's "
+          "default).");
 ABSL_FLAG(int, connect_timeout_s, 30, "Seconds to wait for the servers.");
 
 namespace asgd {
@@ -44,11 +49,13 @@ int Run() {
     return Fail(absl::InvalidArgumentError(
         "give exactly one of --servers and --model"));
   }
+  if (absl::GetFlag(FLAGS_corpus).empty()) {
+    return Fail(absl::InvalidArgumentError("--corpus is required"));
+  }
   auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
   if (!corpus.ok()) return Fail(corpus.status());
-  FrameData heldout(corpus->info, corpus->heldout, absl::GetFlag(FLAGS_context));
 
-  DnnSpec spec;
+  ModelSpec spec;
   std::vector<float> params;
   std::string source;
   if (!model_path.empty()) {
@@ -60,17 +67,15 @@ int Run() {
   } else {
     auto addresses = ParseServerList(servers);
     if (!addresses.ok()) return Fail(addresses.status());
-    GrpcClientOptions options;
+    PoolClientOptions options;
     options.worker_id = 1u << 31;  // not a training worker
     auto security = SecurityOptionsFromFlags();
     if (!security.ok()) return Fail(security.status());
     options.security = *security;
     options.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
-    auto client = GrpcParamClient::Create(*addresses, options);
+    auto client = ConnectToPool(*addresses, options);
     if (!client.ok()) return Fail(client.status());
-    auto pool_spec = DnnSpecFromPool(**client);
-    if (!pool_spec.ok()) return Fail(pool_spec.status());
-    spec = *pool_spec;
+    spec = (*client)->model();
     params.resize((*client)->layout().total_size());
     std::vector<uint64_t> versions;
     if (absl::Status s = (*client)->Pull(absl::MakeSpan(params), &versions);
@@ -80,19 +85,31 @@ int Run() {
     source = "pool at version";
     for (uint64_t v : versions) source += " " + std::to_string(v);
   }
-  if (spec.input_dim != heldout.input_dim()) {
-    return Fail(absl::FailedPreconditionError(
-        "the model's input size does not match the corpus and --context"));
+  if (absl::Status s = CheckDataFitsModel(corpus->info.feature_dim,
+                                          corpus->info.num_classes, spec);
+      !s.ok()) {
+    return Fail(s);
   }
-  auto backend = CreateCpuDnn(spec, absl::GetFlag(FLAGS_batch_size));
+  const Utterances utterances =
+      Utterances::FromCorpus(corpus->info, corpus->heldout);
+  DataOptions data;
+  data.chunk_frames = absl::GetFlag(FLAGS_chunk_frames);
+  data.left_context = absl::GetFlag(FLAGS_chunk_left_context);
+  data.right_context = absl::GetFlag(FLAGS_chunk_right_context);
+  auto heldout = MakeExamples(spec, &utterances, data);
+  if (!heldout.ok()) return Fail(heldout.status());
+  const BatchShape shape =
+      ShapeOfBatch(**heldout, std::max(1, absl::GetFlag(FLAGS_batch_size)));
+  auto backend = CreateCpuBackend(spec, shape.rows());
   if (!backend.ok()) return Fail(backend.status());
-  auto accuracy = EvaluateAccuracy(backend->get(), params, heldout,
-                                   absl::GetFlag(FLAGS_batch_size));
+  auto accuracy =
+      EvaluateAccuracy(backend->get(), params, **heldout, shape.examples);
   if (!accuracy.ok()) return Fail(accuracy.status());
-  std::printf("evaluated %s on %lld held-out frames (always-majority-class "
-              "baseline %.1f%%)\n",
-              source.c_str(), static_cast<long long>(heldout.num_frames()),
-              100 * heldout.MajorityClassRate());
+  std::printf("evaluated %s (%s) on %lld held-out frames "
+              "(always-majority-class baseline %.1f%%)\n",
+              source.c_str(), DescribeModel(spec).c_str(),
+              static_cast<long long>(utterances.num_frames()),
+              100 * utterances.MajorityClassRate());
   std::printf("held-out frame accuracy: %.1f%%\n", 100 * *accuracy);
   return 0;
 }
@@ -104,6 +121,8 @@ int main(int argc, char** argv) {
   asgd::ParseCommandLine(
       argc, argv,
       "asgd eval: held-out frame accuracy of the model on an asgd server pool "
-      "(--servers) or of a saved model (--model).");
+      "(--servers) or of a saved model (--model), on a corpus's held-out "
+      "split.\nExample: asgd_eval --corpus=/tmp/asgd-demo/corpus "
+      "--servers=127.0.0.1:5001,127.0.0.1:5002");
   return asgd::Run();
 }

@@ -13,25 +13,25 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include <algorithm>
 #include "absl/time/time.h"
 #include "common/cli.h"
-#include "common/wire_codec.h"
-#include "common/security_flags.h"
 #include "common/metrics_endpoint.h"
 #include "common/metrics_flags.h"
+#include "common/security_flags.h"
+#include "common/wire_codec.h"
 #include "corpus/corpus_io.h"
-#include "worker/backend_factory.h"
-#include "worker/cuda_loader.h"
-#include "worker/cuda_options.h"
-#include "worker/decentralized_metrics.h"
-#include "worker/decentralized_worker.h"
-#include "worker/dnn.h"
-#include "worker/frames.h"
-#include "worker/grpc_param_client.h"
-#include "worker/model_file.h"
-#include "worker/trainer.h"
-#include "worker/worker_metrics.h"
+#include "model/backend_factory.h"
+#include "model/cuda/cuda_loader.h"
+#include "model/cuda/cuda_options.h"
+#include "model/model_file.h"
+#include "worker/data/make_examples.h"
+#include "worker/data/utterances.h"
+#include "worker/loop/loop.h"
+#include "worker/loop/worker_metrics.h"
+#include "worker/peer/decentralized_metrics.h"
+#include "worker/peer/decentralized_worker.h"
+#include "worker/ps/connect.h"
+#include "worker/ps/trainer.h"
 
 ABSL_FLAG(std::string, servers, "",
           "Comma-separated host:port of every server in the pool (any order).");
@@ -47,7 +47,9 @@ ABSL_FLAG(std::string, mode, "asgd",
           "servers at the end); adpsgd or allreduce (decentralized: the "
           "workers average models with each other / allreduce gradients, "
           "see --topology and --peers).");
-ABSL_FLAG(int, batch_size, 256, "Frames per minibatch.");
+ABSL_FLAG(int, batch_size, 256,
+          "Labelled frames per minibatch (recurrent models: whole chunks of "
+          "--chunk_frames, about this many frames).");
 ABSL_FLAG(int, push_every, 1,
           "Accumulate this many minibatch gradients per push (their average; "
           "the server scales its step, see asgd_server --minibatch_lr_scale).");
@@ -61,7 +63,7 @@ ABSL_FLAG(bool, minibatch_pool, false,
           "Take minibatch ids from the shared pool on server 0 instead of a "
           "static per-worker partition, so slow workers take fewer batches.");
 ABSL_FLAG(uint64_t, pool_seed, 1,
-          "Frame order of the pool's epochs; the same on every worker.");
+          "Example order of the pool's epochs; the same on every worker.");
 ABSL_FLAG(double, slowdown, 1.0,
           "Make this worker a straggler: idle (slowdown - 1) x the compute "
           "time after each minibatch (1: no slowdown).");
@@ -74,7 +76,15 @@ ABSL_FLAG(double, local_learning_rate, 0,
 ABSL_FLAG(double, epochs, 1.0,
           "Passes over this worker's part of the data (0: no limit).");
 ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps (0: no limit).");
-ABSL_FLAG(int, context, 5, "Frames of context on each side (5: 11 frames).");
+ABSL_FLAG(int, chunk_frames, 20,
+          "Recurrent models (lstm, blstm): labelled frames per training chunk "
+          "(truncated backpropagation through time at chunk boundaries).");
+ABSL_FLAG(int, chunk_left_context, -1,
+          "Recurrent models: extra frames before each chunk that warm up the "
+          "state but are not trained on (-1: 10).");
+ABSL_FLAG(int, chunk_right_context, -1,
+          "Recurrent models: extra frames after each chunk (-1: 10 for "
+          "bidirectional models, 0 otherwise).");
 ABSL_FLAG(int, log_every, 100, "Steps between progress lines.");
 ABSL_FLAG(int, eval_every, 0,
           "Steps between held-out evaluations (0: only at the end).");
@@ -146,13 +156,13 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-// --mode=adpsgd or allreduce: the shared setup's trainer options plus the
+// --mode=adpsgd or allreduce: the shared setup's loop options plus the
 // decentralized flags; RunDecentralizedWorker logs the summary lines.
-int RunDecentralized(TrainerOptions options, int num_workers,
-                     int64_t total_train_frames, prometheus::Registry& registry,
-                     ParamClient* servers, DnnBackend* backend,
-                     const DnnSpec& spec, const FrameData* train,
-                     const FrameData* heldout, const SecurityOptions& security) {
+int RunDecentralized(LoopOptions loop, int num_workers, int64_t lockstep_steps,
+                     prometheus::Registry& registry, ParamClient* servers,
+                     ModelBackend* backend, const ModelSpec& spec,
+                     const ExampleSet* train, const ExampleSet* heldout,
+                     const SecurityOptions& security) {
   auto mode = ParseDecentralizedMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return Fail(mode.status());
   auto topology = ParseTopology(absl::GetFlag(FLAGS_topology));
@@ -164,15 +174,14 @@ int RunDecentralized(TrainerOptions options, int num_workers,
         "--mode=adpsgd/allreduce with several workers needs exactly one of "
         "--peers and --peers_file"));
   }
-  if (*mode == DecentralizedMode::kAllreduce && options.max_steps == 0) {
+  if (*mode == DecentralizedMode::kAllreduce && loop.max_steps == 0) {
     // Lockstep, as --mode=sync.
-    options.max_steps = LockstepSteps(options.epochs, total_train_frames,
-                                      num_workers, options.batch_size);
-    options.epochs = 0;
+    loop.max_steps = lockstep_steps;
+    loop.epochs = 0;
   }
-  DecentralizedMetrics peer_metrics(registry, options.worker_index);
+  DecentralizedMetrics peer_metrics(registry, loop.worker_index);
   DecentralizedWorkerOptions o;
-  o.train = options;
+  o.decentralized.loop = loop;
   o.decentralized.mode = *mode;
   o.decentralized.delay_by_one = absl::GetFlag(FLAGS_delay_by_one);
   o.decentralized.adpsgd.topology = *topology;
@@ -180,6 +189,7 @@ int RunDecentralized(TrainerOptions options, int num_workers,
   o.decentralized.allreduce_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   o.decentralized.peer_observer = &peer_metrics;
+  o.local_learning_rate = absl::GetFlag(FLAGS_local_learning_rate);
   o.num_workers = num_workers;
   o.peer_host = absl::GetFlag(FLAGS_peer_host);
   o.peer_port = absl::GetFlag(FLAGS_peer_port);
@@ -206,7 +216,7 @@ int RunDecentralized(TrainerOptions options, int num_workers,
         !s.ok()) {
       return Fail(s);
     }
-    std::printf("worker %d: saved model to %s\n", options.worker_index,
+    std::printf("worker %d: saved model to %s\n", loop.worker_index,
                 path.c_str());
   }
   return 0;
@@ -264,18 +274,18 @@ int Run() {
 
   auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
   if (!corpus.ok()) return Fail(corpus.status());
-  const int context = absl::GetFlag(FLAGS_context);
-  // With the pool every worker holds all frames; otherwise its own part.
-  FrameData train(corpus->info, corpus->train, context, pool ? 0 : index,
-                  pool ? 1 : num_workers);
-  FrameData heldout(corpus->info, corpus->heldout, context);
+  // With the pool every worker holds all utterances; otherwise its own part.
+  const Utterances train_utts = Utterances::FromCorpus(
+      corpus->info, corpus->train, pool ? 0 : index, pool ? 1 : num_workers);
+  const Utterances heldout_utts =
+      Utterances::FromCorpus(corpus->info, corpus->heldout);
   std::printf("worker %d: %lld training frames (%s), %lld held-out\n", index,
-              static_cast<long long>(train.num_frames()),
+              static_cast<long long>(train_utts.num_frames()),
               pool ? "all, minibatches from the shared pool"
                    : absl::StrFormat("part %d of %d", index, num_workers).c_str(),
-              static_cast<long long>(heldout.num_frames()));
+              static_cast<long long>(heldout_utts.num_frames()));
 
-  GrpcClientOptions client_options;
+  PoolClientOptions client_options;
   client_options.worker_id = index;
   auto security = SecurityOptionsFromFlags();
   if (!security.ok()) return Fail(security.status());
@@ -283,91 +293,90 @@ int Run() {
   client_options.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
   client_options.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   client_options.wire_dtype = *wire_dtype;
-  auto client = GrpcParamClient::Create(*addresses, client_options);
+  auto client = ConnectToPool(*addresses, client_options);
   if (!client.ok()) return Fail(client.status());
-  auto spec = DnnSpecFromPool(**client);
-  if (!spec.ok()) return Fail(spec.status());
-  CudaDnnOptions cuda_options;
+  const ModelSpec spec = (*client)->model();
+  if (absl::Status s = CheckDataFitsModel(corpus->info.feature_dim,
+                                          corpus->info.num_classes, spec);
+      !s.ok()) {
+    return Fail(s);
+  }
+  DataOptions data;
+  data.chunk_frames = absl::GetFlag(FLAGS_chunk_frames);
+  data.left_context = absl::GetFlag(FLAGS_chunk_left_context);
+  data.right_context = absl::GetFlag(FLAGS_chunk_right_context);
+  auto train = MakeExamples(spec, &train_utts, data);
+  if (!train.ok()) return Fail(train.status());
+  auto heldout = MakeExamples(spec, &heldout_utts, data);
+  if (!heldout.ok()) return Fail(heldout.status());
+  const BatchShape shape = ShapeOfBatch(**train, absl::GetFlag(FLAGS_batch_size));
+
+  CudaOptions cuda_options;
   cuda_options.device = absl::GetFlag(FLAGS_cuda_device);
   auto math = ParseCudaMathMode(absl::GetFlag(FLAGS_cuda_math));
   if (!math.ok()) return Fail(math.status());
   cuda_options.math = *math;
   std::string note;
-  auto backend = CreateBackend(absl::GetFlag(FLAGS_backend), *spec,
-                               absl::GetFlag(FLAGS_batch_size), &note,
-                               cuda_options);
+  auto backend = CreateBackend(absl::GetFlag(FLAGS_backend), spec,
+                               shape.rows(), &note, cuda_options);
   if (!backend.ok()) return Fail(backend.status());
   if (!note.empty()) std::printf("worker %d: %s\n", index, note.c_str());
-  std::printf("worker %d: connected to %zu servers, model %lld params, backend %s\n",
-              index, addresses->size(),
-              static_cast<long long>((*client)->layout().total_size()),
-              std::string((*backend)->name()).c_str());
+  std::printf(
+      "worker %d: connected to %zu servers, model %s, %lld params, backend "
+      "%s, minibatches of %d x %d rows\n",
+      index, addresses->size(), DescribeModel(spec).c_str(),
+      static_cast<long long>((*client)->layout().total_size()),
+      std::string((*backend)->name()).c_str(), shape.examples, shape.steps);
   std::fflush(stdout);
 
+  LoopOptions loop;
+  loop.observer = &metrics;
+  loop.worker_index = index;
+  loop.batch_size = absl::GetFlag(FLAGS_batch_size);
+  loop.max_steps = absl::GetFlag(FLAGS_max_steps);
+  loop.epochs = absl::GetFlag(FLAGS_epochs);
+  loop.slowdown = absl::GetFlag(FLAGS_slowdown);
+  loop.log_every = absl::GetFlag(FLAGS_log_every);
+  loop.eval_every = absl::GetFlag(FLAGS_eval_every);
+  loop.eval_every_s = absl::GetFlag(FLAGS_eval_every_s);
+  loop.eval_frames = absl::GetFlag(FLAGS_eval_frames);
+  loop.seed = absl::GetFlag(FLAGS_seed);
+  // Lockstep modes (sync, allreduce): every worker runs the same number of
+  // steps, from the whole training set's size, so none waits for a finished
+  // one.
+  const int64_t lockstep_steps = LockstepSteps(
+      loop.epochs, corpus->train_frames, num_workers,
+      shape.examples * (*train)->max_labelled_steps());
+  if (decentralized) {
+    return RunDecentralized(loop, num_workers, lockstep_steps, *registry,
+                            client->get(), backend->get(), spec, train->get(),
+                            heldout->get(), *security);
+  }
   TrainerOptions options;
-  options.observer = &metrics;
   options.mode = *mode;
-  options.worker_index = index;
-  options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  options.max_steps = absl::GetFlag(FLAGS_max_steps);
-  options.epochs = absl::GetFlag(FLAGS_epochs);
   options.push_every = absl::GetFlag(FLAGS_push_every);
   options.compute_while_pushing =
       *mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_compute_while_pushing);
   options.max_minibatches_per_push = absl::GetFlag(FLAGS_max_minibatches_per_push);
   options.use_pool = pool;
   options.pool_seed = absl::GetFlag(FLAGS_pool_seed);
-  options.slowdown = absl::GetFlag(FLAGS_slowdown);
   options.warm_start_epochs = absl::GetFlag(FLAGS_warm_start_epochs);
   options.local_learning_rate = absl::GetFlag(FLAGS_local_learning_rate);
-  options.log_every = absl::GetFlag(FLAGS_log_every);
-  options.eval_every = absl::GetFlag(FLAGS_eval_every);
-  options.eval_every_s = absl::GetFlag(FLAGS_eval_every_s);
-  options.eval_frames = absl::GetFlag(FLAGS_eval_frames);
-  options.seed = absl::GetFlag(FLAGS_seed);
   if (*mode == TrainMode::kSync) {
-    // Lockstep: every worker runs the same number of steps, from the whole
-    // training set's size, so none waits for a finished one.
     options.push_every = 1;
-    if (options.max_steps == 0) {
-      options.max_steps = static_cast<int64_t>(
-          options.epochs * corpus->train_frames /
-          (static_cast<double>(num_workers) * options.batch_size));
-      options.max_steps = std::max<int64_t>(options.max_steps, 1);
-    }
-    options.epochs = 0;
+    if (loop.max_steps == 0) loop.max_steps = lockstep_steps;
+    loop.epochs = 0;
   }
-  if (decentralized) {
-    return RunDecentralized(options, num_workers, corpus->train_frames,
-                            *registry, client->get(), backend->get(), *spec,
-                            &train, &heldout, *security);
-  }
-  Trainer trainer(client->get(), backend->get(), &train, &heldout, options,
-                  &std::cout);
+  options.loop = loop;
+  Trainer trainer(client->get(), backend->get(), train->get(), heldout->get(),
+                  options, &std::cout);
   auto result = trainer.Run();
   if (!result.ok()) return Fail(result.status());
-  std::printf(
-      "worker %d done: %lld steps, %lld pushes, %lld frames in %.1f s "
-      "(%.0f frames/s), %lld pushes dropped as stale, %lld refused busy\n",
-      index, static_cast<long long>(result->steps),
-      static_cast<long long>(result->pushes),
-      static_cast<long long>(result->frames), result->seconds,
-      result->frames / std::max(result->seconds, 1e-9),
-      static_cast<long long>(result->pushes_dropped),
-      static_cast<long long>(result->pushes_busy));
-  const PhaseTimes& ph = result->phases;
-  const double busy = ph.data + ph.pull + ph.compute + ph.push + ph.idle;
-  std::printf(
-      "worker %d phases: data %.1f s, pull %.1f s, compute %.1f s, push %.1f "
-      "s, idle %.1f s; blocked on communication %.0f%% of step time\n",
-      index, ph.data, ph.pull, ph.compute, ph.push, ph.idle,
-      100 * (ph.pull + ph.push) / std::max(busy, 1e-9));
-  if (result->heldout_accuracy >= 0) {
-    std::printf("worker %d held-out frame accuracy: %.1f%%\n", index,
-                100 * result->heldout_accuracy);
-  }
+  LogSummary(&std::cout, index, *result,
+             absl::StrFormat(", %d pushes dropped as stale, %d refused busy",
+                             result->pushes_dropped, result->pushes_busy));
   if (const std::string path = absl::GetFlag(FLAGS_save_model); !path.empty()) {
-    if (absl::Status s = SaveModel(path, *spec, result->params); !s.ok()) {
+    if (absl::Status s = SaveModel(path, spec, result->params); !s.ok()) {
       return Fail(s);
     }
     std::printf("worker %d: saved model to %s\n", index, path.c_str());
@@ -381,8 +390,9 @@ int Run() {
 int main(int argc, char** argv) {
   asgd::ParseCommandLine(
       argc, argv,
-      "asgd worker: trains the DNN acoustic model held by an asgd server pool "
-      "with asynchronous SGD.\nExample: asgd_worker "
+      "asgd worker: trains the acoustic model (DNN, CNN, LSTM, BLSTM) held "
+      "by an asgd server pool with asynchronous SGD, or with its peers "
+      "(--mode).\nExample: asgd_worker "
       "--servers=127.0.0.1:5001,127.0.0.1:5002 --corpus=/tmp/asgd-corpus "
       "--worker_index=0 --num_workers=2");
   return asgd::Run();

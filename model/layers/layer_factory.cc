@@ -3,8 +3,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/layers/conv.h"
 #include "model/layers/dense.h"
 #include "model/layers/layer.h"
+#include "model/layers/lstm.h"
 
 namespace asgd {
 
@@ -31,12 +33,12 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const ModelSpec& spec,
       return std::make_unique<DenseLayer>(in.dim(), layer.dense.units,
                                           layer.dense.activation, max_rows);
     case LayerKind::kConv:
+      return std::make_unique<ConvLayer>(in, layer.conv, max_rows);
     case LayerKind::kLstm:
-      break;
+      return std::make_unique<LstmLayer>(in.dim(), layer.lstm, max_rows);
   }
-  return absl::UnimplementedError(
-      absl::StrCat("no CPU implementation of ", LayerKindName(layer.kind),
-                   " layers"));
+  return absl::InternalError(
+      absl::StrCat("unknown layer kind ", static_cast<int>(layer.kind)));
 }
 
 }  // namespace asgd

@@ -1,0 +1,73 @@
+// The CUDA ModelBackend (model/backend.h): the same model, parameter layout
+// and results as CreateCpuBackend() (model/cpu_backend.h), with the GEMMs in
+// cuBLAS and the rest in a few small CUDA kernels (cuda_kernels.h). Models of
+// dense layers only: a conv or lstm layer is kUnimplemented.
+//
+//   auto backend = CreateCudaBackend(spec, /*max_rows=*/256);
+//   if (!backend.ok()) ...  // kUnavailable when the machine has no CUDA device
+//   auto r = (*backend)->ComputeGradient(params, batch, grad);
+//
+// Every call is synchronous: the parameters and inputs are read from host
+// memory during the call and the gradient is in `grad` when it returns. The
+// parameters are uploaded and the gradient downloaded on every call (the
+// interface takes host spans), so at large widths a step is bound by the
+// host<->device copies rather than by the GEMMs. Inside one call the uploads
+// of later layers overlap the forward pass of earlier ones, and the gradient
+// download overlaps the backward pass (one compute stream, one copy stream,
+// events between them).
+//
+// Numerics: weights, activations and gradients are stored in fp32. In
+// MathMode::kTf32 (the default) cuBLAS rounds GEMM inputs to TF32 (10-bit
+// mantissa) and accumulates in fp32: results match the CPU backend to about
+// 1e-3 relative. MathMode::kFp32 keeps full fp32 GEMMs (about 1e-6 relative).
+//
+// Errors: every CUDA and cuBLAS failure comes back as an absl::Status naming
+// the call and the CUDA/cuBLAS error; nothing aborts the process. After an
+// error the instance should be discarded.
+//
+// Thread-safety: a backend instance owns device buffers, streams and a
+// cuBLAS handle; use it from one thread at a time (one instance per worker
+// thread). The free functions below are thread-safe.
+//
+// This header includes no CUDA header, so code built without nvcc can use it.
+#ifndef ASGD_MODEL_CUDA_CUDA_BACKEND_H_
+#define ASGD_MODEL_CUDA_CUDA_BACKEND_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/model_spec.h"
+#include "model/cuda/cuda_options.h"
+#include "model/backend.h"
+
+namespace asgd {
+
+
+// OK when at least one CUDA device is usable; otherwise kUnavailable with the
+// reason, e.g. "no CUDA device: cudaGetDeviceCount returned
+// cudaErrorInsufficientDriver (CUDA driver version is insufficient for CUDA
+// runtime version)". Never aborts, also when no driver is installed.
+absl::Status CudaDeviceStatus();
+
+// CudaDeviceStatus().ok().
+bool CudaDeviceAvailable();
+
+// The device's name, e.g. "NVIDIA H100 80GB HBM3". kUnavailable without a
+// device, InvalidArgument for an ordinal out of range.
+absl::StatusOr<std::string> CudaDeviceName(int device);
+
+// Creates the CUDA backend on options.device with buffers for batches of up
+// to `max_batch` rows, allocating all device and pinned host memory up front.
+// Errors: InvalidArgument for a bad spec, max_batch < 1, or a device ordinal
+// out of range; kUnavailable when no CUDA device is present;
+// kResourceExhausted when device or pinned memory runs out; kInternal for
+// other CUDA/cuBLAS failures. name() of the result is "cuda".
+absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCudaBackend(
+    const ModelSpec& spec, int max_batch, const CudaOptions& options = {});
+
+}  // namespace asgd
+
+#endif  // ASGD_MODEL_CUDA_CUDA_BACKEND_H_

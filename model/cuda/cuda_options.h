@@ -1,0 +1,29 @@
+// Options of the CUDA backend, usable without CUDA (flag parsing, the
+// backend factory): the backend itself is a plugin (see cuda_plugin.h).
+#ifndef ASGD_MODEL_CUDA_CUDA_OPTIONS_H_
+#define ASGD_MODEL_CUDA_CUDA_OPTIONS_H_
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace asgd {
+
+struct CudaOptions {
+  // CUDA device ordinal. The backend sets it as the calling thread's current
+  // device at the start of every call.
+  int device = 0;
+  enum class MathMode {
+    kFp32,  // CUBLAS_COMPUTE_32F: plain fp32 GEMMs
+    kTf32,  // CUBLAS_COMPUTE_32F_FAST_TF32: tensor cores, fp32 accumulate
+  };
+  MathMode math = MathMode::kTf32;
+};
+
+// "fp32" / "tf32"; InvalidArgument otherwise.
+absl::StatusOr<CudaOptions::MathMode> ParseCudaMathMode(
+    absl::string_view text);
+absl::string_view CudaMathModeName(CudaOptions::MathMode mode);
+
+}  // namespace asgd
+
+#endif  // ASGD_MODEL_CUDA_CUDA_OPTIONS_H_

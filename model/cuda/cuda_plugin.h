@@ -1,0 +1,41 @@
+// The CUDA backend as a plugin: libasgd_cuda.so exports one C symbol,
+// asgd_cuda_plugin_api(), returning this table. The worker loads it with
+// dlopen only when a CUDA backend is asked for (see cuda_loader.h), so that
+// asgd_worker itself needs no CUDA library: it runs on machines without one,
+// and loading cuBLAS (whose libcublasLt breaks civetweb's startup, and so the
+// metrics endpoint, when loaded first) happens after the metrics endpoint is
+// up.
+//
+// Both sides are built from this tree with the same compiler and the same
+// shared Abseil, so C++ types cross the boundary; kCudaPluginAbiVersion
+// guards against mixing builds.
+#ifndef ASGD_MODEL_CUDA_CUDA_PLUGIN_H_
+#define ASGD_MODEL_CUDA_CUDA_PLUGIN_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/model_spec.h"
+#include "model/cuda/cuda_options.h"
+#include "model/backend.h"
+
+namespace asgd {
+
+inline constexpr int kCudaPluginAbiVersion = 2;
+
+struct CudaPluginApi {
+  int abi_version;
+  absl::StatusOr<std::unique_ptr<ModelBackend>> (*create)(
+      const ModelSpec& spec, int max_batch, const CudaOptions& options);
+  absl::StatusOr<std::string> (*device_name)(int device);
+  // OK when a CUDA device is usable, else kUnavailable with the reason.
+  absl::Status (*device_status)();
+};
+
+}  // namespace asgd
+
+// Defined by libasgd_cuda.so.
+extern "C" const asgd::CudaPluginApi* asgd_cuda_plugin_api();
+
+#endif  // ASGD_MODEL_CUDA_CUDA_PLUGIN_H_

@@ -1,0 +1,212 @@
+// The trainer's controls that need a real server: the shared minibatch pool
+// (a slow worker takes fewer batches, every batch is used once) and the
+// synchronous baseline (one averaged update per step), with workers in one
+// process over gRPC (127.0.0.1, port 0). Speed is a seam: the straggler
+// idles, through its clock, until the other worker is three batches ahead,
+// so which worker is slower does not depend on the machine.
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "model/cpu_backend.h"
+#include "server/grpc_server.h"
+#include "server/model_options.h"
+#include "worker/data/frame_examples.h"
+#include "worker/data/utterances.h"
+#include "worker/loop/fake_clock.h"
+#include "worker/ps/connect.h"
+#include "worker/ps/trainer.h"
+
+namespace asgd {
+namespace {
+
+ModelSpec SmallSpec() {
+  ModelSpec spec;
+  spec.feature_dim = 4;
+  spec.context = 1;
+  spec.layers = {LayerSpec::Dense(8, Activation::kRelu)};
+  spec.num_classes = 3;
+  return spec;
+}
+
+// 20 utterances of 50 frames whose features carry their label.
+Utterances MakeData(int part, int parts) {
+  Utterances utts(4);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> noise(0, 0.3f);
+  for (int u = 0; u < 20; ++u) {
+    std::vector<float> f;
+    std::vector<int32_t> l;
+    for (int t = 0; t < 50; ++t) {
+      const int label = (t / 5 + u) % 3;
+      for (int d = 0; d < 4; ++d) f.push_back((d == label ? 2.0f : 0.0f) + noise(rng));
+      l.push_back(label);
+    }
+    if (u % parts == part) utts.Add(f, l);
+  }
+  return utts;
+}
+
+std::unique_ptr<GrpcServer> StartServer(int sync_workers) {
+  ParamStoreOptions o;
+  SetModel(SmallSpec(), &o);
+  o.num_shards = 2;
+  o.optimizer.learning_rate = 0.1f;
+  o.sync_workers = sync_workers;
+  auto server =
+      GrpcServer::Start(o, InitialParams(SmallSpec(), 1), "127.0.0.1", 0);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+// Runs `n` workers concurrently against `server`, each with its own gRPC
+// client; worker w trains on part w of n (all data with the pool).
+// `done(w)`, when given, is called as worker w finishes.
+std::vector<absl::StatusOr<TrainResult>> RunWorkers(
+    GrpcServer& server, int n,
+    const std::function<TrainerOptions(int)>& options,
+    const std::function<void(int)>& done = nullptr) {
+  std::vector<absl::StatusOr<TrainResult>> results(
+      n, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int w = 0; w < n; ++w) {
+    threads.emplace_back([&, w] {
+      PoolClientOptions co;
+      co.worker_id = w;
+      auto client = ConnectToPool({server.local_address()}, co);
+      if (!client.ok()) {
+        results[w] = client.status();
+        return;
+      }
+      TrainerOptions o = options(w);
+      o.loop.worker_index = w;
+      const Utterances train_utts = MakeData(o.use_pool ? 0 : w, o.use_pool ? 1 : n);
+      const Utterances heldout_utts = MakeData(0, 1);
+      FrameExamples train(&train_utts, 1), heldout(&heldout_utts, 1);
+      auto backend = CreateCpuBackend(SmallSpec(), 64);
+      Trainer trainer(client->get(), backend->get(), &train, &heldout, o,
+                      nullptr);
+      results[w] = trainer.Run();
+      if (done) done(w);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+TrainerOptions BaseOptions() {
+  TrainerOptions o;
+  o.loop.batch_size = 16;
+  o.loop.log_every = 0;
+  return o;
+}
+
+// Worker 0's progress, and a straggler clock for worker 1 that idles until
+// worker 0 is three batches ahead of it (or done).
+class Race {
+ public:
+  class Fast : public TrainerObserver {
+   public:
+    explicit Fast(Race* race) : race_(race) {}
+    void OnStep(const StepReport&) override {
+      absl::MutexLock lock(&race_->mu_);
+      ++race_->fast_steps_;
+    }
+    void OnPush(const PushReport&) override {}
+    void OnHeldoutAccuracy(double) override {}
+
+   private:
+    Race* const race_;
+  };
+
+  class SlowClock : public Clock {
+   public:
+    explicit SlowClock(Race* race) : race_(race) {}
+    absl::Time Now() override { return clock_.Now(); }
+    void SleepFor(absl::Duration d) override {
+      absl::MutexLock lock(&race_->mu_);
+      const int64_t mine = ++race_->slow_steps_;
+      std::pair<Race*, int64_t> arg(race_, mine);
+      race_->mu_.Await(absl::Condition(
+          +[](std::pair<Race*, int64_t>* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+               a->first->mu_) {
+            return a->first->fast_done_ ||
+                   a->first->fast_steps_ >= 3 * a->second;
+          },
+          &arg));
+      clock_.SleepFor(d);
+    }
+
+   private:
+    Race* const race_;
+    FakeClock clock_;
+  };
+
+  void FastDone() {
+    absl::MutexLock lock(&mu_);
+    fast_done_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int64_t fast_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t slow_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  bool fast_done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST(TrainerPoolTest, SharedPoolGivesASlowWorkerFewerBatches) {
+  auto server = StartServer(0);
+  ASSERT_NE(server, nullptr);
+  Race race;
+  Race::Fast fast(&race);
+  Race::SlowClock slow_clock(&race);
+  auto results = RunWorkers(*server, 2, [&](int w) {
+    TrainerOptions o = BaseOptions();
+    o.loop.epochs = 3;
+    o.use_pool = true;
+    if (w == 0) {
+      o.loop.observer = &fast;
+    } else {
+      o.loop.slowdown = 2;  // idles through the race's clock
+      o.loop.clock = &slow_clock;
+    }
+    return o;
+  }, [&](int w) {
+    if (w == 0) race.FastDone();
+  });
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  const uint64_t fast_batches = server->pool()->TakenBy(0);
+  const uint64_t slow_batches = server->pool()->TakenBy(1);
+  EXPECT_EQ(fast_batches + slow_batches, 3u * (1000 / 16));  // each once
+  EXPECT_LT(slow_batches, fast_batches)
+      << "slow " << slow_batches << " fast " << fast_batches;
+  EXPECT_EQ(results[0]->steps, static_cast<int64_t>(fast_batches));
+  EXPECT_EQ(results[1]->steps, static_cast<int64_t>(slow_batches));
+}
+
+TEST(TrainerPoolTest, SyncModeAppliesOneAveragedUpdatePerStep) {
+  auto server = StartServer(2);
+  ASSERT_NE(server, nullptr);
+  auto results = RunWorkers(*server, 2, [](int) {
+    TrainerOptions o = BaseOptions();
+    o.mode = TrainMode::kSync;
+    o.loop.epochs = 0;
+    o.loop.max_steps = 25;
+    return o;
+  });
+  for (auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->pushes, 25);
+    EXPECT_EQ(r->pushes_dropped, 0);
+  }
+  EXPECT_EQ(server->store()->version(), 25u);
+  EXPECT_EQ(server->store()->stats().pushes_applied, 25u);
+}
+
+}  // namespace
+}  // namespace asgd

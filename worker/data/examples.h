@@ -1,0 +1,89 @@
+// ExampleSet: what a training loop draws minibatches from, whatever the
+// model. An example is one input row with its label for a frame model (a
+// frame and its context), or a chunk of consecutive frames of one utterance
+// for a sequence model; Fill() writes a set of examples as one Batch of the
+// layout model/backend.h defines (time-major rows, kNoLabel on context
+// rows).
+//
+// ExampleSampler walks the examples in a fresh seeded random order each
+// epoch; EpochOrder() is the order every worker derives identically for the
+// shared minibatch pool.
+//
+// Thread-safety: ExampleSet implementations are immutable and may be shared;
+// an ExampleSampler is used by one thread.
+#ifndef ASGD_WORKER_DATA_EXAMPLES_H_
+#define ASGD_WORKER_DATA_EXAMPLES_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "model/backend.h"
+
+namespace asgd {
+
+class ExampleSet {
+ public:
+  virtual ~ExampleSet() = default;
+
+  virtual int64_t num_examples() const = 0;
+  // Values per row (the model's input_dim()).
+  virtual int input_dim() const = 0;
+  // Rows per example: 1 for frames, the chunk's steps for sequences.
+  virtual int steps() const = 0;
+  // At most this many rows of an example are labelled (1 for frames, the
+  // chunk length for sequences).
+  virtual int max_labelled_steps() const = 0;
+  // Labelled rows over all examples (each labelled frame counts once).
+  virtual int64_t labelled_frames() const = 0;
+  // Writes examples `ids` as one batch of ids.size() sequences × steps()
+  // rows: `inputs` [rows, input_dim()], `labels` [rows], row t * n + b being
+  // step t of example ids[b]. Ids must be in [0, num_examples()).
+  virtual void Fill(absl::Span<const int64_t> ids, float* inputs,
+                    int32_t* labels) const = 0;
+  // The accuracy of always guessing the most frequent label.
+  virtual double MajorityClassRate() const = 0;
+};
+
+// A batch's storage, sized for `sequences` examples of `steps` rows.
+struct BatchBuffer {
+  BatchBuffer(int sequences, int steps, int input_dim)
+      : sequences(sequences),
+        steps(steps),
+        inputs(int64_t{sequences} * steps * input_dim),
+        labels(int64_t{sequences} * steps) {}
+  int sequences;
+  int steps;
+  std::vector<float> inputs;
+  std::vector<int32_t> labels;
+  Batch view() const { return Batch{sequences, steps, inputs, labels}; }
+};
+
+// The order of epoch `epoch` of `num_examples` examples: a permutation every
+// worker derives identically from `seed`.
+std::vector<int64_t> EpochOrder(int64_t num_examples, uint64_t seed,
+                                uint64_t epoch);
+
+class ExampleSampler {
+ public:
+  ExampleSampler(const ExampleSet* data, uint64_t seed);
+
+  // Fills `batch` (batch->sequences examples) with the next examples.
+  void Next(BatchBuffer* batch);
+
+  // Examples drawn so far divided by the data size.
+  double epochs() const;
+
+ private:
+  const ExampleSet* data_;
+  std::mt19937_64 rng_;
+  std::vector<int64_t> order_;
+  std::vector<int64_t> ids_;
+  size_t next_ = 0;
+  int64_t drawn_ = 0;
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_WORKER_DATA_EXAMPLES_H_

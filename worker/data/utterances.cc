@@ -1,0 +1,53 @@
+#include "worker/data/utterances.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace asgd {
+
+Utterances Utterances::FromCorpus(
+    const corpus::CorpusInfo& info,
+    const std::vector<corpus::Utterance>& utterances, int part,
+    int num_parts) {
+  const int dim = info.feature_dim;
+  Utterances out(dim);
+  std::vector<float> mean(dim, 0.0f), inv_std(dim, 1.0f);
+  for (int d = 0; d < dim; ++d) {
+    if (d < static_cast<int>(info.mean.size())) mean[d] = info.mean[d];
+    if (d < static_cast<int>(info.stddev.size()) && info.stddev[d] > 1e-6f) {
+      inv_std[d] = 1.0f / info.stddev[d];
+    }
+  }
+  std::vector<float> normalised;
+  for (size_t u = 0; u < utterances.size(); ++u) {
+    if (static_cast<int>(u % num_parts) != part) continue;
+    const corpus::Utterance& utt = utterances[u];
+    normalised.resize(int64_t{utt.num_frames} * dim);
+    for (int64_t j = 0; j < static_cast<int64_t>(normalised.size()); ++j) {
+      const int d = static_cast<int>(j % dim);
+      normalised[j] = (utt.features[j] - mean[d]) * inv_std[d];
+    }
+    out.Add(normalised, utt.labels);
+  }
+  return out;
+}
+
+void Utterances::Add(absl::Span<const float> features,
+                     absl::Span<const int32_t> labels) {
+  if (labels.empty()) return;
+  const int u = num_utterances();
+  starts_.push_back(num_frames());
+  features_.insert(features_.end(), features.begin(), features.end());
+  labels_.insert(labels_.end(), labels.begin(), labels.end());
+  utterance_.insert(utterance_.end(), labels.size(), u);
+}
+
+double Utterances::MajorityClassRate() const {
+  if (labels_.empty()) return 0;
+  std::unordered_map<int32_t, int64_t> counts;
+  int64_t best = 0;
+  for (int32_t l : labels_) best = std::max(best, ++counts[l]);
+  return static_cast<double>(best) / labels_.size();
+}
+
+}  // namespace asgd

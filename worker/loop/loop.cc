@@ -1,0 +1,215 @@
+#include "worker/loop/loop.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace asgd {
+
+absl::Status ValidateLoopOptions(const LoopOptions& o) {
+  if (o.batch_size < 1 || !(o.slowdown >= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch_size must be >= 1 and slowdown >= 1, got ", o.batch_size,
+        " and ", o.slowdown));
+  }
+  if (o.max_steps < 0 || !(o.epochs >= 0) || o.log_every < 0 ||
+      o.eval_every < 0 || !(o.eval_every_s >= 0) || o.eval_frames < 0) {
+    return absl::InvalidArgumentError(
+        "max_steps, epochs, log_every, eval_every, eval_every_s and "
+        "eval_frames must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> EvaluateAccuracy(ModelBackend* backend,
+                                        absl::Span<const float> params,
+                                        const ExampleSet& data,
+                                        int examples_per_batch,
+                                        int64_t max_frames) {
+  const int64_t n = data.num_examples();
+  if (n == 0 || data.labelled_frames() == 0) {
+    return absl::FailedPreconditionError("no frames to evaluate");
+  }
+  const int64_t max_examples =
+      max_frames > 0
+          ? std::max<int64_t>(1, max_frames / data.max_labelled_steps())
+          : 0;
+  const int64_t stride =
+      max_examples > 0 ? std::max<int64_t>(1, n / max_examples) : 1;
+  const int per = std::max(1, examples_per_batch);
+  BatchBuffer batch(per, data.steps(), data.input_dim());
+  std::vector<int32_t> predicted(batch.labels.size());
+  std::vector<int64_t> ids;
+  int64_t correct = 0, total = 0;
+  for (int64_t e = 0; e < n; e += stride) {
+    ids.push_back(e);
+    if (static_cast<int>(ids.size()) < per && e + stride < n) continue;
+    const int k = static_cast<int>(ids.size());
+    const int rows = k * data.steps();
+    data.Fill(ids, batch.inputs.data(), batch.labels.data());
+    const Batch view{k, data.steps(),
+                     absl::MakeConstSpan(batch.inputs.data(),
+                                         int64_t{rows} * data.input_dim()),
+                     absl::MakeConstSpan(batch.labels.data(), rows)};
+    ASGD_RETURN_IF_ERROR(backend->Predict(
+        params, view, absl::MakeSpan(predicted.data(), rows)));
+    for (int r = 0; r < rows; ++r) {
+      if (batch.labels[r] == kNoLabel) continue;
+      correct += predicted[r] == batch.labels[r];
+      ++total;
+    }
+    ids.clear();
+  }
+  if (total == 0) return absl::FailedPreconditionError("no frames to evaluate");
+  return static_cast<double>(correct) / total;
+}
+
+absl::StatusOr<float> LocalLearningRate(
+    float explicit_rate, const std::map<std::string, std::string>& attributes) {
+  if (explicit_rate > 0) return explicit_rate;
+  auto it = attributes.find("learning_rate");
+  float lr = 0;
+  if (it == attributes.end() || !absl::SimpleAtof(it->second, &lr) ||
+      !(lr > 0)) {
+    return absl::FailedPreconditionError(
+        "local SGD needs a learning rate: the servers do not publish one; "
+        "pass it explicitly");
+  }
+  return lr;
+}
+
+int64_t LockstepSteps(double epochs, int64_t total_examples, int num_workers,
+                      int examples_per_batch) {
+  const int64_t steps = static_cast<int64_t>(
+      epochs * total_examples /
+      (static_cast<double>(std::max(num_workers, 1)) *
+       std::max(examples_per_batch, 1)));
+  return std::max<int64_t>(steps, 1);
+}
+
+void LogSummary(std::ostream* log, int worker_index, const TrainResult& r,
+                absl::string_view done_extra) {
+  if (log == nullptr) return;
+  *log << absl::StrFormat(
+              "worker %d done: %d steps, %d pushes, %d frames in %.1f s "
+              "(%.0f frames/s)",
+              worker_index, r.steps, r.pushes, r.frames, r.seconds,
+              r.frames / std::max(r.seconds, 1e-9))
+       << done_extra << std::endl;
+  const PhaseTimes& ph = r.phases;
+  const double busy = ph.data + ph.pull + ph.compute + ph.push + ph.idle;
+  *log << absl::StrFormat(
+              "worker %d phases: data %.1f s, pull %.1f s, compute %.1f s, "
+              "push %.1f s, idle %.1f s; blocked on communication %.0f%% of "
+              "step time",
+              worker_index, ph.data, ph.pull, ph.compute, ph.push, ph.idle,
+              100 * (ph.pull + ph.push) / std::max(busy, 1e-9))
+       << std::endl;
+  if (r.heldout_accuracy >= 0) {
+    *log << absl::StrFormat("worker %d held-out frame accuracy: %.1f%%",
+                            worker_index, 100 * r.heldout_accuracy)
+         << std::endl;
+  }
+}
+
+LoopReporter::LoopReporter(const LoopOptions& options, ModelBackend* backend,
+                           const ExampleSet* heldout, std::ostream* log)
+    : options_(options),
+      backend_(backend),
+      heldout_(heldout),
+      log_(log),
+      clock_(options.clock != nullptr ? options.clock : RealClock()),
+      start_(clock_->Now()),
+      last_eval_(start_),
+      window_start_(start_) {}
+
+double LoopReporter::Seconds() const {
+  return absl::ToDoubleSeconds(clock_->Now() - start_);
+}
+
+void LoopReporter::BookStep(const BatchResult& r, const PhaseTimes& step,
+                            TrainResult* result) {
+  ++result->steps;
+  result->frames += r.labelled;
+  result->last_loss = r.loss;
+  window_frames_ += r.labelled;
+  window_correct_ += r.correct;
+  window_loss_ += r.loss * r.labelled;
+  PhaseTimes& total = result->phases;
+  total.data += step.data;
+  total.pull += step.pull;
+  total.compute += step.compute;
+  total.push += step.push;
+  total.idle += step.idle;
+  if (options_.observer != nullptr) {
+    options_.observer->OnStep(StepReport{r.labelled, r.loss, r.correct,
+                                         step.data, step.pull, step.compute,
+                                         step.push});
+  }
+}
+
+void LoopReporter::MaybeLog(const TrainResult& result, double epochs,
+                            absl::string_view extra, bool force) {
+  if (log_ == nullptr || options_.log_every <= 0 || window_frames_ == 0) return;
+  if (!force && result.steps % options_.log_every != 0) return;
+  const absl::Time now = clock_->Now();
+  const double secs = absl::ToDoubleSeconds(now - window_start_);
+  *log_ << absl::StrFormat(
+               "worker %d step %d epoch %.2f loss %.3f batch-acc %.1f%% "
+               "frames/s %.0f",
+               options_.worker_index, result.steps, epochs,
+               window_loss_ / window_frames_,
+               100.0 * window_correct_ / window_frames_,
+               window_frames_ / std::max(secs, 1e-9))
+        << extra << std::endl;
+  window_start_ = now;
+  window_frames_ = window_correct_ = 0;
+  window_loss_ = 0;
+}
+
+bool LoopReporter::EvalDue(int64_t steps) const {
+  if (heldout_ == nullptr || heldout_->num_examples() == 0) return false;
+  const bool by_steps =
+      options_.eval_every > 0 && steps > 0 && steps % options_.eval_every == 0;
+  const bool by_time =
+      options_.eval_every_s > 0 &&
+      clock_->Now() - last_eval_ >= absl::Seconds(options_.eval_every_s);
+  return by_steps || by_time;
+}
+
+absl::Status LoopReporter::Evaluate(absl::Span<const float> params,
+                                    uint64_t version, bool full,
+                                    TrainResult* result) {
+  if (heldout_ == nullptr || heldout_->num_examples() == 0) {
+    return absl::OkStatus();
+  }
+  last_eval_ = clock_->Now();
+  EvalPoint point;
+  point.seconds = Seconds();
+  point.frames = result->frames;
+  point.version = version;
+  const int per =
+      std::max(1, backend_->max_rows() / std::max(1, heldout_->steps()));
+  ASGD_ASSIGN_OR_RETURN(
+      point.accuracy,
+      EvaluateAccuracy(backend_, params, *heldout_, per,
+                       full ? 0 : options_.eval_frames));
+  result->evals.push_back(point);
+  if (options_.observer != nullptr) {
+    options_.observer->OnHeldoutAccuracy(point.accuracy);
+  }
+  if (log_ != nullptr) {
+    *log_ << absl::StrFormat(
+                 "worker %d eval t=%.1f frames=%d version=%d held-out frame "
+                 "accuracy: %.1f%%",
+                 options_.worker_index, point.seconds, point.frames,
+                 point.version, 100 * point.accuracy)
+          << std::endl;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace asgd

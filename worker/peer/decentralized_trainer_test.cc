@@ -1,0 +1,156 @@
+// The decentralized training loop without a network: delay-by-one applies
+// each gradient one step late, the metrics count exchanges, modes parse.
+// (Groups of workers over real gRPC: tests/decentralized_group_test.cc.)
+#include "worker/peer/decentralized_trainer.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/cpu_backend.h"
+#include "prometheus/registry.h"
+#include "worker/data/frame_examples.h"
+#include "worker/data/utterances.h"
+#include "worker/peer/decentralized_metrics.h"
+
+namespace asgd {
+namespace {
+
+ModelSpec SmallSpec() {
+  ModelSpec spec;
+  spec.feature_dim = 4;
+  spec.context = 1;
+  spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
+  spec.num_classes = 3;
+  return spec;
+}
+
+// Frames whose features carry their label, so training can learn them;
+// utterances u with u % parts == part.
+Utterances MakeData(uint32_t seed, int part = 0, int parts = 1,
+                    int num_utts = 24) {
+  Utterances utts(4);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> noise(0, 0.5f);
+  for (int u = 0; u < num_utts; ++u) {
+    std::vector<float> f;
+    std::vector<int32_t> l;
+    for (int t = 0; t < 50; ++t) {
+      const int label = (t / 5 + u) % 3;
+      for (int d = 0; d < 4; ++d) f.push_back((d == label ? 1.0f : 0.0f) + noise(rng));
+      l.push_back(label);
+    }
+    if (u % parts == part) utts.Add(f, l);
+  }
+  return utts;
+}
+
+// A lone worker: no peers, so only the order of gradient and update differs.
+class NoPeers final : public PeerClient {
+ public:
+  int worker_index() const override { return 0; }
+  int num_workers() const override { return 1; }
+  absl::Status Average(int, uint64_t, absl::Span<const float>,
+                       absl::Span<float>) override {
+    return absl::InternalError("no peers");
+  }
+  absl::Status SendSegment(int, uint64_t, int, FlatRange,
+                           absl::Span<const float>) override {
+    return absl::InternalError("no peers");
+  }
+  std::vector<int> AwaitPeersDone(absl::Duration) override { return {}; }
+};
+
+TEST(DelayByOneTest, AppliesEachGradientOneStepLate) {
+  const Utterances utts = MakeData(2);
+  FrameExamples train(&utts, 1);
+  const std::vector<float> x0 = InitialParams(SmallSpec(), 3);
+  const float lr = 0.1f;
+  auto dnn = CreateCpuBackend(SmallSpec(), 32);
+  ASSERT_TRUE(dnn.ok());
+  PeerModel model(x0);
+  NoPeers peers;
+  DecentralizedOptions options;
+  options.loop.batch_size = 32;
+  options.loop.max_steps = 3;
+  options.loop.epochs = 0;
+  options.loop.seed = 5;
+  options.learning_rate = lr;
+  options.delay_by_one = true;
+  DecentralizedTrainer trainer(&model, &peers, nullptr, dnn->get(), &train,
+                               nullptr, options, nullptr);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+
+  // The same minibatches by hand: g_t is computed on x_{t-1} (x_{-1} = x_0),
+  // x_{t+1} = x_t - lr g_{t-1}, and the last gradient is applied at the end.
+  ExampleSampler sampler(&train, options.loop.seed * 7919);
+  BatchBuffer batch(32, 1, train.input_dim());
+  std::vector<float> grad(x0.size());
+  std::vector<float> x = x0, prev = x0, step_in = x0;
+  std::vector<std::vector<float>> grads;
+  for (int t = 0; t < 3; ++t) {
+    sampler.Next(&batch);
+    step_in = x;  // the weights at the start of step t (before its update)
+    ASSERT_TRUE(
+        (*dnn)
+            ->ComputeGradient(step_in, batch.view(), absl::MakeSpan(grad))
+            .ok());
+    if (!grads.empty()) {
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] -= lr * (1.0f * grads.back()[i]);
+    }
+    grads.push_back(grad);
+  }
+  for (size_t i = 0; i < x.size(); ++i) x[i] -= lr * (1.0f * grads.back()[i]);
+  // Steps 0 and 1 computed their gradients on x_0 itself.
+  EXPECT_EQ(result->train.params, x);
+}
+
+double MetricValue(prometheus::Registry& registry, const std::string& name,
+                   const std::string& result) {
+  for (const auto& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const auto& m : family.metric) {
+      bool match = result.empty();
+      for (const auto& l : m.label) {
+        if (l.name == "result" && l.value == result) match = true;
+      }
+      if (!match) continue;
+      return family.type == prometheus::MetricType::Counter ? m.counter.value
+                                                            : m.gauge.value;
+    }
+  }
+  return -1;
+}
+
+TEST(DecentralizedMetricsTest, CountsExchangesAndKeepsTheDistance) {
+  prometheus::Registry registry;
+  DecentralizedMetrics metrics(registry, 3);
+  metrics.OnAverage(AverageResult::kOk, 2.5);
+  metrics.OnAverage(AverageResult::kFailed, 0);
+  metrics.OnAverage(AverageResult::kSkipped, 0);
+  metrics.OnAverage(AverageResult::kSkipped, 0);
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_consensus_distance", ""), 2.5);
+  metrics.OnAverageServed(1.25);
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_consensus_distance", ""), 1.25);
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "ok"), 1);
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "failed"),
+            1);
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "skipped"),
+            2);
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_served_total", ""),
+            1);
+}
+
+TEST(DecentralizedModeTest, Parse) {
+  EXPECT_TRUE(IsDecentralizedMode("adpsgd"));
+  EXPECT_TRUE(IsDecentralizedMode("allreduce"));
+  EXPECT_FALSE(IsDecentralizedMode("asgd"));
+  EXPECT_EQ(*ParseDecentralizedMode("allreduce"),
+            DecentralizedMode::kAllreduce);
+}
+
+}  // namespace
+}  // namespace asgd

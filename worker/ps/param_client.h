@@ -1,0 +1,95 @@
+// ParamClient: how a worker talks to the parameter-server pool, as a small
+// interface so training code and tests do not depend on gRPC
+// (GrpcParamClient is the real one).
+//
+// The model is one flat float vector in ModelLayout order; the client splits
+// pushes and assembles pulls across the pool's servers. Versions are per
+// server: versions[i] is server i's version.
+//
+// Thread-safety: implementations allow one Push in flight concurrently with
+// calls of the other methods from a second thread (a worker computes while
+// its previous push is on the wire); otherwise one thread at a time.
+#ifndef ASGD_WORKER_PS_PARAM_CLIENT_H_
+#define ASGD_WORKER_PS_PARAM_CLIENT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "absl/time/time.h"
+#include "common/model_layout.h"
+#include "common/security_options.h"
+#include "common/wire_codec.h"
+#include "model/model_spec.h"
+
+namespace asgd {
+
+enum class PushKind {
+  kGradient,  // an optimizer step on the servers
+  kAssign,    // replace the servers' weights (warm start, SGD hand-over)
+};
+
+// Minibatch ids from the shared pool (see proto FetchBatchesRequest).
+struct PoolGrant {
+  std::vector<uint64_t> batch_ids;
+  uint64_t batches_per_epoch = 0;
+  bool exhausted = false;
+};
+
+struct PushOutcome {
+  int applied = 0;              // servers that applied their part
+  int dropped = 0;              // servers that dropped it as too stale
+  uint64_t max_staleness = 0;   // largest staleness any server reported
+  bool pull_required = false;   // pull before the next push
+};
+
+// How a client reaches the pool (see worker/ps/connect.h).
+struct PoolClientOptions {
+  uint64_t worker_id = 0;
+  SecurityOptions security;  // TLS / token (default: none)
+  absl::Duration connect_timeout = absl::Seconds(30);
+  absl::Duration rpc_timeout = absl::Seconds(60);
+  // Encoding of pushed gradients and pulled weights on the wire. bfloat16
+  // halves the bytes; the servers keep float32 weights either way.
+  WireDtype wire_dtype = WireDtype::kFloat32;
+};
+
+class ParamClient {
+ public:
+  virtual ~ParamClient() = default;
+
+  virtual const ModelLayout& layout() const = 0;
+  // The pool's model; layout().tensors() are ModelTensors(model()).
+  virtual const ModelSpec& model() const = 0;
+  // Model attributes served by the pool (e.g. "learning_rate").
+  virtual const std::map<std::string, std::string>& attributes() const = 0;
+
+  // Fetches the whole model into `params` (layout().total_size() floats) and
+  // each server's version into `versions`.
+  virtual absl::Status Pull(absl::Span<float> params,
+                            std::vector<uint64_t>* versions) = 0;
+
+  // Sends `gradient` (the average over `num_minibatches` minibatches),
+  // computed from the model of `versions`, to every server.
+  // With kAssign, `gradient` holds weights that replace the model.
+  virtual absl::StatusOr<PushOutcome> Push(
+      absl::Span<const float> gradient, const std::vector<uint64_t>& versions,
+      int num_minibatches, PushKind kind = PushKind::kGradient) = 0;
+
+  // Each server's current version.
+  virtual absl::StatusOr<std::vector<uint64_t>> Versions() = 0;
+
+  // Up to `count` minibatch ids from the pool on server 0, for a dataset of
+  // `num_frames` frames in batches of `batch_size`, for `epochs` passes.
+  virtual absl::StatusOr<PoolGrant> FetchBatches(uint64_t num_frames,
+                                                 int batch_size, double epochs,
+                                                 int count) = 0;
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_WORKER_PS_PARAM_CLIENT_H_

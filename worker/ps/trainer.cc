@@ -1,0 +1,392 @@
+#include "worker/ps/trainer.h"
+
+#include <algorithm>
+#include <future>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "worker/data/make_examples.h"
+#include "worker/ps/pool_source.h"
+
+namespace asgd {
+
+absl::StatusOr<TrainMode> ParseTrainMode(absl::string_view text) {
+  if (text == "asgd") return TrainMode::kAsgd;
+  if (text == "sync") return TrainMode::kSync;
+  if (text == "sgd") return TrainMode::kSgd;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown mode '", text, "' (want asgd, sync or sgd)"));
+}
+
+Trainer::Trainer(ParamClient* client, ModelBackend* backend,
+                 const ExampleSet* train, const ExampleSet* heldout,
+                 const TrainerOptions& options, std::ostream* log)
+    : client_(client),
+      backend_(backend),
+      train_(train),
+      heldout_(heldout),
+      options_(options),
+      log_(log),
+      reporter_(options.loop, backend, heldout, log),
+      clock_(reporter_.clock()) {}
+
+absl::Status Trainer::ValidateSetup() const {
+  const LoopOptions& loop = options_.loop;
+  ASGD_RETURN_IF_ERROR(ValidateLoopOptions(loop));
+  if (ModelParamCount(backend_->spec()) != client_->layout().total_size()) {
+    return absl::FailedPreconditionError(
+        "the backend's model is not the pool's model");
+  }
+  if (train_->num_examples() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", loop.worker_index,
+        " has no training data (more workers than utterances?)"));
+  }
+  if (train_->input_dim() != backend_->spec().input_dim()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the data gives ", train_->input_dim(),
+        " inputs per row but the model takes ", backend_->spec().input_dim()));
+  }
+  if (ShapeOfBatch(*train_, loop.batch_size).rows() > backend_->max_rows()) {
+    return absl::InvalidArgumentError(
+        "a minibatch is larger than the backend was made for");
+  }
+  if (options_.push_every < 1) {
+    return absl::InvalidArgumentError("push_every must be >= 1");
+  }
+  if (options_.use_pool && ShapeOfBatch(*train_, loop.batch_size).examples >
+                               train_->num_examples()) {
+    return absl::InvalidArgumentError("batch larger than the training data");
+  }
+  if (options_.mode == TrainMode::kSync &&
+      (loop.max_steps <= 0 || options_.use_pool || options_.push_every != 1 ||
+       options_.compute_while_pushing)) {
+    return absl::InvalidArgumentError(
+        "synchronous mode needs a step count (equal on every worker), one "
+        "minibatch per push, no background pushes and no minibatch pool");
+  }
+  return absl::OkStatus();
+}
+
+void Trainer::Straggle(absl::Duration compute) {
+  if (options_.loop.slowdown > 1.0) {
+    clock_->SleepFor(compute * (options_.loop.slowdown - 1.0));
+  }
+}
+
+absl::Status Trainer::LocalSgd(BatchSource* source, float lr,
+                               int64_t max_steps, TrainResult* result) {
+  const BatchShape shape = ShapeOfBatch(*train_, options_.loop.batch_size);
+  BatchBuffer batch(shape.examples, shape.steps, train_->input_dim());
+  std::vector<float> grad(result->params.size());
+  for (;;) {
+    if (max_steps > 0 && result->steps >= max_steps) break;
+    const absl::Time t0 = clock_->Now();
+    ASGD_ASSIGN_OR_RETURN(bool more, source->Next(&batch));
+    if (!more) break;
+    const absl::Time t1 = clock_->Now();
+    ASGD_ASSIGN_OR_RETURN(
+        BatchResult r, backend_->ComputeGradient(result->params, batch.view(),
+                                                 absl::MakeSpan(grad)));
+    for (size_t i = 0; i < grad.size(); ++i) result->params[i] -= lr * grad[i];
+    const absl::Time t2 = clock_->Now();
+    PhaseTimes step;
+    step.data = absl::ToDoubleSeconds(t1 - t0);
+    step.compute = absl::ToDoubleSeconds(t2 - t1);
+    reporter_.BookStep(r, step, result);
+    reporter_.MaybeLog(*result, source->epochs(), "");
+    if (reporter_.EvalDue(result->steps)) {
+      ASGD_RETURN_IF_ERROR(reporter_.Evaluate(result->params, 0, false, result));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::WarmStart(TrainResult* result,
+                                std::vector<uint64_t>* versions) {
+  if (options_.loop.worker_index == 0) {
+    ASGD_ASSIGN_OR_RETURN(float lr,
+                          LocalLearningRate(options_.local_learning_rate,
+                                            client_->attributes()));
+    LocalSource source(train_, options_.loop.seed * 104729 + 17,
+                       options_.warm_start_epochs);
+    if (log_ != nullptr) {
+      *log_ << absl::StrFormat(
+                   "worker 0 warm start: %.2f epochs of plain SGD (lr %g)",
+                   options_.warm_start_epochs, lr)
+            << std::endl;
+    }
+    TrainResult warm;
+    warm.params = std::move(result->params);
+    ASGD_RETURN_IF_ERROR(LocalSgd(&source, lr, /*max_steps=*/0, &warm));
+    result->params = std::move(warm.params);
+    ASGD_RETURN_IF_ERROR(
+        client_->Push(result->params, *versions, 1, PushKind::kAssign)
+            .status());
+    if (log_ != nullptr) {
+      *log_ << "worker 0 warm start done after " << warm.steps
+            << " steps; model handed to the servers" << std::endl;
+    }
+    return PullWithRetry(absl::MakeSpan(result->params), versions);
+  }
+  // Other workers wait for worker 0's model (every server past version 0).
+  const absl::Time deadline = clock_->Now() + options_.warm_start_timeout;
+  for (;;) {
+    ASGD_ASSIGN_OR_RETURN(std::vector<uint64_t> now, client_->Versions());
+    if (std::all_of(now.begin(), now.end(), [](uint64_t v) { return v > 0; })) {
+      break;
+    }
+    if (clock_->Now() > deadline) {
+      return absl::DeadlineExceededError(
+          "timed out waiting for worker 0's warm-start model");
+    }
+    clock_->SleepFor(absl::Milliseconds(100));  // polling a remote condition
+  }
+  return PullWithRetry(absl::MakeSpan(result->params), versions);
+}
+
+namespace {
+
+// Errors a restarting or briefly unreachable pool produces. A push computed
+// from versions a restored server never reached is also transient: pull
+// again.
+bool Transient(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kCancelled:
+      return true;
+    case absl::StatusCode::kInvalidArgument:
+      return absl::StrContains(s.message(), "from the future");
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+absl::Status Trainer::BackOff(const absl::Status& error, absl::string_view what) {
+  if (!Transient(error)) return error;
+  const absl::Time now = clock_->Now();
+  if (failures_ == 0) first_failure_ = now;
+  if (now - first_failure_ > options_.max_retry_time) {
+    return absl::Status(error.code(),
+                        absl::StrCat(error.message(), " (still failing after ",
+                                     absl::FormatDuration(now - first_failure_),
+                                     " of retries)"));
+  }
+  absl::Duration wait = options_.initial_backoff;
+  for (int i = 0; i < failures_ && wait < options_.max_backoff; ++i) wait *= 2;
+  wait = std::min(wait, options_.max_backoff);
+  // Jitter in [0.5, 1.5): workers that lost the same server do not return
+  // in lockstep.
+  jitter_state_ = jitter_state_ * 6364136223846793005ull + 1442695040888963407ull;
+  wait *= 0.5 + static_cast<double>(jitter_state_ >> 11) * 0x1.0p-53;
+  ++failures_;
+  if (options_.loop.observer != nullptr) options_.loop.observer->OnRpcRetry();
+  if (log_ != nullptr) {
+    *log_ << "worker " << options_.loop.worker_index << ": " << what
+          << " failed (" << error << "); retry " << failures_ << " in "
+          << absl::FormatDuration(wait) << std::endl;
+  }
+  clock_->SleepFor(wait);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::PullWithRetry(absl::Span<float> params,
+                                    std::vector<uint64_t>* versions) {
+  for (;;) {
+    absl::Status s = client_->Pull(params, versions);
+    if (s.ok()) {
+      if (failures_ > 0 && log_ != nullptr) {
+        *log_ << "worker " << options_.loop.worker_index
+              << ": the pool answers again; resuming from a fresh pull"
+              << std::endl;
+      }
+      failures_ = 0;
+      return s;
+    }
+    ASGD_RETURN_IF_ERROR(BackOff(s, "pull"));
+  }
+}
+
+absl::StatusOr<TrainResult> Trainer::Run() {
+  ASGD_RETURN_IF_ERROR(ValidateSetup());
+  const LoopOptions& loop = options_.loop;
+  const int64_t total = client_->layout().total_size();
+  const BatchShape shape = ShapeOfBatch(*train_, loop.batch_size);
+  TrainResult result;
+  result.params.resize(total);
+  std::vector<uint64_t> versions;
+
+  ASGD_RETURN_IF_ERROR(PullWithRetry(absl::MakeSpan(result.params), &versions));
+  if (options_.warm_start_epochs > 0) {
+    ASGD_RETURN_IF_ERROR(WarmStart(&result, &versions));
+  }
+
+  std::unique_ptr<BatchSource> source;
+  if (options_.use_pool) {
+    source = std::make_unique<PoolSource>(client_, train_, options_.pool_seed,
+                                          shape.examples, loop.epochs);
+  } else {
+    source = std::make_unique<LocalSource>(
+        train_, loop.seed * 7919 + loop.worker_index, loop.epochs);
+  }
+  auto staleness = [&] {
+    return absl::StrCat(" max-staleness ", window_staleness_);
+  };
+
+  if (options_.mode == TrainMode::kSgd) {
+    ASGD_ASSIGN_OR_RETURN(float lr,
+                          LocalLearningRate(options_.local_learning_rate,
+                                            client_->attributes()));
+    ASGD_RETURN_IF_ERROR(LocalSgd(source.get(), lr, loop.max_steps, &result));
+    reporter_.MaybeLog(result, source->epochs(), "", /*force=*/true);
+    // Hand the model to the servers so it is evaluated like the others.
+    ASGD_RETURN_IF_ERROR(
+        client_->Push(result.params, versions, 1, PushKind::kAssign).status());
+  } else {
+    std::vector<float> grad(total), accum(total, 0.0f), outgoing(total);
+    BatchBuffer batch(shape.examples, shape.steps, train_->input_dim());
+    int accum_n = 0;
+    std::vector<uint64_t> accum_versions;
+    std::optional<std::future<absl::StatusOr<PushOutcome>>> in_flight;
+    bool need_pull = false;  // the model was pulled just above
+
+    // Waits for the background push (if any) and books its outcome.
+    auto collect = [&]() -> absl::Status {
+      if (!in_flight.has_value()) return absl::OkStatus();
+      absl::StatusOr<PushOutcome> outcome = in_flight->get();
+      in_flight.reset();
+      if (!outcome.ok() && absl::IsUnavailable(outcome.status()) &&
+          absl::StrContains(outcome.status().message(), "busy")) {
+        // A server's queues were full. Other servers may have applied their
+        // part, so the gradient is not resent: pull and go on.
+        ++result.pushes_busy;
+        need_pull = true;
+        return absl::OkStatus();
+      }
+      if (!outcome.ok()) {
+        // Lost with a server that went away (or refused by one that came
+        // back without it): not resent; pull fresh and go on.
+        ASGD_RETURN_IF_ERROR(BackOff(outcome.status(), "push"));
+        need_pull = true;
+        return absl::OkStatus();
+      }
+      failures_ = 0;
+      if (loop.observer != nullptr) {
+        loop.observer->OnPush(
+            PushReport{outcome->max_staleness, outcome->dropped});
+      }
+      ++result.pushes;
+      result.pushes_dropped += outcome->dropped;
+      window_staleness_ = std::max(window_staleness_, outcome->max_staleness);
+      need_pull = true;
+      return absl::OkStatus();
+    };
+    auto start_push = [&]() -> absl::Status {
+      const float inv = 1.0f / accum_n;
+      for (int64_t i = 0; i < total; ++i) {
+        outgoing[i] = accum[i] * inv;
+        accum[i] = 0.0f;
+      }
+      const int n = accum_n;
+      accum_n = 0;
+      const std::vector<uint64_t> base = accum_versions;
+      auto push = [this, &outgoing, base, n] {
+        return client_->Push(outgoing, base, n);
+      };
+      if (options_.compute_while_pushing) {
+        in_flight = std::async(std::launch::async, push);
+        return absl::OkStatus();
+      }
+      std::promise<absl::StatusOr<PushOutcome>> done;
+      done.set_value(push());
+      in_flight = done.get_future();
+      return collect();
+    };
+    auto push_ready = [&] {
+      return in_flight.has_value() &&
+             in_flight->wait_for(std::chrono::seconds(0)) ==
+                 std::future_status::ready;
+    };
+
+    for (;;) {
+      if (loop.max_steps > 0 && result.steps >= loop.max_steps) break;
+      const absl::Time t0 = clock_->Now();
+      if (push_ready()) ASGD_RETURN_IF_ERROR(collect());
+      const absl::Time t1 = clock_->Now();
+      // After each completed push the model is refreshed, even while the
+      // next push is already on the wire.
+      if (need_pull) {
+        ASGD_RETURN_IF_ERROR(
+            PullWithRetry(absl::MakeSpan(result.params), &versions));
+        need_pull = false;
+      }
+      const absl::Time t2 = clock_->Now();
+      ASGD_ASSIGN_OR_RETURN(bool more, source->Next(&batch));
+      if (!more) break;
+      const absl::Time t3 = clock_->Now();
+      ASGD_ASSIGN_OR_RETURN(
+          BatchResult r, backend_->ComputeGradient(result.params, batch.view(),
+                                                   absl::MakeSpan(grad)));
+      const absl::Time t4 = clock_->Now();
+      Straggle(t4 - t3);
+      const absl::Time t5 = clock_->Now();
+      if (accum_n == 0) accum_versions = versions;  // oldest model in the sum
+      for (int64_t i = 0; i < total; ++i) accum[i] += grad[i];
+      ++accum_n;
+
+      if (accum_n >= options_.push_every) {
+        const bool busy = in_flight.has_value() && !push_ready();
+        const int cap = std::max(options_.push_every,
+                                 options_.max_minibatches_per_push);
+        if (!(busy && options_.compute_while_pushing && accum_n < cap)) {
+          ASGD_RETURN_IF_ERROR(collect());
+          ASGD_RETURN_IF_ERROR(start_push());
+        }
+      }
+      const absl::Time t6 = clock_->Now();
+      PhaseTimes step;
+      step.push = absl::ToDoubleSeconds((t1 - t0) + (t6 - t5));
+      step.pull = absl::ToDoubleSeconds(t2 - t1);
+      step.data = absl::ToDoubleSeconds(t3 - t2);
+      step.compute = absl::ToDoubleSeconds(t4 - t3);
+      step.idle = absl::ToDoubleSeconds(t5 - t4);
+      reporter_.BookStep(r, step, &result);
+      if (loop.log_every > 0 && result.steps % loop.log_every == 0) {
+        reporter_.MaybeLog(result, source->epochs(), staleness());
+        window_staleness_ = 0;
+      }
+      if (reporter_.EvalDue(result.steps)) {
+        ASGD_RETURN_IF_ERROR(reporter_.Evaluate(
+            result.params, versions.empty() ? 0 : versions[0], false, &result));
+      }
+    }
+    // Flush: the background push, then whatever is still accumulated.
+    const absl::Time t0 = clock_->Now();
+    ASGD_RETURN_IF_ERROR(collect());
+    if (accum_n > 0 && options_.mode == TrainMode::kAsgd) {
+      ASGD_RETURN_IF_ERROR(start_push());
+      ASGD_RETURN_IF_ERROR(collect());
+    }
+    result.phases.push += absl::ToDoubleSeconds(clock_->Now() - t0);
+    reporter_.MaybeLog(result, source->epochs(), staleness(), /*force=*/true);
+  }
+  // Evaluate the freshest model the pool has.
+  ASGD_RETURN_IF_ERROR(PullWithRetry(absl::MakeSpan(result.params), &versions));
+  result.seconds = reporter_.Seconds();
+  if (heldout_ != nullptr && heldout_->num_examples() > 0) {
+    ASGD_RETURN_IF_ERROR(reporter_.Evaluate(
+        result.params, versions.empty() ? 0 : versions[0], true, &result));
+    result.heldout_accuracy = result.evals.back().accuracy;
+  }
+  return result;
+}
+
+}  // namespace asgd

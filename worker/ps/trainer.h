@@ -1,0 +1,132 @@
+// Trainer: a worker's training loop through the parameter-server pool.
+//
+// Modes (TrainMode):
+//  * kAsgd: asynchronous SGD. Each step pulls the model (after each
+//    completed push), draws a minibatch, computes its gradient and adds it
+//    to an accumulator; every push_every minibatches the accumulated average
+//    is pushed with the versions it was computed from (the server scales the
+//    step for the number of minibatches). With compute_while_pushing
+//    (SPEECH3: "if the PS is busy, compute another minibatch"), a push runs
+//    in the background and the worker keeps computing minibatches on its
+//    current model while it is on the wire; they go out together in the next
+//    push (at most max_minibatches_per_push of them; then it waits). A push
+//    the server drops as too stale, or refuses as busy, is followed by a
+//    fresh pull.
+//  * kSync: the synchronous baseline: pull, compute, push, and the server
+//    (started with --sync_workers) applies the average of every worker's
+//    gradient once per version. Every worker must run the same number of
+//    steps (max_steps).
+//  * kSgd: single-worker SGD baseline: plain SGD on a local copy of the
+//    model (w -= lr * g) with no communication, then the model is handed to
+//    the servers (an assign push) so it can be evaluated like the others.
+//
+// Data: this worker's own examples in a seeded random order each epoch, or
+// with use_pool minibatch ids from the shared pool on server 0, where a slow
+// worker simply takes fewer batches. Any model kind: the examples come from
+// worker/data (frames or chunks) and the math from a ModelBackend. The loop
+// ends after max_steps steps, or when the data's epochs are used up.
+//
+// Warm start: with warm_start_epochs > 0, worker 0 first trains plain SGD
+// locally for that many epochs of its data and assigns the result to the
+// servers; the other workers wait for that model before they start.
+//
+// Progress and held-out evaluations are logged by the shared scaffold
+// (worker/loop/loop.h), the progress line ending in "max-staleness <s>".
+//
+// Thread-safety: one Trainer per thread. While Run() executes it uses its
+// ParamClient (from up to two threads, as ParamClient allows) and backend.
+#ifndef ASGD_WORKER_PS_TRAINER_H_
+#define ASGD_WORKER_PS_TRAINER_H_
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "model/backend.h"
+#include "worker/data/batch_source.h"
+#include "worker/data/examples.h"
+#include "worker/loop/loop.h"
+#include "worker/ps/param_client.h"
+
+namespace asgd {
+
+enum class TrainMode { kAsgd, kSync, kSgd };
+
+absl::StatusOr<TrainMode> ParseTrainMode(absl::string_view text);
+
+struct TrainerOptions {
+  LoopOptions loop;
+  TrainMode mode = TrainMode::kAsgd;
+  int push_every = 1;  // minibatches per push (kAsgd)
+  bool compute_while_pushing = false;
+  // With compute_while_pushing, at most this many minibatches go into one
+  // push (at least push_every): past it the worker waits for the wire.
+  // Bounds the step the server takes (it scales with the count).
+  int max_minibatches_per_push = 4;
+  bool use_pool = false;
+  uint64_t pool_seed = 1;  // example order of pool epochs (same on all workers)
+  double warm_start_epochs = 0;
+  absl::Duration warm_start_timeout = absl::Minutes(30);
+  // Learning rate of local SGD (kSgd, warm start); 0: the pool's
+  // "learning_rate" attribute.
+  float local_learning_rate = 0;
+  // A failed pull or push of a transient kind (a server is down or
+  // restarting: UNAVAILABLE, DEADLINE_EXCEEDED, ...) is retried with
+  // exponential backoff (initial_backoff doubling up to max_backoff, with
+  // jitter) for up to max_retry_time; the worker then resumes from a fresh
+  // pull. A failed push is never resent: a server that got it may have
+  // applied it.
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+  absl::Duration max_retry_time = absl::Minutes(10);
+};
+
+class Trainer {
+ public:
+  // `heldout` may be null. The backend's model must be the pool's, and its
+  // max_rows() must hold a minibatch of `train` (ShapeOfBatch). All pointers
+  // must outlive the trainer.
+  Trainer(ParamClient* client, ModelBackend* backend, const ExampleSet* train,
+          const ExampleSet* heldout, const TrainerOptions& options,
+          std::ostream* log);
+
+  absl::StatusOr<TrainResult> Run();
+
+ private:
+  absl::Status ValidateSetup() const;
+  // Pull with retries (see TrainerOptions::max_retry_time).
+  absl::Status PullWithRetry(absl::Span<float> params,
+                             std::vector<uint64_t>* versions);
+  // After a failed call: OK (and a backoff wait) when `error` is transient
+  // and the retry budget lasts, else `error`.
+  absl::Status BackOff(const absl::Status& error, absl::string_view what);
+  // Plain SGD on result->params over `source` (at most max_steps steps if
+  // > 0), no communication.
+  absl::Status LocalSgd(BatchSource* source, float lr, int64_t max_steps,
+                        TrainResult* result);
+  absl::Status WarmStart(TrainResult* result, std::vector<uint64_t>* versions);
+  // Idles (slowdown - 1) × `compute` when the worker is a straggler.
+  void Straggle(absl::Duration compute);
+
+  ParamClient* const client_;
+  ModelBackend* const backend_;
+  const ExampleSet* const train_;
+  const ExampleSet* const heldout_;
+  const TrainerOptions options_;
+  std::ostream* const log_;
+  LoopReporter reporter_;
+  Clock* const clock_;
+
+  // Retry state: consecutive failures and when the first of them happened.
+  int failures_ = 0;
+  absl::Time first_failure_;
+  uint64_t jitter_state_ = 0x9e3779b97f4a7c15ull;
+  uint64_t window_staleness_ = 0;
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_WORKER_PS_TRAINER_H_

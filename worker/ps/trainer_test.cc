@@ -1,0 +1,437 @@
+// The worker-side controls a user would notice, each checked on what reaches
+// an in-memory pool. Time is a seam: back-off waits and straggler idling go
+// through a test clock, and a slow network is a push the test holds back
+// until the worker has computed a given number of minibatches, so nothing
+// depends on one thread being faster than another. (The same controls over
+// real gRPC servers: tests/trainer_pool_test.cc.)
+#include "worker/ps/trainer.h"
+
+#include <algorithm>
+#include <random>
+#include <future>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "model/cpu_backend.h"
+#include "worker/data/frame_examples.h"
+#include "worker/data/utterances.h"
+#include "worker/loop/fake_clock.h"
+
+namespace asgd {
+namespace {
+
+ModelSpec SmallSpec() {
+  ModelSpec spec;
+  spec.feature_dim = 4;
+  spec.context = 1;
+  spec.layers = {LayerSpec::Dense(8, Activation::kRelu)};
+  spec.num_classes = 3;
+  return spec;
+}
+
+// Frames whose features carry their label, so training can learn them.
+Utterances MakeData(int part = 0, int parts = 1) {
+  Utterances utts(4);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> noise(0, 0.3f);
+  for (int u = 0; u < 20; ++u) {
+    std::vector<float> f;
+    std::vector<int32_t> l;
+    for (int t = 0; t < 50; ++t) {
+      const int label = (t / 5 + u) % 3;
+      for (int d = 0; d < 4; ++d) f.push_back((d == label ? 2.0f : 0.0f) + noise(rng));
+      l.push_back(label);
+    }
+    if (u % parts == part) utts.Add(f, l);
+  }
+  return utts;
+}
+
+// A one-server pool in memory: plain SGD, records every call. With
+// hold_pushes_, a push does not return before release_pushes_ says so.
+class FakePool : public ParamClient {
+ public:
+  explicit FakePool(float lr = 0.1f)
+      : layout_(*ModelLayout::Create(ModelTensors(SmallSpec()), 1, 1)),
+        spec_(SmallSpec()),
+        model_(InitialParams(SmallSpec(), 1)),
+        lr_(lr) {
+    attributes_["learning_rate"] = "0.1";
+  }
+  const ModelLayout& layout() const override { return layout_; }
+  const ModelSpec& model() const override { return spec_; }
+  const std::map<std::string, std::string>& attributes() const override {
+    return attributes_;
+  }
+  absl::Status Pull(absl::Span<float> params,
+                    std::vector<uint64_t>* versions) override {
+    absl::MutexLock lock(&mu_);
+    if (fail_pulls_ > 0) {
+      --fail_pulls_;
+      log_.push_back("pull-failed");
+      return absl::UnavailableError("server restarting");
+    }
+    std::copy(model_.begin(), model_.end(), params.begin());
+    *versions = {version_};
+    log_.push_back("pull");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<PushOutcome> Push(absl::Span<const float> g,
+                                   const std::vector<uint64_t>& versions,
+                                   int n, PushKind kind) override {
+    absl::MutexLock lock(&mu_);
+    PushOutcome out;
+    if (kind == PushKind::kAssign) {
+      model_.assign(g.begin(), g.end());
+      assigned_ = model_;
+      ++version_;
+      log_.push_back("assign");
+      out.applied = 1;
+      return out;
+    }
+    std::pair<FakePool*, int64_t> me(this, started_++);
+    mu_.Await(absl::Condition(
+        +[](std::pair<FakePool*, int64_t>* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+             a->first->mu_) {
+          return !a->first->hold_pushes_ || a->first->released_ > a->second;
+        },
+        &me));
+    ++completed_;
+    if (fail_pushes_ > 0) {
+      --fail_pushes_;
+      log_.push_back("push-failed");
+      return absl::UnavailableError("connection reset");
+    }
+    log_.push_back("push");
+    minibatches_pushed_ += n;
+    max_minibatches_ = std::max(max_minibatches_, n);
+    ++pushes_;
+    if (drop_every_ > 0 && pushes_ % drop_every_ == 0) {
+      out.dropped = 1;
+      out.pull_required = true;
+      return out;
+    }
+    for (size_t i = 0; i < model_.size(); ++i) model_[i] -= lr_ * n * g[i];
+    ++version_;
+    out.applied = 1;
+    out.max_staleness = version_ - 1 - versions[0];
+    return out;
+  }
+  absl::StatusOr<std::vector<uint64_t>> Versions() override {
+    absl::MutexLock lock(&mu_);
+    return std::vector<uint64_t>{version_};
+  }
+  absl::StatusOr<PoolGrant> FetchBatches(uint64_t, int, double, int) override {
+    return absl::UnimplementedError("no pool in the fake");
+  }
+
+  // Lets push number `index` (0-based) and all before it complete.
+  void Release(int64_t index) {
+    absl::MutexLock lock(&mu_);
+    released_ = std::max(released_, index + 1);
+  }
+  // Stops holding pushes back.
+  void ReleaseAll() {
+    absl::MutexLock lock(&mu_);
+    hold_pushes_ = false;
+  }
+  // Blocks until every push started so far has completed.
+  void AwaitPushesDone() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](FakePool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+          return p->completed_ == p->started_;
+        },
+        this));
+  }
+
+  absl::Mutex mu_;
+  ModelLayout layout_;
+  const ModelSpec spec_;
+  std::map<std::string, std::string> attributes_;
+  std::vector<float> model_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> assigned_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
+  int64_t pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t minibatches_pushed_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_minibatches_ ABSL_GUARDED_BY(mu_) = 0;
+  int drop_every_ = 0;
+  int fail_pulls_ ABSL_GUARDED_BY(mu_) = 0;
+  int fail_pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool hold_pushes_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t started_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t released_ ABSL_GUARDED_BY(mu_) = 0;
+  float lr_;
+};
+
+TrainerOptions BaseOptions(FakeClock* clock) {
+  TrainerOptions o;
+  o.loop.batch_size = 16;
+  o.loop.epochs = 0;
+  o.loop.max_steps = 40;
+  o.loop.log_every = 0;
+  o.loop.clock = clock;
+  return o;
+}
+
+absl::StatusOr<TrainResult> Train(ParamClient* client, const TrainerOptions& o,
+                                  int part = 0, int parts = 1) {
+  const Utterances train_utts = MakeData(part, parts);
+  const Utterances heldout_utts = MakeData();
+  FrameExamples train(&train_utts, 1), heldout(&heldout_utts, 1);
+  auto backend = CreateCpuBackend(SmallSpec(), 64);
+  if (!backend.ok()) return backend.status();
+  Trainer trainer(client, backend->get(), &train, &heldout, o, nullptr);
+  return trainer.Run();
+}
+
+int64_t Count(const std::vector<std::string>& log, const std::string& op) {
+  return std::count(log.begin(), log.end(), op);
+}
+
+TEST(TrainerTest, PushEveryKSendsOneKthAsManyPushes) {
+  for (int k : {1, 4}) {
+    FakeClock clock;
+    FakePool pool;
+    TrainerOptions o = BaseOptions(&clock);
+    o.push_every = k;
+    auto result = Train(&pool, o);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->steps, 40);
+    EXPECT_EQ(result->frames, 40 * 16);
+    EXPECT_EQ(result->pushes, 40 / k) << "k=" << k;
+    absl::MutexLock lock(&pool.mu_);
+    EXPECT_EQ(pool.pushes_, 40 / k);
+    EXPECT_EQ(pool.minibatches_pushed_, 40);  // every gradient reached it
+  }
+}
+
+TEST(TrainerTest, DroppedPushIsFollowedByAFreshPull) {
+  FakeClock clock;
+  FakePool pool;
+  pool.drop_every_ = 3;
+  auto result = Train(&pool, BaseOptions(&clock));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->pushes_dropped, 40 / 3);
+  absl::MutexLock lock(&pool.mu_);
+  // Between two pushes there is always a pull.
+  std::string last;
+  for (const std::string& op : pool.log_) {
+    if (op == "push") {
+      EXPECT_NE(last, "push");
+    }
+    last = op;
+  }
+}
+
+// Releases push k once the worker has computed 3 minibatches past its
+// start, and every push after the last step: the network is slower than
+// compute by construction.
+class SlowNetwork : public TrainerObserver {
+ public:
+  SlowNetwork(FakePool* pool, int64_t max_steps)
+      : pool_(pool), max_steps_(max_steps) {}
+  void OnStep(const StepReport&) override {
+    if (++steps_ % 3 == 0) pool_->Release(released_++);
+    if (steps_ == max_steps_) pool_->ReleaseAll();
+  }
+  void OnPush(const PushReport&) override {}
+  void OnHeldoutAccuracy(double) override {}
+
+ private:
+  FakePool* const pool_;
+  const int64_t max_steps_;
+  int64_t steps_ = 0;
+  int64_t released_ = 0;
+};
+
+TEST(TrainerTest, ComputesMoreMinibatchesWhileAPushIsOnTheWire) {
+  FakeClock clock;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.hold_pushes_ = true;
+  }
+  SlowNetwork network(&pool, 60);
+  TrainerOptions o = BaseOptions(&clock);
+  o.compute_while_pushing = true;
+  o.loop.max_steps = 60;
+  o.loop.observer = &network;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 60);
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_LE(pool.pushes_, 60 / 3 + 1);  // minibatches went out together
+  EXPECT_GE(pool.max_minibatches_, 3);
+  EXPECT_LE(pool.max_minibatches_, 4);  // but never more than 4 in one push
+  EXPECT_EQ(pool.minibatches_pushed_, 60);  // and none was lost
+  // The model is still refreshed after every completed push.
+  EXPECT_GE(Count(pool.log_, "pull"), pool.pushes_);
+}
+
+// A straggler's idling that lasts until the background push has completed:
+// compute is slower than the network by construction.
+class WaitForPushesClock : public Clock {
+ public:
+  explicit WaitForPushesClock(FakePool* pool) : pool_(pool) {}
+  absl::Time Now() override { return clock_.Now(); }
+  void SleepFor(absl::Duration d) override {
+    pool_->AwaitPushesDone();
+    clock_.SleepFor(d);
+  }
+
+ private:
+  FakePool* const pool_;
+  FakeClock clock_;
+};
+
+TEST(TrainerTest, BackgroundPushesStillRefreshTheModelWhenComputeIsSlow) {
+  // Pushes complete while the next minibatch is computed: every completed
+  // push must be followed by a pull.
+  FakePool pool;
+  WaitForPushesClock clock(&pool);
+  TrainerOptions o = BaseOptions(nullptr);
+  o.loop.clock = &clock;
+  o.compute_while_pushing = true;
+  o.loop.slowdown = 2;
+  o.loop.max_steps = 20;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_GE(Count(pool.log_, "pull"), pool.pushes_);
+  EXPECT_EQ(pool.minibatches_pushed_, 20);
+}
+
+class RetryCounter : public TrainerObserver {
+ public:
+  void OnStep(const StepReport&) override {}
+  void OnPush(const PushReport&) override {}
+  void OnHeldoutAccuracy(double) override {}
+  void OnRpcRetry() override { ++retries; }
+  int retries = 0;
+};
+
+TEST(TrainerTest, RetriesPullsAndPushesWhileTheServerIsAway) {
+  FakeClock clock;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.fail_pulls_ = 3;
+    pool.fail_pushes_ = 2;
+  }
+  RetryCounter counter;
+  TrainerOptions o = BaseOptions(&clock);
+  o.initial_backoff = absl::Milliseconds(100);
+  o.max_backoff = absl::Milliseconds(400);
+  o.loop.observer = &counter;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 40);
+  EXPECT_EQ(counter.retries, 5);
+  // Three pull retries back off 100, 200 and 400 ms (each ×[0.5, 1.5)),
+  // then two push retries 100 and 200 ms: 1 s ×[0.5, 1.5).
+  EXPECT_GE(clock.Sleeps(), absl::Milliseconds(500));
+  EXPECT_LT(clock.Sleeps(), absl::Milliseconds(1500));
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(pool.pushes_, 38);  // the two lost pushes were not resent
+  // After a failed push the next call is a (fresh) pull.
+  for (size_t i = 0; i + 1 < pool.log_.size(); ++i) {
+    if (pool.log_[i] == "push-failed") {
+      EXPECT_EQ(pool.log_[i + 1], "pull");
+    }
+  }
+}
+
+TEST(TrainerTest, GivesUpWhenTheServerStaysAway) {
+  FakeClock clock;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.fail_pulls_ = 1000000;
+  }
+  TrainerOptions o = BaseOptions(&clock);
+  o.initial_backoff = absl::Milliseconds(100);
+  o.max_backoff = absl::Seconds(1);
+  o.max_retry_time = absl::Seconds(30);
+  auto result = Train(&pool, o);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(result.status().message().find("retries"), absl::string_view::npos);
+  // It kept trying for the whole budget, and not much longer.
+  EXPECT_GE(clock.Sleeps(), absl::Seconds(30));
+  EXPECT_LT(clock.Sleeps(), absl::Seconds(32));
+}
+
+TEST(TrainerTest, SgdModeTrainsLocallyAndHandsTheModelOver) {
+  FakeClock clock;
+  FakePool pool;
+  TrainerOptions o = BaseOptions(&clock);
+  o.mode = TrainMode::kSgd;
+  o.loop.max_steps = 100;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(pool.pushes_, 0);
+  EXPECT_EQ(Count(pool.log_, "assign"), 1);
+  EXPECT_EQ(result->params, pool.assigned_);  // the final pull got it back
+  EXPECT_NE(pool.assigned_, InitialParams(SmallSpec(), 1));
+  EXPECT_GT(result->heldout_accuracy, 0.6);  // it learned the toy task
+}
+
+TEST(TrainerTest, WarmStartHandsOverBeforeAnyAsynchronousPush) {
+  FakePool pool;
+  absl::StatusOr<TrainResult> results[2];
+  std::thread other([&] {
+    FakeClock clock;  // worker 1 polls for the model on its own clock
+    TrainerOptions o1 = BaseOptions(&clock);
+    o1.warm_start_epochs = 0.5;
+    o1.loop.worker_index = 1;
+    results[1] = Train(&pool, o1, 1, 2);
+  });
+  FakeClock clock;
+  TrainerOptions o = BaseOptions(&clock);
+  o.warm_start_epochs = 0.5;
+  results[0] = Train(&pool, o, 0, 2);
+  other.join();
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  absl::MutexLock lock(&pool.mu_);
+  auto assign = std::find(pool.log_.begin(), pool.log_.end(), "assign");
+  ASSERT_NE(assign, pool.log_.end());
+  EXPECT_EQ(std::find(pool.log_.begin(), assign, "push"), assign)
+      << "a gradient was pushed before the warm-start model arrived";
+  EXPECT_NE(pool.assigned_, InitialParams(SmallSpec(), 1));
+  EXPECT_EQ(pool.pushes_, 80);
+}
+
+TEST(TrainerTest, StragglerIdlesInProportionToItsCompute) {
+  FakeClock clock;
+  clock.set_tick(absl::Milliseconds(1));  // every minibatch "computes" 1 ms
+  FakePool pool;
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.slowdown = 3;
+  o.loop.max_steps = 10;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(clock.Sleeps(), absl::Milliseconds(10 * 2));
+  EXPECT_NEAR(result->phases.idle, 10 * 0.003, 1e-9);  // sleep + tick
+}
+
+TEST(TrainerTest, SyncModeNeedsAStepCountAndOnePushPerStep) {
+  FakeClock clock;
+  FakePool pool;
+  TrainerOptions o = BaseOptions(&clock);
+  o.mode = TrainMode::kSync;
+  o.loop.max_steps = 0;
+  EXPECT_EQ(Train(&pool, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.loop.max_steps = 10;
+  o.push_every = 2;
+  EXPECT_EQ(Train(&pool, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace asgd
