@@ -145,7 +145,7 @@ ctr_on_cleanup "${compose[*]} down -v -t 5 >>'$CTR_LOGS/compose-down.log' 2>&1"
 
 ctr_say "docker-compose up -d ${SERVICES[*]} (Prometheus on 127.0.0.1:$prom_port; log: $CTR_LOGS/compose-up.log)"
 up_start=$(date +%s.%N)
-ctr_timed "compose up (corpus done, servers healthy, workers started)" ctr_logged "$CTR_LOGS/compose-up.log" \
+ctr_timed "compose up -d (until the workers start)" ctr_logged "$CTR_LOGS/compose-up.log" \
   timeout -k 10 "$TRAIN_TIMEOUT" "${compose[@]}" up -d --no-build "${SERVICES[@]}" ||
   ctr_fail "docker-compose up failed (log: $CTR_LOGS/compose-up.log; health checks: $CTR_LOGS/health-checks.log)"
 
