@@ -90,6 +90,17 @@ ctr_wait() {
   done
 }
 
+# ctr_wait_quiet TIMEOUT_S CMD...: like ctr_wait, but returns 1 when the time
+# is up instead of failing the check.
+ctr_wait_quiet() {
+  local deadline=$(( $(date +%s) + $1 ))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || return 1
+    sleep 1
+  done
+}
+
 # ctr_bg LOG CMD...: starts CMD in the background with output to LOG; it is
 # stopped at cleanup. Sets CTR_LAST_PID.
 ctr_bg() {
