@@ -11,40 +11,14 @@
 #include "model/cpu_backend.h"
 #include "prometheus/registry.h"
 #include "worker/data/frame_examples.h"
+#include "worker/data/toy_task.h"
 #include "worker/data/utterances.h"
 #include "worker/peer/decentralized_metrics.h"
 
 namespace asgd {
 namespace {
 
-ModelSpec SmallSpec() {
-  ModelSpec spec;
-  spec.feature_dim = 4;
-  spec.context = 1;
-  spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
-  spec.num_classes = 3;
-  return spec;
-}
-
-// Frames whose features carry their label, so training can learn them;
-// utterances u with u % parts == part.
-Utterances MakeData(uint32_t seed, int part = 0, int parts = 1,
-                    int num_utts = 24) {
-  Utterances utts(4);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> noise(0, 0.5f);
-  for (int u = 0; u < num_utts; ++u) {
-    std::vector<float> f;
-    std::vector<int32_t> l;
-    for (int t = 0; t < 50; ++t) {
-      const int label = (t / 5 + u) % 3;
-      for (int d = 0; d < 4; ++d) f.push_back((d == label ? 1.0f : 0.0f) + noise(rng));
-      l.push_back(label);
-    }
-    if (u % parts == part) utts.Add(f, l);
-  }
-  return utts;
-}
+ModelSpec SmallSpec() { return ToyModel("dnn"); }
 
 // A lone worker: no peers, so only the order of gradient and update differs.
 class NoPeers final : public PeerClient {
@@ -63,7 +37,7 @@ class NoPeers final : public PeerClient {
 };
 
 TEST(DelayByOneTest, AppliesEachGradientOneStepLate) {
-  const Utterances utts = MakeData(2);
+  const Utterances utts = ToyUtterances(2, 0, 1, 24, 0.5f, 1.0f);
   FrameExamples train(&utts, 1);
   const std::vector<float> x0 = InitialParams(SmallSpec(), 3);
   const float lr = 0.1f;

@@ -14,48 +14,24 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
-#include "worker/data/frame_examples.h"
+#include "worker/data/make_examples.h"
+#include "worker/data/toy_task.h"
 #include "worker/data/utterances.h"
 #include "worker/loop/fake_clock.h"
 
 namespace asgd {
 namespace {
 
-ModelSpec SmallSpec() {
-  ModelSpec spec;
-  spec.feature_dim = 4;
-  spec.context = 1;
-  spec.layers = {LayerSpec::Dense(8, Activation::kRelu)};
-  spec.num_classes = 3;
-  return spec;
-}
-
-// Frames whose features carry their label, so training can learn them.
-Utterances MakeData(int part = 0, int parts = 1) {
-  Utterances utts(4);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> noise(0, 0.3f);
-  for (int u = 0; u < 20; ++u) {
-    std::vector<float> f;
-    std::vector<int32_t> l;
-    for (int t = 0; t < 50; ++t) {
-      const int label = (t / 5 + u) % 3;
-      for (int d = 0; d < 4; ++d) f.push_back((d == label ? 2.0f : 0.0f) + noise(rng));
-      l.push_back(label);
-    }
-    if (u % parts == part) utts.Add(f, l);
-  }
-  return utts;
-}
+ModelSpec SmallSpec() { return ToyModel("dnn"); }
 
 // A one-server pool in memory: plain SGD, records every call. With
 // hold_pushes_, a push does not return before release_pushes_ says so.
 class FakePool : public ParamClient {
  public:
-  explicit FakePool(float lr = 0.1f)
-      : layout_(*ModelLayout::Create(ModelTensors(SmallSpec()), 1, 1)),
-        spec_(SmallSpec()),
-        model_(InitialParams(SmallSpec(), 1)),
+  explicit FakePool(const ModelSpec& spec = SmallSpec(), float lr = 0.1f)
+      : layout_(*ModelLayout::Create(ModelTensors(spec), 1, 1)),
+        spec_(spec),
+        model_(InitialParams(spec, 1)),
         lr_(lr) {
     attributes_["learning_rate"] = "0.1";
   }
@@ -177,14 +153,21 @@ TrainerOptions BaseOptions(FakeClock* clock) {
   return o;
 }
 
+// Trains the pool's model on part `part` of `parts` of the toy task.
 absl::StatusOr<TrainResult> Train(ParamClient* client, const TrainerOptions& o,
                                   int part = 0, int parts = 1) {
-  const Utterances train_utts = MakeData(part, parts);
-  const Utterances heldout_utts = MakeData();
-  FrameExamples train(&train_utts, 1), heldout(&heldout_utts, 1);
-  auto backend = CreateCpuBackend(SmallSpec(), 64);
+  const Utterances train_utts = ToyUtterances(1, part, parts);
+  const Utterances heldout_utts = ToyUtterances(1);
+  const ModelSpec& spec = client->model();
+  auto train = MakeExamples(spec, &train_utts, ToyDataOptions());
+  if (!train.ok()) return train.status();
+  auto heldout = MakeExamples(spec, &heldout_utts, ToyDataOptions());
+  if (!heldout.ok()) return heldout.status();
+  auto backend =
+      CreateCpuBackend(spec, ShapeOfBatch(**train, o.loop.batch_size).rows());
   if (!backend.ok()) return backend.status();
-  Trainer trainer(client, backend->get(), &train, &heldout, o, nullptr);
+  Trainer trainer(client, backend->get(), train->get(), heldout->get(), o,
+                  nullptr);
   return trainer.Run();
 }
 
@@ -201,7 +184,7 @@ TEST(TrainerTest, PushEveryKSendsOneKthAsManyPushes) {
     auto result = Train(&pool, o);
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(result->steps, 40);
-    EXPECT_EQ(result->frames, 40 * 16);
+    EXPECT_EQ(result->frames, 40 * 16);  // labelled frames
     EXPECT_EQ(result->pushes, 40 / k) << "k=" << k;
     absl::MutexLock lock(&pool.mu_);
     EXPECT_EQ(pool.pushes_, 40 / k);
@@ -432,6 +415,52 @@ TEST(TrainerTest, SyncModeNeedsAStepCountAndOnePushPerStep) {
   EXPECT_EQ(Train(&pool, o).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
+
+// Every training mode of the trainer trains every model kind: the toy task is
+// learned well above chance (33%) whatever the model and the mode.
+struct KindAndMode {
+  std::string kind;
+  std::string mode;  // asgd, accumulate, background, sgd, warm_start
+};
+
+class EveryModelKindTest : public ::testing::TestWithParam<KindAndMode> {};
+
+TEST_P(EveryModelKindTest, LearnsTheToyTask) {
+  const KindAndMode& p = GetParam();
+  FakeClock clock;
+  FakePool pool(ToyModel(p.kind), 0.2f);
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.batch_size = 20;
+  o.loop.max_steps = 150;
+  if (p.mode == "accumulate") o.push_every = 3;
+  if (p.mode == "background") o.compute_while_pushing = true;
+  if (p.mode == "sgd") o.mode = TrainMode::kSgd;
+  if (p.mode == "warm_start") o.warm_start_epochs = 0.5;
+  pool.attributes_["learning_rate"] = "0.2";
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 150);
+  // Sequence models count only the labelled frames of their chunks.
+  EXPECT_GE(result->frames, 150 * 10);
+  EXPECT_GT(result->heldout_accuracy, 0.8) << p.kind << " " << p.mode;
+}
+
+std::vector<KindAndMode> KindsAndModes() {
+  std::vector<KindAndMode> out;
+  for (const char* kind : {"dnn", "cnn", "lstm", "blstm"}) {
+    for (const char* mode :
+         {"asgd", "accumulate", "background", "sgd", "warm_start"}) {
+      out.push_back({kind, mode});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(KindsAndModes, EveryModelKindTest,
+                         ::testing::ValuesIn(KindsAndModes()),
+                         [](const auto& info) {
+                           return info.param.kind + "_" + info.param.mode;
+                         });
 
 }  // namespace
 }  // namespace asgd
