@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# asgd demo: trains a DNN acoustic model with asynchronous SGD through a
-# parameter-server pool, all on 127.0.0.1:
+# asgd demo: trains an acoustic model (a DNN by default; MODEL=cnn, lstm or
+# blstm) with asynchronous SGD through a parameter-server pool, all on
+# 127.0.0.1:
 #   1. installs missing Debian packages and builds asgd,
 #   2. generates the default speech corpus (cached in $ASGD_DEMO_DIR),
 #   3. starts 2 server processes (2 shards each) and 2 workers,
@@ -12,7 +13,9 @@
 #   EPOCHS         passes of each worker over its half of the data (default 3)
 #   NUM_WORKERS    workers (default 2)
 #   NUM_SERVERS    server processes (default 2)
-#   HIDDEN         hidden layer sizes (default 512,512)
+#   MODEL          dnn, cnn, lstm or blstm (default dnn)
+#   HIDDEN         dense layer sizes (default: the model's, 512,512 for dnn)
+#   MODEL_FLAGS    more asgd_server model flags, e.g. "--lstm_cells=128"
 #   LEARNING_RATE  server learning rate (default 0.05)
 #   WIRE_DTYPE     fp32 or bf16: encoding of gradients and weights on the wire
 #                  (default fp32)
@@ -23,7 +26,9 @@ WORKDIR=${ASGD_DEMO_DIR:-/tmp/asgd-demo}
 EPOCHS=${EPOCHS:-3}
 NUM_WORKERS=${NUM_WORKERS:-2}
 NUM_SERVERS=${NUM_SERVERS:-2}
-HIDDEN=${HIDDEN:-512,512}
+MODEL=${MODEL:-dnn}
+HIDDEN=${HIDDEN:-auto}
+MODEL_FLAGS=${MODEL_FLAGS:-}
 LEARNING_RATE=${LEARNING_RATE:-0.05}
 WIRE_DTYPE=${WIRE_DTYPE:-fp32}
 
@@ -37,9 +42,11 @@ mkdir -p "$WORKDIR/logs"
 CORPUS="$WORKDIR/corpus"
 asgd_corpus "$CORPUS"
 
-say "starting $NUM_SERVERS servers (2 shards each); logs in $WORKDIR/logs"
+say "starting $NUM_SERVERS servers (2 shards each), model $MODEL; logs in $WORKDIR/logs"
+# shellcheck disable=SC2086  # MODEL_FLAGS is a list of flags
 asgd_start_servers "$NUM_SERVERS" "$WORKDIR/logs" --num_shards=2 \
-  --hidden="$HIDDEN" --learning_rate="$LEARNING_RATE"
+  --model="$MODEL" --hidden="$HIDDEN" --learning_rate="$LEARNING_RATE" \
+  $MODEL_FLAGS
 for ((s = 0; s < NUM_SERVERS; s++)); do head -1 "$WORKDIR/logs/server-$s.log"; done
 
 say "training: $NUM_WORKERS workers, $EPOCHS epochs each over their part of the data"

@@ -15,11 +15,12 @@ absl::Status ValidateLoopOptions(const LoopOptions& o) {
         "batch_size must be >= 1 and slowdown >= 1, got ", o.batch_size,
         " and ", o.slowdown));
   }
-  if (o.max_steps < 0 || !(o.epochs >= 0) || o.log_every < 0 ||
-      o.eval_every < 0 || !(o.eval_every_s >= 0) || o.eval_frames < 0) {
+  if (o.max_steps < 0 || !(o.epochs >= 0) || !(o.max_seconds >= 0) ||
+      o.log_every < 0 || o.eval_every < 0 || !(o.eval_every_s >= 0) ||
+      o.eval_frames < 0) {
     return absl::InvalidArgumentError(
-        "max_steps, epochs, log_every, eval_every, eval_every_s and "
-        "eval_frames must not be negative");
+        "max_steps, epochs, max_seconds, log_every, eval_every, eval_every_s "
+        "and eval_frames must not be negative");
   }
   return absl::OkStatus();
 }
@@ -128,6 +129,11 @@ LoopReporter::LoopReporter(const LoopOptions& options, ModelBackend* backend,
 
 double LoopReporter::Seconds() const {
   return absl::ToDoubleSeconds(clock_->Now() - start_);
+}
+
+bool LoopReporter::Done(int64_t steps) const {
+  return (options_.max_steps > 0 && steps >= options_.max_steps) ||
+         (options_.max_seconds > 0 && Seconds() >= options_.max_seconds);
 }
 
 void LoopReporter::BookStep(const BatchResult& r, const PhaseTimes& step,

@@ -72,10 +72,10 @@ absl::Status DecentralizedTrainer::Validate() const {
     return absl::InvalidArgumentError("peer client of another worker");
   }
   if (options_.mode == DecentralizedMode::kAllreduce) {
-    if (loop.max_steps <= 0 || mailbox_ == nullptr) {
+    if (loop.max_steps <= 0 || loop.max_seconds > 0 || mailbox_ == nullptr) {
       return absl::InvalidArgumentError(
-          "allreduce needs a step count (equal on every worker) and a "
-          "mailbox");
+          "allreduce needs a step count (equal on every worker, no time "
+          "budget) and a mailbox");
     }
     if (options_.delay_by_one) {
       return absl::InvalidArgumentError(
@@ -135,7 +135,7 @@ absl::StatusOr<DecentralizedResult> DecentralizedTrainer::Run() {
   };
 
   for (uint64_t step = 0;; ++step) {
-    if (loop.max_steps > 0 && r.steps >= loop.max_steps) break;
+    if (reporter_.Done(r.steps)) break;
     // Allreduce runs in lockstep: exactly max_steps steps on every worker.
     if (adpsgd && loop.epochs > 0 && sampler.epochs() >= loop.epochs) break;
     const absl::Time t0 = clock->Now();

@@ -63,11 +63,12 @@ absl::Status Trainer::ValidateSetup() const {
     return absl::InvalidArgumentError("batch larger than the training data");
   }
   if (options_.mode == TrainMode::kSync &&
-      (loop.max_steps <= 0 || options_.use_pool || options_.push_every != 1 ||
-       options_.compute_while_pushing)) {
+      (loop.max_steps <= 0 || loop.max_seconds > 0 || options_.use_pool ||
+       options_.push_every != 1 || options_.compute_while_pushing)) {
     return absl::InvalidArgumentError(
-        "synchronous mode needs a step count (equal on every worker), one "
-        "minibatch per push, no background pushes and no minibatch pool");
+        "synchronous mode needs a step count (equal on every worker, no time "
+        "budget), one minibatch per push, no background pushes and no "
+        "minibatch pool");
   }
   return absl::OkStatus();
 }
@@ -85,6 +86,10 @@ absl::Status Trainer::LocalSgd(BatchSource* source, float lr,
   std::vector<float> grad(result->params.size());
   for (;;) {
     if (max_steps > 0 && result->steps >= max_steps) break;
+    if (options_.loop.max_seconds > 0 &&
+        reporter_.Seconds() >= options_.loop.max_seconds) {
+      break;
+    }
     const absl::Time t0 = clock_->Now();
     ASGD_ASSIGN_OR_RETURN(bool more, source->Next(&batch));
     if (!more) break;
@@ -317,7 +322,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     };
 
     for (;;) {
-      if (loop.max_steps > 0 && result.steps >= loop.max_steps) break;
+      if (reporter_.Done(result.steps)) break;
       const absl::Time t0 = clock_->Now();
       if (push_ready()) ASGD_RETURN_IF_ERROR(collect());
       const absl::Time t1 = clock_->Now();

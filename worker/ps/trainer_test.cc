@@ -402,6 +402,26 @@ TEST(TrainerTest, StragglerIdlesInProportionToItsCompute) {
   EXPECT_NEAR(result->phases.idle, 10 * 0.003, 1e-9);  // sleep + tick
 }
 
+TEST(TrainerTest, StopsAtTheTimeBudget) {
+  FakeClock clock;
+  clock.set_tick(absl::Milliseconds(1));  // time moves 1 ms per reading
+  FakePool pool;
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.max_steps = 0;
+  o.loop.epochs = 0;
+  o.loop.max_seconds = 0.1;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // About 7 clock readings per step: the budget ends it after some steps,
+  // long before the data would.
+  EXPECT_GT(result->steps, 5);
+  EXPECT_LT(result->steps, 30);
+  o.mode = TrainMode::kSync;
+  o.loop.max_steps = 10;
+  EXPECT_EQ(Train(&pool, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(TrainerTest, SyncModeNeedsAStepCountAndOnePushPerStep) {
   FakeClock clock;
   FakePool pool;
