@@ -123,6 +123,13 @@ Clock::time_point StartGate::Arrive() {
   return start_;
 }
 
+std::pair<int64_t, int64_t> ThreadSlice(int64_t n, int threads, int t) {
+  auto bound = [&](int k) {
+    return k == threads ? n : (n / threads * k) / 16 * 16;
+  };
+  return {bound(t), bound(t + 1)};
+}
+
 double ProcessCpuSeconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);

@@ -24,7 +24,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 constexpr uint32_t kAbsMask = 0x7fffffffu;
 constexpr uint32_t kInfBits = 0x7f800000u;  // |x| bits >= this: NaN or Inf
-constexpr int kTopKHistogramShift = 19;     // 12-bit buckets of |x| bits
+constexpr int kTopKHistogramShift = 20;     // 11-bit buckets of |x| bits
+constexpr int kTopKBuckets = (kAbsMask >> kTopKHistogramShift) + 1;
 
 inline uint32_t Bits(float f) {
   uint32_t u;
@@ -130,15 +131,60 @@ absl::Status ParseOneBit(absl::string_view data, int64_t count,
   return absl::OkStatus();
 }
 
-// out[i] = bit (from + i) ? pos : neg for i in [0, to - from), where `from`
-// is a multiple of 8: 8 elements per byte of `bits`.
-ASGD_VECTOR_CLONES void SelectWholeBytes(const uint8_t* bits, int64_t bytes,
-                                         float neg, float pos, float* out) {
-  for (int64_t b = 0; b < bytes; ++b) {
-    const uint32_t byte = bits[b];
-    for (int j = 0; j < 8; ++j) {
-      out[8 * b + j] = (byte & (1u << j)) != 0 ? pos : neg;
+// Eight 32-bit lanes (GCC/Clang vector extensions: two SSE registers in the
+// baseline build, one AVX2 register in the AVX2 clone).
+typedef uint32_t U32x8 __attribute__((vector_size(32)));
+typedef float F32x8 __attribute__((vector_size(32)));
+typedef float F32x4 __attribute__((vector_size(16)));
+typedef double F64x4 __attribute__((vector_size(32)));
+constexpr U32x8 kLaneBits = {1, 2, 4, 8, 16, 32, 64, 128};
+
+inline U32x8 Splat(uint32_t v) {
+  U32x8 one{};
+  one[0] = v;
+  return __builtin_shufflevector(one, one, 0, 0, 0, 0, 0, 0, 0, 0);
+}
+
+template <typename V>
+inline V LoadVector(const void* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+template <typename V>
+inline void StoreVector(void* p, const V& v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+// Whether any lane of a mask (-1 or 0 per lane) is set.
+inline bool AnyLane(U32x8 m) {
+  m |= __builtin_shufflevector(m, m, 4, 5, 6, 7, 0, 1, 2, 3);
+  m |= __builtin_shufflevector(m, m, 2, 3, 0, 1, 6, 7, 4, 5);
+  m |= __builtin_shufflevector(m, m, 1, 0, 3, 2, 5, 4, 7, 6);
+  return m[0] != 0;
+}
+
+// out[8 b + j] = bit j of bits[b] ? pos : neg, for b in [0, bytes): one
+// broadcast per 32 bits, then per 8 elements a mask test and a blend.
+ASGD_VECTOR_CLONES void SelectWholeBytes(const uint8_t* __restrict bits,
+                                         int64_t bytes, float neg, float pos,
+                                         float* __restrict out) {
+  const U32x8 vneg = Splat(Bits(neg));
+  const U32x8 flip = vneg ^ Splat(Bits(pos));
+  int64_t b = 0;
+  for (; b + 4 <= bytes; b += 4) {
+    const U32x8 word = Splat(Load<uint32_t>(bits + b));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const U32x8 lane = kLaneBits << (8 * j);
+      const U32x8 set = (U32x8)((word & lane) == lane);  // -1 or 0
+      StoreVector(out + 8 * (b + j), vneg ^ (flip & set));
     }
+  }
+  for (; b < bytes; ++b) {
+    const U32x8 set = (U32x8)((Splat(bits[b]) & kLaneBits) == kLaneBits);
+    StoreVector(out + 8 * b, vneg ^ (flip & set));
   }
 }
 
@@ -186,51 +232,69 @@ struct GroupSums {
 
 ASGD_VECTOR_CLONES void SumGroup(const float* g, const float* r, int64_t n,
                                  GroupSums* out) {
-  constexpr int kLanes = 8;
-  double neg[kLanes] = {}, pos[kLanes] = {};
-  int32_t num_neg[kLanes] = {};
-  uint32_t max_bits[kLanes] = {};
-  auto add = [&](int j, float a) {
-    // Branch-free so that the lanes vectorize: a_pos is a or 0, and
-    // a - a_pos is exact.
-    const uint32_t negative = a < 0.0f ? 1u : 0u;
-    const float a_pos = FloatFromBits(Bits(a) & (negative - 1u));
-    pos[j] += static_cast<double>(a_pos);
-    neg[j] += static_cast<double>(a - a_pos);
-    num_neg[j] += negative;
-    const uint32_t abs_bits = Bits(a) & kAbsMask;
-    max_bits[j] = max_bits[j] > abs_bits ? max_bits[j] : abs_bits;
-  };
+  // Per lane: a >= 0 goes to pos, a < 0 to neg (a - (a or 0) is exact), in
+  // double.
+  F64x4 pos_lo{}, pos_hi{}, neg_lo{}, neg_hi{};
+  U32x8 num_neg{}, max_bits{};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) add(j, g[i + j] + r[i + j]);
+  for (; i + 8 <= n; i += 8) {
+    const F32x8 a = LoadVector<F32x8>(g + i) + LoadVector<F32x8>(r + i);
+    const U32x8 a_bits = (U32x8)a;
+    const U32x8 negative = (U32x8)(a < F32x8{});  // -1 or 0
+    const F32x8 a_pos = (F32x8)(a_bits & ~negative);
+    const F32x8 a_neg = a - a_pos;
+    pos_lo += __builtin_convertvector(
+        __builtin_shufflevector(a_pos, a_pos, 0, 1, 2, 3), F64x4);
+    pos_hi += __builtin_convertvector(
+        __builtin_shufflevector(a_pos, a_pos, 4, 5, 6, 7), F64x4);
+    neg_lo += __builtin_convertvector(
+        __builtin_shufflevector(a_neg, a_neg, 0, 1, 2, 3), F64x4);
+    neg_hi += __builtin_convertvector(
+        __builtin_shufflevector(a_neg, a_neg, 4, 5, 6, 7), F64x4);
+    num_neg -= negative;
+    const U32x8 abs_bits = a_bits & Splat(kAbsMask);
+    max_bits = max_bits > abs_bits ? max_bits : abs_bits;
   }
-  for (int j = 0; i < n; ++i, ++j) add(j, g[i] + r[i]);
   GroupSums s;
   int64_t negatives = 0;
-  for (int j = 0; j < kLanes; ++j) {
-    s.neg += neg[j];
-    s.pos += pos[j];
+  for (int j = 0; j < 4; ++j) {
+    s.pos += pos_lo[j] + pos_hi[j];
+    s.neg += neg_lo[j] + neg_hi[j];
+  }
+  for (int j = 0; j < 8; ++j) {
     negatives += num_neg[j];
     s.max_abs_bits = std::max(s.max_abs_bits, max_bits[j]);
+  }
+  for (; i < n; ++i) {
+    const float a = g[i] + r[i];
+    if (a < 0.0f) {
+      s.neg += a;
+      ++negatives;
+    } else {
+      s.pos += a;
+    }
+    s.max_abs_bits = std::max(s.max_abs_bits, Bits(a) & kAbsMask);
   }
   s.num_pos = n - negatives;
   *out = s;
 }
 
 // For whole bytes of elements: a = g + r, bit = a >= 0, r = a - level.
-ASGD_VECTOR_CLONES void QuantiseWholeBytes(const float* g, float* r,
-                                           int64_t bytes, float neg,
-                                           float pos, uint8_t* bits) {
+ASGD_VECTOR_CLONES void QuantiseWholeBytes(const float* __restrict g,
+                                           float* __restrict r, int64_t bytes,
+                                           float neg, float pos,
+                                           uint8_t* __restrict bits) {
+  const U32x8 vneg = Splat(Bits(neg));
+  const U32x8 flip = vneg ^ Splat(Bits(pos));
   for (int64_t b = 0; b < bytes; ++b) {
-    uint32_t byte = 0;
-    for (int j = 0; j < 8; ++j) {
-      const float a = g[8 * b + j] + r[8 * b + j];
-      const bool non_negative = a >= 0.0f;
-      r[8 * b + j] = a - (non_negative ? pos : neg);
-      byte |= static_cast<uint32_t>(non_negative) << j;
-    }
-    bits[b] = static_cast<uint8_t>(byte);
+    const F32x8 a =
+        LoadVector<F32x8>(g + 8 * b) + LoadVector<F32x8>(r + 8 * b);
+    const U32x8 non_negative = (U32x8)(a >= F32x8{});  // -1 or 0
+    const F32x8 level = (F32x8)(vneg ^ (flip & non_negative));
+    StoreVector(r + 8 * b, a - level);
+    const U32x8 lane = non_negative & kLaneBits;
+    bits[b] = static_cast<uint8_t>(lane[0] | lane[1] | lane[2] | lane[3] |
+                                   lane[4] | lane[5] | lane[6] | lane[7]);
   }
 }
 
@@ -275,6 +339,76 @@ inline char* WriteVarint(uint32_t v, char* p) {
   }
   *p++ = static_cast<char>(v);
   return p;
+}
+
+// Top-k encoder passes 2 and 3 (see EncodeTopK), 8 elements at a time: most
+// blocks hold no element of interest and cost a vector compare.
+
+// Writes the |a| bits of every element in histogram bucket `bucket` to out.
+ASGD_VECTOR_CLONES void CollectBucket(const float* __restrict g,
+                                      const float* __restrict r, int64_t n,
+                                      uint32_t bucket,
+                                      uint32_t* __restrict out) {
+  const uint32_t lo = bucket << kTopKHistogramShift;
+  const uint32_t hi_inclusive = lo + ((1u << kTopKHistogramShift) - 1);
+  // Keys are below 2^31: signed lane compares are exact.
+  typedef int32_t I32x8 __attribute__((vector_size(32)));
+  const U32x8 abs_mask = Splat(kAbsMask);
+  const I32x8 vlo = (I32x8)Splat(lo), vhi = (I32x8)Splat(hi_inclusive);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const U32x8 key =
+        (U32x8)(LoadVector<F32x8>(g + i) + LoadVector<F32x8>(r + i)) &
+        abs_mask;
+    const I32x8 k = (I32x8)key;
+    if (!AnyLane((U32x8)((k >= vlo) & (k <= vhi)))) continue;
+    for (int j = 0; j < 8; ++j) {
+      if (key[j] >= lo && key[j] <= hi_inclusive) *out++ = key[j];
+    }
+  }
+  for (; i < n; ++i) {
+    const uint32_t key = Bits(g[i] + r[i]) & kAbsMask;
+    if (key >= lo && key <= hi_inclusive) *out++ = key;
+  }
+}
+
+// Stores a = g + r to r for every element, then, for the selected ones (key
+// > threshold, and the first `equal_left` keys == threshold), appends a to
+// `values` and its index varint at `index`, and sets r to 0. Returns the end
+// of the index bytes.
+ASGD_VECTOR_CLONES char* EmitSelected(const float* __restrict g,
+                                      float* __restrict r, int64_t n,
+                                      uint32_t threshold, int64_t equal_left,
+                                      char* __restrict values,
+                                      char* __restrict index) {
+  typedef int32_t I32x8 __attribute__((vector_size(32)));
+  int64_t previous = -1;
+  auto take = [&](int64_t i) {
+    const uint32_t key = Bits(r[i]) & kAbsMask;
+    if (key > threshold || (key == threshold && equal_left > 0)) {
+      if (key == threshold) --equal_left;
+      std::memcpy(values, &r[i], 4);
+      values += 4;
+      index = WriteVarint(static_cast<uint32_t>(i - previous - 1), index);
+      previous = i;
+      r[i] = 0.0f;
+    }
+  };
+  const U32x8 abs_mask = Splat(kAbsMask);
+  const I32x8 vthreshold = (I32x8)Splat(threshold);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const F32x8 a = LoadVector<F32x8>(g + i) + LoadVector<F32x8>(r + i);
+    StoreVector(r + i, a);
+    const I32x8 key = (I32x8)((U32x8)a & abs_mask);
+    if (!AnyLane((U32x8)(key >= vthreshold))) continue;
+    for (int j = 0; j < 8; ++j) take(i + j);
+  }
+  for (; i < n; ++i) {
+    r[i] = g[i] + r[i];
+    take(i);
+  }
+  return index;
 }
 
 absl::Status ParseTopK(absl::string_view data, int64_t count, int64_t k,
@@ -536,15 +670,31 @@ absl::Status EncodeTopK(absl::Span<const float> gradient, int64_t k,
   const float* g = gradient.data();
   float* r = residual.data();
 
-  // Pass 1: a histogram of |a| by its top 12 bits (exponent and 4 mantissa
+  // Pass 1: a histogram of |a| by its top 11 bits (exponent and 3 mantissa
   // bits: magnitudes of finite floats order as their bit patterns), and the
-  // NaN/Inf check, before anything is written.
-  std::array<uint32_t, (kAbsMask >> kTopKHistogramShift) + 1> histogram{};
+  // NaN/Inf check, before anything is written. Four interleaved histograms
+  // (32 KiB, in L1) so that runs of equal buckets do not serialise on one
+  // counter.
+  std::vector<uint32_t> histograms(4 * kTopKBuckets, 0);
+  uint32_t* h = histograms.data();
   uint32_t max_bits = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t key = Bits(g[i + j] + r[i + j]) & kAbsMask;
+      ++h[j * kTopKBuckets + (key >> kTopKHistogramShift)];
+      max_bits = std::max(max_bits, key);
+    }
+  }
+  for (; i < n; ++i) {
     const uint32_t key = Bits(g[i] + r[i]) & kAbsMask;
-    ++histogram[key >> kTopKHistogramShift];
+    ++h[key >> kTopKHistogramShift];
     max_bits = std::max(max_bits, key);
+  }
+  std::vector<uint32_t> histogram(kTopKBuckets);
+  for (int b = 0; b < kTopKBuckets; ++b) {
+    histogram[b] = h[b] + h[kTopKBuckets + b] + h[2 * kTopKBuckets + b] +
+                   h[3 * kTopKBuckets + b];
   }
   if (max_bits >= kInfBits) return NonFinite("top-k");
 
@@ -555,17 +705,11 @@ absl::Status EncodeTopK(absl::Span<const float> gradient, int64_t k,
   int64_t equal_left = 0;
   if (k > 0) {
     int64_t above = 0;
-    int bucket = static_cast<int>(histogram.size()) - 1;
+    int bucket = kTopKBuckets - 1;
     while (above + histogram[bucket] < k) above += histogram[bucket--];
     const int64_t need = k - above;  // 1 .. histogram[bucket]
-    std::vector<uint32_t> candidates;
-    candidates.reserve(histogram[bucket]);
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t key = Bits(g[i] + r[i]) & kAbsMask;
-      if (static_cast<int>(key >> kTopKHistogramShift) == bucket) {
-        candidates.push_back(key);
-      }
-    }
+    std::vector<uint32_t> candidates(histogram[bucket]);
+    CollectBucket(g, r, n, static_cast<uint32_t>(bucket), candidates.data());
     std::nth_element(candidates.begin(), candidates.begin() + (need - 1),
                      candidates.end(), std::greater<uint32_t>());
     threshold = candidates[need - 1];
@@ -578,25 +722,10 @@ absl::Status EncodeTopK(absl::Span<const float> gradient, int64_t k,
   // Pass 3: emit the selected entries in index order; the rest stays in the
   // residual.
   out->resize(kGradCodecHeaderBytes + 8 * k);
-  char* values = out->data() + kGradCodecHeaderBytes;
-  char* const index_begin = values + 4 * k;
-  char* index_end = index_begin;
-  int64_t previous = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    const float a = g[i] + r[i];
-    const uint32_t key = Bits(a) & kAbsMask;
-    if (key > threshold || (key == threshold && equal_left > 0)) {
-      if (key == threshold) --equal_left;
-      Store<float>(values, a);
-      values += 4;
-      index_end = WriteVarint(static_cast<uint32_t>(i - previous - 1),
-                              index_end);
-      previous = i;
-      r[i] = 0.0f;
-    } else {
-      r[i] = a;
-    }
-  }
+  char* const index_begin = out->data() + kGradCodecHeaderBytes + 4 * k;
+  const char* index_end =
+      EmitSelected(g, r, n, threshold, equal_left,
+                   out->data() + kGradCodecHeaderBytes, index_begin);
   const int64_t index_bytes = index_end - index_begin;
   WriteHeader(GradEncoding::kTopK, n, static_cast<uint32_t>(k),
               static_cast<uint32_t>(index_bytes), out->data());
