@@ -68,19 +68,6 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// memcpy bytes/s (2 x bytes copied per second) with `threads` threads.
-double MemcpyRate(const std::vector<float>& src, std::vector<float>& dst,
-                  int threads, int reps) {
-  const int64_t n = src.size();
-  const double s = TimeThreads(threads, [&](int t) {
-    const auto [b, e] = ThreadSlice(n, threads, t);
-    for (int r = 0; r < reps; ++r) {
-      std::memcpy(dst.data() + b, src.data() + b, (e - b) * sizeof(float));
-    }
-  });
-  return 2.0 * 4.0 * n * reps / s;
-}
-
 // Parameters/s of Optimizer::Apply with `threads` threads on disjoint slices.
 double DirectRate(
     const Optimizer& opt, std::vector<float>& w, std::vector<float>& v,

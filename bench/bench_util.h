@@ -97,6 +97,12 @@ double TimeThreads(int threads, Body body) {
 // aligned, as shard boundaries are).
 std::pair<int64_t, int64_t> ThreadSlice(int64_t n, int threads, int t);
 
+// memcpy bandwidth in bytes/s, counted as 2 bytes (read + write) per byte
+// copied: `threads` threads each copy their ThreadSlice of src to dst, `reps`
+// times.
+double MemcpyRate(const std::vector<float>& src, std::vector<float>& dst,
+                  int threads, int reps);
+
 // User + system CPU seconds used by this process so far (all threads).
 // cpu seconds / wall seconds over an interval = cores kept busy.
 double ProcessCpuSeconds();

@@ -69,7 +69,8 @@ ABSL_FLAG(std::string, hidden, "2048,2048,2048,2048,2048",
 ABSL_FLAG(int, num_classes, 2000, "Model outputs.");
 ABSL_FLAG(int64_t, params, 0,
           "If > 0: one [params/2048, 2048] tensor instead of the DNN.");
-ABSL_FLAG(std::string, encodings, "fp32,bf16,onebit,topk:0.001,topk:0.01,topk:0.1",
+ABSL_FLAG(std::string, encodings,
+          "fp32,bf16,onebit,topk:0.001,topk:0.01,topk:0.1",
           "Encodings: fp32, bf16, onebit, topk:FRACTION.");
 ABSL_FLAG(std::string, optimizers, "sgd,momentum",
           "Server optimizers for the apply rows: sgd, momentum.");
@@ -126,12 +127,12 @@ absl::StatusOr<std::vector<Encoding>> ParseEncodings(absl::string_view text) {
 
 // One push of the whole range in one encoding.
 struct Push {
-  std::vector<char> dense;                 // fp32 / bf16 wire bytes
-  std::vector<std::string> chunk_bytes;    // compressed chunks
-  std::vector<CompressedChunk> chunks;     // parsed views of chunk_bytes
+  std::vector<char> dense;               // fp32 / bf16 wire bytes
+  std::vector<std::string> chunk_bytes;  // compressed chunks
+  std::vector<CompressedChunk> chunks;   // parsed views of chunk_bytes
   int64_t wire_bytes = 0;
   int64_t num_chunks = 0;
-  int64_t selected = 0;                    // top-k: entries in all chunks
+  int64_t selected = 0;  // top-k: entries in all chunks
 };
 
 // A gradient with row scales spread over two orders of magnitude, as the
@@ -193,8 +194,8 @@ class Bench {
 
   // Seconds for the worker to encode one push (one thread), best of rounds.
   absl::StatusOr<double> EncodeSeconds(const Encoding& e,
-                                       const std::vector<float>& grad,
-                                       int reps, int rounds) const {
+                                       const std::vector<float>& grad, int reps,
+                                       int rounds) const {
     std::vector<char> dense(n() * 4);
     std::vector<std::string> out(plan_.size());
     auto encoder = MakeEncoder(e);
@@ -261,8 +262,8 @@ class Bench {
         } else if (e.kind == Kind::kFp32 || e.kind == Kind::kBf16) {
           const WireDtype dtype = e.kind == Kind::kFp32 ? WireDtype::kFloat32
                                                         : WireDtype::kBfloat16;
-          DecodeFloats(push.dense.data() + b * WireBytes(dtype), end - b,
-                       dtype, staging.data() + b, /*check_finite=*/true);
+          DecodeFloats(push.dense.data() + b * WireBytes(dtype), end - b, dtype,
+                       staging.data() + b, /*check_finite=*/true);
           opt.Apply(wt, vt, staging.data() + b, end - b, ctx);
         } else {
           ApplyCompressedRange(opt, push.chunks, b, end, wt, vt, ctx);
@@ -285,19 +286,6 @@ class Bench {
   const FlatRange range_;
   const std::vector<ChunkRef> plan_;
 };
-
-// memcpy bytes/s (2 x bytes copied per second) with `threads` threads.
-double MemcpyRate(const std::vector<float>& src, std::vector<float>& dst,
-                  int threads, int reps) {
-  const int64_t n = src.size();
-  const double s = TimeThreads(threads, [&](int t) {
-    const auto [b, e] = ThreadSlice(n, threads, t);
-    for (int r = 0; r < reps; ++r) {
-      std::memcpy(dst.data() + b, src.data() + b, (e - b) * sizeof(float));
-    }
-  });
-  return 2.0 * 4.0 * n * reps / s;
-}
 
 // Bytes touched per push (the header's convention).
 double BytesTouched(const Encoding& e, bool apply_only, bool momentum,
@@ -374,8 +362,8 @@ int Run() {
     spec.num_classes = absl::GetFlag(FLAGS_num_classes);
     if (absl::Status s = ValidateDnnSpec(spec); !s.ok()) return Fail(s);
     tensors = DnnTensors(spec);
-    model = absl::StrCat("DNN ", spec.input_dim, "-", absl::GetFlag(FLAGS_hidden),
-                         "-", spec.num_classes);
+    model = absl::StrCat("DNN ", spec.input_dim, "-",
+                         absl::GetFlag(FLAGS_hidden), "-", spec.num_classes);
   }
   auto layout = ModelLayout::Create(tensors, 1, 1);
   if (!layout.ok()) return Fail(layout.status());
@@ -466,19 +454,19 @@ int Run() {
           for (int r = 0; r < rounds; ++r) {
             row.memcpy_bytes_per_s =
                 std::max(row.memcpy_bytes_per_s, MemcpyRate(src, dst, T, reps));
-            row.seconds =
-                std::min(row.seconds, bench.ApplySeconds(e, apply_only, *opt,
-                                                         pushes[k], grads, w, v,
-                                                         staging, T, reps));
+            row.seconds = std::min(
+                row.seconds, bench.ApplySeconds(e, apply_only, *opt, pushes[k],
+                                                grads, w, v, staging, T, reps));
           }
           const double bytes =
               BytesTouched(e, apply_only, oo.momentum > 0, pushes[k][0], n);
           row.bytes_per_s = bytes / row.seconds;
-          std::printf("| %s | %s | %s | %d | %.2f | %.3f | %.2f | %.2f | %.2f |\n",
-                      row.optimizer.c_str(), row.encoding.c_str(),
-                      row.path.c_str(), T, row.seconds * 1e3, bytes / n,
-                      row.bytes_per_s / kGB, row.memcpy_bytes_per_s / kGB,
-                      row.bytes_per_s / row.memcpy_bytes_per_s);
+          std::printf(
+              "| %s | %s | %s | %d | %.2f | %.3f | %.2f | %.2f | %.2f |\n",
+              row.optimizer.c_str(), row.encoding.c_str(), row.path.c_str(), T,
+              row.seconds * 1e3, bytes / n, row.bytes_per_s / kGB,
+              row.memcpy_bytes_per_s / kGB,
+              row.bytes_per_s / row.memcpy_bytes_per_s);
           std::fflush(stdout);
           rows.push_back(row);
         }
@@ -526,7 +514,8 @@ int Run() {
       "# csv,codec_server,optimizer,encoding,threads,validate_seconds,"
       "apply_seconds,pushes_per_s\n");
   for (const std::string& line : csv) {
-    if (absl::StartsWith(line, "csv,codec_wire")) std::printf("%s\n", line.c_str());
+    if (absl::StartsWith(line, "csv,codec_wire"))
+      std::printf("%s\n", line.c_str());
   }
   int met = 0, compressed = 0;
   double worst = 1e9;

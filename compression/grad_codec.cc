@@ -74,13 +74,12 @@ absl::Status Invalid(absl::string_view what, const std::string& message) {
 absl::Status ParseOneBit(absl::string_view data, int64_t count,
                          int64_t group_size, int64_t first_group,
                          const CodecLimits& limits, CompressedChunk* chunk) {
-  const int64_t max_group =
-      std::min(std::max<int64_t>(limits.max_group_size, 1),
-               kGradCodecMaxGroupSize);
+  const int64_t max_group = std::min(
+      std::max<int64_t>(limits.max_group_size, 1), kGradCodecMaxGroupSize);
   if (group_size < 1 || group_size > max_group) {
-    return Invalid("one-bit", absl::StrCat("group size ", group_size,
-                                           " out of range [1, ", max_group,
-                                           "]"));
+    return Invalid("one-bit",
+                   absl::StrCat("group size ", group_size, " out of range [1, ",
+                                max_group, "]"));
   }
   if (first_group < 1 || first_group > std::min(group_size, count)) {
     return Invalid("one-bit",
@@ -92,21 +91,20 @@ absl::Status ParseOneBit(absl::string_view data, int64_t count,
   const int64_t bit_bytes = (count + 7) / 8;
   const int64_t want = kGradCodecHeaderBytes + 8 * groups + bit_bytes;
   if (static_cast<int64_t>(data.size()) != want) {
-    return Invalid("one-bit",
-                   absl::StrCat(data.size(), " bytes, want exactly ", want,
-                                " (16 header + 8 x ", groups, " groups + ",
-                                bit_bytes, " bytes of bits for ", count,
-                                " elements)"));
+    return Invalid(
+        "one-bit",
+        absl::StrCat(data.size(), " bytes, want exactly ", want,
+                     " (16 header + 8 x ", groups, " groups + ", bit_bytes,
+                     " bytes of bits for ", count, " elements)"));
   }
   const char* levels = data.data() + kGradCodecHeaderBytes;
   for (int64_t g = 0; g < groups; ++g) {
     const float neg = Load<float>(levels + 8 * g);
     const float pos = Load<float>(levels + 8 * g + 4);
     if (!std::isfinite(neg) || !std::isfinite(pos)) {
-      return Invalid("one-bit",
-                     absl::StrFormat("group %d has a non-finite "
-                                     "reconstruction value (%g, %g)",
-                                     g, neg, pos));
+      return Invalid("one-bit", absl::StrFormat("group %d has a non-finite "
+                                                "reconstruction value (%g, %g)",
+                                                g, neg, pos));
     }
     if (neg > 0.0f || pos < 0.0f) {
       return Invalid("one-bit",
@@ -116,8 +114,7 @@ absl::Status ParseOneBit(absl::string_view data, int64_t count,
                                      g, neg, pos));
     }
   }
-  const auto* bits =
-      reinterpret_cast<const uint8_t*>(levels + 8 * groups);
+  const auto* bits = reinterpret_cast<const uint8_t*>(levels + 8 * groups);
   if (count % 8 != 0 && (bits[bit_bytes - 1] >> (count % 8)) != 0) {
     return Invalid("one-bit",
                    absl::StrCat("unused bits of the last byte are not zero (",
@@ -145,18 +142,6 @@ inline U32x8 Splat(uint32_t v) {
   return __builtin_shufflevector(one, one, 0, 0, 0, 0, 0, 0, 0, 0);
 }
 
-template <typename V>
-inline V LoadVector(const void* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-template <typename V>
-inline void StoreVector(void* p, const V& v) {
-  std::memcpy(p, &v, sizeof(v));
-}
-
 // Whether any lane of a mask (-1 or 0 per lane) is set.
 inline bool AnyLane(U32x8 m) {
   m |= __builtin_shufflevector(m, m, 4, 5, 6, 7, 0, 1, 2, 3);
@@ -179,12 +164,12 @@ ASGD_VECTOR_CLONES void SelectWholeBytes(const uint8_t* __restrict bits,
     for (int j = 0; j < 4; ++j) {
       const U32x8 lane = kLaneBits << (8 * j);
       const U32x8 set = (U32x8)((word & lane) == lane);  // -1 or 0
-      StoreVector(out + 8 * (b + j), vneg ^ (flip & set));
+      Store(out + 8 * (b + j), vneg ^ (flip & set));
     }
   }
   for (; b < bytes; ++b) {
     const U32x8 set = (U32x8)((Splat(bits[b]) & kLaneBits) == kLaneBits);
-    StoreVector(out + 8 * b, vneg ^ (flip & set));
+    Store(out + 8 * b, vneg ^ (flip & set));
   }
 }
 
@@ -238,7 +223,7 @@ ASGD_VECTOR_CLONES void SumGroup(const float* g, const float* r, int64_t n,
   U32x8 num_neg{}, max_bits{};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const F32x8 a = LoadVector<F32x8>(g + i) + LoadVector<F32x8>(r + i);
+    const F32x8 a = Load<F32x8>(g + i) + Load<F32x8>(r + i);
     const U32x8 a_bits = (U32x8)a;
     const U32x8 negative = (U32x8)(a < F32x8{});  // -1 or 0
     const F32x8 a_pos = (F32x8)(a_bits & ~negative);
@@ -287,11 +272,10 @@ ASGD_VECTOR_CLONES void QuantiseWholeBytes(const float* __restrict g,
   const U32x8 vneg = Splat(Bits(neg));
   const U32x8 flip = vneg ^ Splat(Bits(pos));
   for (int64_t b = 0; b < bytes; ++b) {
-    const F32x8 a =
-        LoadVector<F32x8>(g + 8 * b) + LoadVector<F32x8>(r + 8 * b);
+    const F32x8 a = Load<F32x8>(g + 8 * b) + Load<F32x8>(r + 8 * b);
     const U32x8 non_negative = (U32x8)(a >= F32x8{});  // -1 or 0
     const F32x8 level = (F32x8)(vneg ^ (flip & non_negative));
-    StoreVector(r + 8 * b, a - level);
+    Store(r + 8 * b, a - level);
     const U32x8 lane = non_negative & kLaneBits;
     bits[b] = static_cast<uint8_t>(lane[0] | lane[1] | lane[2] | lane[3] |
                                    lane[4] | lane[5] | lane[6] | lane[7]);
@@ -358,8 +342,7 @@ ASGD_VECTOR_CLONES void CollectBucket(const float* __restrict g,
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const U32x8 key =
-        (U32x8)(LoadVector<F32x8>(g + i) + LoadVector<F32x8>(r + i)) &
-        abs_mask;
+        (U32x8)(Load<F32x8>(g + i) + Load<F32x8>(r + i)) & abs_mask;
     const I32x8 k = (I32x8)key;
     if (!AnyLane((U32x8)((k >= vlo) & (k <= vhi)))) continue;
     for (int j = 0; j < 8; ++j) {
@@ -398,8 +381,8 @@ ASGD_VECTOR_CLONES char* EmitSelected(const float* __restrict g,
   const I32x8 vthreshold = (I32x8)Splat(threshold);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const F32x8 a = LoadVector<F32x8>(g + i) + LoadVector<F32x8>(r + i);
-    StoreVector(r + i, a);
+    const F32x8 a = Load<F32x8>(g + i) + Load<F32x8>(r + i);
+    Store(r + i, a);
     const I32x8 key = (I32x8)((U32x8)a & abs_mask);
     if (!AnyLane((U32x8)(key >= vthreshold))) continue;
     for (int j = 0; j < 8; ++j) take(i + j);
@@ -414,8 +397,8 @@ ASGD_VECTOR_CLONES char* EmitSelected(const float* __restrict g,
 absl::Status ParseTopK(absl::string_view data, int64_t count, int64_t k,
                        int64_t index_bytes, CompressedChunk* chunk) {
   if (k > count) {
-    return Invalid("top-k", absl::StrCat("k = ", k,
-                                         " exceeds the element count ", count));
+    return Invalid(
+        "top-k", absl::StrCat("k = ", k, " exceeds the element count ", count));
   }
   const int64_t want = kGradCodecHeaderBytes + 4 * k + index_bytes;
   if (static_cast<int64_t>(data.size()) != want) {
@@ -456,15 +439,15 @@ absl::Status ParseTopK(absl::string_view data, int64_t count, int64_t k,
     }
     index += 1 + static_cast<int64_t>(gap);
     if (index >= count) {
-      return Invalid("top-k", absl::StrCat("index ", index, " of entry ", j,
-                                           " is out of range (count ", count,
-                                           ")"));
+      return Invalid("top-k",
+                     absl::StrCat("index ", index, " of entry ", j,
+                                  " is out of range (count ", count, ")"));
     }
   }
   if (pos != index_bytes) {
-    return Invalid("top-k", absl::StrCat(index_bytes - pos,
-                                         " bytes after the last of ", k,
-                                         " indices"));
+    return Invalid(
+        "top-k", absl::StrCat(index_bytes - pos, " bytes after the last of ", k,
+                              " indices"));
   }
   chunk->k = k;
   chunk->values = values;
@@ -502,8 +485,8 @@ absl::Status CheckEncodeSizes(absl::string_view what,
 }
 
 absl::Status NonFinite(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, " encode: gradient + residual holds NaN or Inf"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " encode: gradient + residual holds NaN or Inf"));
 }
 
 }  // namespace
@@ -532,10 +515,9 @@ absl::StatusOr<CompressedChunk> ParseCompressedChunk(
                      " (want 1 = one-bit or 2 = top-k)"));
   }
   if (version != kGradCodecVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("compressed chunk: format version ", version,
-                     " not supported (this build reads version ",
-                     kGradCodecVersion, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compressed chunk: format version ", version,
+        " not supported (this build reads version ", kGradCodecVersion, ")"));
   }
   if (flags != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -551,16 +533,15 @@ absl::StatusOr<CompressedChunk> ParseCompressedChunk(
   CompressedChunk chunk;
   chunk.encoding = static_cast<GradEncoding>(encoding);
   chunk.count = count;
-  absl::Status status =
-      chunk.encoding == GradEncoding::kOneBit
-          ? ParseOneBit(data, count, a, b, limits, &chunk)
-          : ParseTopK(data, count, a, b, &chunk);
+  absl::Status status = chunk.encoding == GradEncoding::kOneBit
+                            ? ParseOneBit(data, count, a, b, limits, &chunk)
+                            : ParseTopK(data, count, a, b, &chunk);
   if (!status.ok()) return status;
   return chunk;
 }
 
-void DecodeCompressed(const CompressedChunk& chunk, int64_t begin,
-                      int64_t end, float* out) {
+void DecodeCompressed(const CompressedChunk& chunk, int64_t begin, int64_t end,
+                      float* out) {
   if (begin >= end) return;
   if (chunk.encoding == GradEncoding::kOneBit) {
     DecodeOneBit(chunk, begin, end, out);
@@ -576,8 +557,8 @@ absl::Status DecodeCompressedChunk(absl::string_view data,
   if (!chunk.ok()) return chunk.status();
   if (static_cast<int64_t>(out.size()) != chunk->count) {
     return absl::InvalidArgumentError(
-        absl::StrCat("compressed chunk: ", chunk->count,
-                     " elements, expected ", out.size()));
+        absl::StrCat("compressed chunk: ", chunk->count, " elements, expected ",
+                     out.size()));
   }
   DecodeCompressed(*chunk, 0, chunk->count, out.data());
   return absl::OkStatus();
@@ -595,8 +576,8 @@ bool TopKReader::Next(int64_t* index, float* value) {
 
 int64_t OneBitEncodedSize(int64_t count, int64_t group_size,
                           int64_t first_group) {
-  return kGradCodecHeaderBytes +
-         8 * NumGroups(count, group_size, first_group) + (count + 7) / 8;
+  return kGradCodecHeaderBytes + 8 * NumGroups(count, group_size, first_group) +
+         (count + 7) / 8;
 }
 
 absl::Status EncodeOneBit(absl::Span<const float> gradient, int64_t group_size,
@@ -640,8 +621,8 @@ absl::Status EncodeOneBit(absl::Span<const float> gradient, int64_t group_size,
   WriteHeader(GradEncoding::kOneBit, n, static_cast<uint32_t>(group_size),
               static_cast<uint32_t>(first_group), p);
   std::memcpy(p + kGradCodecHeaderBytes, levels.data(), 8 * groups);
-  auto* bits = reinterpret_cast<uint8_t*>(p + kGradCodecHeaderBytes +
-                                          8 * groups);
+  auto* bits =
+      reinterpret_cast<uint8_t*>(p + kGradCodecHeaderBytes + 8 * groups);
   for (int64_t k = 0; k < groups; ++k) {
     QuantiseGroup(g, r, group_begin(k), std::min(n, group_begin(k + 1)),
                   levels[2 * k], levels[2 * k + 1], bits);
@@ -658,8 +639,7 @@ int64_t TopKCount(double fraction, int64_t count) {
 
 absl::Status EncodeTopK(absl::Span<const float> gradient, int64_t k,
                         absl::Span<float> residual, std::string* out) {
-  if (absl::Status s = CheckEncodeSizes("top-k", gradient, residual);
-      !s.ok()) {
+  if (absl::Status s = CheckEncodeSizes("top-k", gradient, residual); !s.ok()) {
     return s;
   }
   const int64_t n = gradient.size();

@@ -43,7 +43,7 @@
 //   4       4     count: elements the chunk covers, 1 .. max_elements
 //   8       4     one-bit: group size G, 1 .. max_group_size
 //                 top-k:   k, 0 .. count
-//   12      4     one-bit: F, the elements of the first group, 1 .. min(G, count)
+//   12      4     one-bit: F, elements in the first group, 1 .. min(G, count)
 //                 top-k:   L, the bytes of the index section
 //
 // One-bit body. Groups: elements [0, F), then [F, F + G), [F + G, F + 2G),
@@ -113,15 +113,15 @@ struct CompressedChunk {
   GradEncoding encoding = GradEncoding::kOneBit;
   int64_t count = 0;
   // kOneBit.
-  int64_t group_size = 0;   // G
-  int64_t first_group = 0;  // F
-  int64_t num_groups = 0;   // N
-  const char* levels = nullptr;  // 2 N float32: (negative, non-negative)
-  const uint8_t* bits = nullptr; // ceil(count / 8) bytes
+  int64_t group_size = 0;         // G
+  int64_t first_group = 0;        // F
+  int64_t num_groups = 0;         // N
+  const char* levels = nullptr;   // 2 N float32: (negative, non-negative)
+  const uint8_t* bits = nullptr;  // ceil(count / 8) bytes
   // kTopK.
   int64_t k = 0;
-  const char* values = nullptr;        // k float32
-  const uint8_t* indices = nullptr;    // index_bytes of varints
+  const char* values = nullptr;      // k float32
+  const uint8_t* indices = nullptr;  // index_bytes of varints
   int64_t index_bytes = 0;
 };
 
@@ -178,9 +178,9 @@ int64_t OneBitEncodedSize(int64_t count, int64_t group_size,
 // 1-bit with groups (group_size G, first_group F) as in the format.
 // Reconstruction values are the group means computed in double and rounded to
 // float32 once.
-absl::Status EncodeOneBit(absl::Span<const float> gradient,
-                          int64_t group_size, int64_t first_group,
-                          absl::Span<float> residual, std::string* out);
+absl::Status EncodeOneBit(absl::Span<const float> gradient, int64_t group_size,
+                          int64_t first_group, absl::Span<float> residual,
+                          std::string* out);
 
 // Top-k with 0 <= k <= gradient.size().
 absl::Status EncodeTopK(absl::Span<const float> gradient, int64_t k,

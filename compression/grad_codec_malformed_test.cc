@@ -42,7 +42,9 @@ std::string TopK(int64_t n = 3000, int64_t k = 40) {
 void PutU32(std::string* s, size_t at, uint32_t v) {
   std::memcpy(&(*s)[at], &v, 4);
 }
-void PutF32(std::string* s, size_t at, float v) { std::memcpy(&(*s)[at], &v, 4); }
+void PutF32(std::string* s, size_t at, float v) {
+  std::memcpy(&(*s)[at], &v, 4);
+}
 uint32_t GetU32(const std::string& s, size_t at) {
   uint32_t v;
   std::memcpy(&v, &s[at], 4);
@@ -57,8 +59,8 @@ void ExpectRefused(const std::string& bytes, const std::string& what,
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(parsed.status().message()), HasSubstr(what));
   const int64_t count = bytes.size() >= 8 ? GetU32(bytes, 4) : 1;
-  std::vector<float> out(std::min<int64_t>(std::max<int64_t>(count, 1), 1 << 20),
-                         kSentinel);
+  std::vector<float> out(
+      std::min<int64_t>(std::max<int64_t>(count, 1), 1 << 20), kSentinel);
   const absl::Status s =
       DecodeCompressedChunk(bytes, limits, absl::MakeSpan(out));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -111,7 +113,8 @@ TEST(MalformedTest, HeaderFields) {
 }
 
 TEST(MalformedTest, OneBitCountsThatDoNotAddUp) {
-  const std::string b = OneBit(100, 16, 5);  // groups: 5, then 6 x 16 (the last 15)
+  const std::string b =
+      OneBit(100, 16, 5);  // groups: 5, then 6 x 16 (the last 15)
   std::string bad = b;
   PutU32(&bad, 4, 120);  // more elements than the bits and groups hold
   ExpectRefused(bad, "want exactly");
@@ -200,10 +203,8 @@ TEST(MalformedTest, TopKIndices) {
                 "index 10 of entry 2 is out of range (count 10)");
   // A gap that would wrap: "unsorted" indices cannot be written, a huge gap
   // lands out of range.
-  ExpectRefused(TopKWith(10, {1, 2}, "\x03\xff\xff\xff\x7f"s),
-                "out of range");
-  ExpectRefused(TopKWith(10, {1, 2}, "\x03\x80"s),
-                "ends inside entry 1");
+  ExpectRefused(TopKWith(10, {1, 2}, "\x03\xff\xff\xff\x7f"s), "out of range");
+  ExpectRefused(TopKWith(10, {1, 2}, "\x03\x80"s), "ends inside entry 1");
   ExpectRefused(TopKWith(10, {1}, "\x80\x80\x80\x80\x01"s),
                 "longer than 4 bytes");
   ExpectRefused(TopKWith(10, {1}, "\x81\x00"s), "not minimal");
@@ -214,10 +215,8 @@ TEST(MalformedTest, TopKIndices) {
 TEST(MalformedTest, TopKValues) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  ExpectRefused(TopKWith(10, {1, nan}, "\x00\x00"s),
-                "value 1 is nan");
-  ExpectRefused(TopKWith(10, {-inf}, "\x00"s),
-                "value 0 is -inf");
+  ExpectRefused(TopKWith(10, {1, nan}, "\x00\x00"s), "value 1 is nan");
+  ExpectRefused(TopKWith(10, {-inf}, "\x00"s), "value 0 is -inf");
 }
 
 TEST(MalformedTest, WrongOutputSize) {
@@ -232,8 +231,8 @@ TEST(MalformedTest, WrongOutputSize) {
 // count, or InvalidArgument with nothing written.
 TEST(MalformedTest, RandomCorruption) {
   std::mt19937 rng(21);
-  const std::vector<std::string> valid = {OneBit(), OneBit(333, 40, 1),
-                                          TopK(), TopK(500, 500)};
+  const std::vector<std::string> valid = {OneBit(), OneBit(333, 40, 1), TopK(),
+                                          TopK(500, 500)};
   for (int trial = 0; trial < 20000; ++trial) {
     std::string b = valid[trial % valid.size()];
     const int flips = 1 + rng() % 3;

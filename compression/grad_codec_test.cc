@@ -113,11 +113,10 @@ TEST(OneBitTest, ExactMeansAndEmptyParts) {
   std::vector<float> levels(6);
   std::memcpy(levels.data(), chunk.levels, 24);
   EXPECT_EQ(levels, (std::vector<float>{-3, 4, 0, 1.5f, -1, 0}));
-  EXPECT_EQ(DecodeAll(bytes),
-            (std::vector<float>{-3, -3, -3, 4, 1.5f, 1.5f, 1.5f, 1.5f, -1,
-                                -1}));
-  EXPECT_EQ(residual, (std::vector<float>{2, 1, -3, 0, -1.5f, -0.5f, 0.5f,
-                                          1.5f, 0.5f, -0.5f}));
+  EXPECT_EQ(DecodeAll(bytes), (std::vector<float>{-3, -3, -3, 4, 1.5f, 1.5f,
+                                                  1.5f, 1.5f, -1, -1}));
+  EXPECT_EQ(residual, (std::vector<float>{2, 1, -3, 0, -1.5f, -0.5f, 0.5f, 1.5f,
+                                          0.5f, -0.5f}));
 }
 
 TEST(OneBitTest, SizeIsAboutOneBitPerElement) {
@@ -222,9 +221,9 @@ TEST(TopKTest, SubrangeDecodeMatchesFullDecode) {
     const std::vector<float> grad = RandomVector(n, trial);
     std::vector<float> residual(n, 0.0f);
     std::string bytes;
-    ASSERT_TRUE(EncodeTopK(grad, TopKCount(0.05, n), absl::MakeSpan(residual),
-                           &bytes)
-                    .ok());
+    ASSERT_TRUE(
+        EncodeTopK(grad, TopKCount(0.05, n), absl::MakeSpan(residual), &bytes)
+            .ok());
     const std::vector<float> full = DecodeAll(bytes);
     const int64_t begin = rng() % (n + 1);
     const int64_t end = begin + rng() % (n - begin + 1);
@@ -256,8 +255,7 @@ TEST_P(ErrorFeedbackTest, DecodedSumTracksTrueSum) {
   // A fixed direction plus noise, as minibatch gradients are.
   const std::vector<float> drift = RandomVector(n, 77, 0.0f, 0.3f);
   std::vector<float> residual(n, 0.0f), no_feedback(n, 0.0f);
-  std::vector<double> true_sum(n, 0.0), decoded_sum(n, 0.0),
-      plain_sum(n, 0.0);
+  std::vector<double> true_sum(n, 0.0), decoded_sum(n, 0.0), plain_sum(n, 0.0);
   double max_residual_first_half = 0, max_residual_second_half = 0;
   double max_grad = 0;
   for (int s = 0; s < steps; ++s) {
@@ -289,17 +287,17 @@ TEST_P(ErrorFeedbackTest, DecodedSumTracksTrueSum) {
       max_grad = std::max(max_grad, std::fabs(double(grad[i])));
     }
     (s < steps / 2 ? max_residual_first_half : max_residual_second_half) =
-        std::max(s < steps / 2 ? max_residual_first_half
-                               : max_residual_second_half,
-                 max_r);
+        std::max(
+            s < steps / 2 ? max_residual_first_half : max_residual_second_half,
+            max_r);
   }
   double gap = 0, gap_plain = 0, identity = 0;
   for (int64_t i = 0; i < n; ++i) {
     gap = std::max(gap, std::fabs(true_sum[i] - decoded_sum[i]));
     gap_plain = std::max(gap_plain, std::fabs(true_sum[i] - plain_sum[i]));
     // sum(decoded) = sum(true) - residual, up to float rounding of the steps.
-    identity = std::max(identity, std::fabs(true_sum[i] - decoded_sum[i] -
-                                            residual[i]));
+    identity = std::max(identity,
+                        std::fabs(true_sum[i] - decoded_sum[i] - residual[i]));
   }
   EXPECT_LT(identity, 1e-3);
   // Bounded: the residual of the second half is no larger than a small
@@ -330,7 +328,8 @@ TEST(EncodeTest, NonFiniteInputChangesNothing) {
     std::vector<float> residual = RandomVector(1000, 4);
     const std::vector<float> residual_before = residual;
     std::string out = "untouched";
-    absl::Status s = EncodeOneBit(grad, 100, 100, absl::MakeSpan(residual), &out);
+    absl::Status s =
+        EncodeOneBit(grad, 100, 100, absl::MakeSpan(residual), &out);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     s = EncodeTopK(grad, 10, absl::MakeSpan(residual), &out);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -351,8 +350,8 @@ TEST(EncodeTest, RefusesBadParameters) {
   auto r = absl::MakeSpan(residual);
   EXPECT_FALSE(EncodeOneBit(grad, 0, 1, r, &out).ok());
   EXPECT_FALSE(EncodeOneBit(grad, 4, 0, r, &out).ok());
-  EXPECT_FALSE(EncodeOneBit(grad, 4, 5, r, &out).ok());   // F > G
-  EXPECT_FALSE(EncodeOneBit(grad, 40, 11, r, &out).ok()); // F > count
+  EXPECT_FALSE(EncodeOneBit(grad, 4, 5, r, &out).ok());    // F > G
+  EXPECT_FALSE(EncodeOneBit(grad, 40, 11, r, &out).ok());  // F > count
   EXPECT_FALSE(
       EncodeOneBit(grad, 4, 4, absl::MakeSpan(short_residual), &out).ok());
   EXPECT_FALSE(EncodeOneBit({}, 4, 4, {}, &out).ok());

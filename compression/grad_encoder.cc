@@ -12,10 +12,9 @@ absl::StatusOr<GradEncoder> GradEncoder::Create(
     const GradEncoderOptions& options) {
   if (range.begin < 0 || range.begin > range.end ||
       range.end > layout.total_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("encoder range [", range.begin, ", ", range.end,
-                     ") is not inside the model's ", layout.total_size(),
-                     " elements"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "encoder range [", range.begin, ", ", range.end,
+        ") is not inside the model's ", layout.total_size(), " elements"));
   }
   if (options.encoding == GradEncoding::kTopK &&
       !(options.top_k_fraction > 0.0 && options.top_k_fraction <= 1.0)) {
@@ -50,8 +49,7 @@ OneBitGroups GradEncoder::GroupsOf(const ChunkRef& chunk) const {
 }
 
 absl::Status GradEncoder::EncodeChunk(const ChunkRef& chunk,
-                                      const float* gradient,
-                                      std::string* out) {
+                                      const float* gradient, std::string* out) {
   const bool tensor_ok =
       chunk.tensor >= 0 &&
       chunk.tensor < static_cast<int>(tensor_sizes_.size()) &&
@@ -60,15 +58,15 @@ absl::Status GradEncoder::EncodeChunk(const ChunkRef& chunk,
       chunk.flat_begin == tensor_offsets_[chunk.tensor] + chunk.offset;
   if (!tensor_ok || chunk.flat_begin < range_.begin ||
       chunk.flat_begin + chunk.count > range_.end) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunk (tensor ", chunk.tensor, ", offset ", chunk.offset, ", ",
-        chunk.count, " elements at flat ", chunk.flat_begin,
-        ") is not inside one tensor of the encoder's range [", range_.begin,
-        ", ", range_.end, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk (tensor ", chunk.tensor, ", offset ", chunk.offset,
+                     ", ", chunk.count, " elements at flat ", chunk.flat_begin,
+                     ") is not inside one tensor of the encoder's range [",
+                     range_.begin, ", ", range_.end, ")"));
   }
   const absl::Span<const float> g(gradient, chunk.count);
-  const absl::Span<float> r(residual_.data() + (chunk.flat_begin - range_.begin),
-                            chunk.count);
+  const absl::Span<float> r(
+      residual_.data() + (chunk.flat_begin - range_.begin), chunk.count);
   if (options_.encoding == GradEncoding::kTopK) {
     return EncodeTopK(g, TopKCount(options_.top_k_fraction, chunk.count), r,
                       out);

@@ -40,8 +40,8 @@ TEST(GradEncoderTest, OneBitGroupsAreTensorRows) {
     for (const ChunkRef& c : PlanChunks(layout, range, 50)) {
       std::string bytes;
       ASSERT_TRUE(encoder
-                      ->EncodeChunk(c, grad.data() + (c.flat_begin - range.begin),
-                                    &bytes)
+                      ->EncodeChunk(
+                          c, grad.data() + (c.flat_begin - range.begin), &bytes)
                       .ok());
       auto chunk = ParseCompressedChunk(bytes, {});
       ASSERT_TRUE(chunk.ok()) << chunk.status();
@@ -76,8 +76,8 @@ TEST(GradEncoderTest, LargeLastDimensionIsCapped) {
 
 // Over many pushes of the whole range, per chunk: the decoded gradients sum
 // to the true gradients minus the encoder's residual.
-class GradEncoderFeedbackTest
-    : public ::testing::TestWithParam<GradEncoding> {};
+class GradEncoderFeedbackTest : public ::testing::TestWithParam<GradEncoding> {
+};
 
 TEST_P(GradEncoderFeedbackTest, ResidualClosesTheGap) {
   const ModelLayout layout = SmallLayout();

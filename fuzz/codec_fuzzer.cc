@@ -16,11 +16,11 @@
 // output buffers exactly as they were (DecodeCompressedChunk and
 // ApplyCompressedBytes); an accepted one respects the limits, decodes to
 // finite values (one-bit: each one of its group's two levels; top-k: exactly
-// k entries at strictly increasing indices inside the chunk), a sub-range decodes to the same values as the full decode, and
-// the fused apply equals decode + Optimizer::Apply bit for bit. Encoders: the
-// output parses, and residual_after == a - decoded exactly.
-// Buffers hold exactly `count` floats on the heap, so ASan catches any
-// access outside them.
+// k entries at strictly increasing indices inside the chunk), a sub-range
+// decodes to the same values as the full decode, and the fused apply equals
+// decode + Optimizer::Apply bit for bit. Encoders: the output parses, and
+// residual_after == a - decoded exactly. Buffers hold exactly `count` floats on
+// the heap, so ASan catches any access outside them.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -127,8 +127,8 @@ void CheckAccepted(const CompressedChunk& c, const CodecLimits& limits,
 }
 
 void RunParse(ByteReader& in, const uint8_t* rest, size_t rest_size,
-              const CodecLimits& limits, const Optimizer& opt,
-              uint16_t begin, uint16_t end) {
+              const CodecLimits& limits, const Optimizer& opt, uint16_t begin,
+              uint16_t end) {
   (void)in;
   const absl::string_view data(reinterpret_cast<const char*>(rest), rest_size);
   absl::StatusOr<CompressedChunk> parsed = ParseCompressedChunk(data, limits);
@@ -153,8 +153,8 @@ void RunParse(ByteReader& in, const uint8_t* rest, size_t rest_size,
   }
 }
 
-void RunEncode(ByteReader& in, const CodecLimits& limits,
-               const Optimizer& opt, uint16_t begin, uint16_t end) {
+void RunEncode(ByteReader& in, const CodecLimits& limits, const Optimizer& opt,
+               uint16_t begin, uint16_t end) {
   const bool top_k = (in.U8() & 1) != 0;
   const uint16_t param = in.U16();
   const uint16_t first = in.U16();
@@ -222,8 +222,8 @@ void Run(const uint8_t* data, size_t size) {
     RunEncode(in, limits, opt, begin, end);
   } else {
     const size_t header = 9;  // the bytes read above
-    RunParse(in, data + std::min(size, header),
-             size - std::min(size, header), limits, opt, begin, end);
+    RunParse(in, data + std::min(size, header), size - std::min(size, header),
+             limits, opt, begin, end);
   }
 }
 

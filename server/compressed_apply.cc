@@ -25,8 +25,8 @@ void ApplyDense(const Optimizer& optimizer, const CompressedChunk& chunk,
     for (int64_t b = begin; b < end; b += kApplyBlock) {
       const int64_t n = std::min(kApplyBlock, end - b);
       DecodeCompressed(chunk, b, b + n, g);
-      optimizer.Apply(w + (b - begin), state ? v + (b - begin) : nullptr, g,
-                      n, Shifted(ctx, b - begin));
+      optimizer.Apply(w + (b - begin), state ? v + (b - begin) : nullptr, g, n,
+                      Shifted(ctx, b - begin));
     }
     return;
   }
@@ -122,9 +122,8 @@ void ApplyCompressedRange(const Optimizer& optimizer,
 
 absl::Status ApplyCompressedBytes(const Optimizer& optimizer,
                                   absl::string_view data,
-                                  const CodecLimits& limits, float* w,
-                                  float* v, int64_t n,
-                                  const UpdateContext& ctx) {
+                                  const CodecLimits& limits, float* w, float* v,
+                                  int64_t n, const UpdateContext& ctx) {
   absl::StatusOr<CompressedChunk> chunk = ParseCompressedChunk(data, limits);
   if (!chunk.ok()) return chunk.status();
   if (chunk->count != n) {

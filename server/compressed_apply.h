@@ -67,9 +67,8 @@ void ApplyCompressedRange(const Optimizer& optimizer,
 // does not hold exactly n elements) and applies all of it to w[0, n), v.
 absl::Status ApplyCompressedBytes(const Optimizer& optimizer,
                                   absl::string_view data,
-                                  const CodecLimits& limits, float* w,
-                                  float* v, int64_t n,
-                                  const UpdateContext& ctx);
+                                  const CodecLimits& limits, float* w, float* v,
+                                  int64_t n, const UpdateContext& ctx);
 
 }  // namespace asgd
 

@@ -218,9 +218,9 @@ TEST(CompressedApplyRangeTest, ShardsOfAChunkSequence) {
     const int num_chunks = 1 + rng() % 5;
     for (int k = 0; k < num_chunks; ++k) {
       const int64_t n = 1 + rng() % 5000;
-      bytes.push_back(Encode(k % 2 == 0 ? GradEncoding::kOneBit
-                                        : GradEncoding::kTopK,
-                             RandomVector(n, &rng), &rng, 0.02));
+      bytes.push_back(
+          Encode(k % 2 == 0 ? GradEncoding::kOneBit : GradEncoding::kTopK,
+                 RandomVector(n, &rng), &rng, 0.02));
       total += n;
     }
     for (const std::string& b : bytes) {
@@ -264,11 +264,14 @@ TEST(CompressedApplyTest, SparseTopKTouchesOnlySelectedWeights) {
   ASSERT_TRUE(opt.ok());
   std::vector<float> w(grad.size(), 3.0f);
   w[5] = -0.0f;
-  ASSERT_TRUE(ApplyCompressedBytes(*opt, bytes, {}, w.data(), nullptr,
-                                   w.size(), {})
-                  .ok());
+  ASSERT_TRUE(
+      ApplyCompressedBytes(*opt, bytes, {}, w.data(), nullptr, w.size(), {})
+          .ok());
   for (size_t i = 0; i < w.size(); ++i) {
-    const float want = i == 17 ? 2.5f : i == 9000 ? 4.0f : i == 5 ? -0.0f : 3.0f;
+    const float want = i == 17     ? 2.5f
+                       : i == 9000 ? 4.0f
+                       : i == 5    ? -0.0f
+                                   : 3.0f;
     ASSERT_EQ(w[i], want) << i;
     ASSERT_EQ(std::signbit(w[i]), std::signbit(want)) << i;
   }
@@ -314,18 +317,17 @@ TEST(CompressedApplyTest, MalformedInputWritesNothing) {
   const std::vector<float> w0 = RandomVector(1000, &rng), v0(1000, 0.5f);
   for (size_t k = 0; k < bad.size(); ++k) {
     std::vector<float> w = w0, v = v0;
-    const absl::Status s = ApplyCompressedBytes(*opt, bad[k], {}, w.data(),
-                                                v.data(), 1000, {});
+    const absl::Status s =
+        ApplyCompressedBytes(*opt, bad[k], {}, w.data(), v.data(), 1000, {});
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << k;
     EXPECT_EQ(w, w0) << k;
     EXPECT_EQ(v, v0) << k;
   }
   // A valid chunk of the wrong size.
   std::vector<float> w = w0, v = v0;
-  EXPECT_EQ(
-      ApplyCompressedBytes(*opt, one_bit, {}, w.data(), v.data(), 999, {})
-          .code(),
-      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyCompressedBytes(*opt, one_bit, {}, w.data(), v.data(), 999, {})
+                .code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(w, w0);
   // And the limits.
   CodecLimits small;
