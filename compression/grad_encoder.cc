@@ -48,8 +48,7 @@ OneBitGroups GradEncoder::GroupsOf(const ChunkRef& chunk) const {
   return {g, std::min(chunk.count, g - chunk.offset % g)};
 }
 
-absl::Status GradEncoder::EncodeChunk(const ChunkRef& chunk,
-                                      const float* gradient, std::string* out) {
+absl::Status GradEncoder::CheckChunk(const ChunkRef& chunk) const {
   const bool tensor_ok =
       chunk.tensor >= 0 &&
       chunk.tensor < static_cast<int>(tensor_sizes_.size()) &&
@@ -64,6 +63,12 @@ absl::Status GradEncoder::EncodeChunk(const ChunkRef& chunk,
                      ") is not inside one tensor of the encoder's range [",
                      range_.begin, ", ", range_.end, ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status GradEncoder::EncodeChunk(const ChunkRef& chunk,
+                                      const float* gradient, std::string* out) {
+  if (absl::Status s = CheckChunk(chunk); !s.ok()) return s;
   const absl::Span<const float> g(gradient, chunk.count);
   const absl::Span<float> r(
       residual_.data() + (chunk.flat_begin - range_.begin), chunk.count);
@@ -73,6 +78,23 @@ absl::Status GradEncoder::EncodeChunk(const ChunkRef& chunk,
   }
   const OneBitGroups groups = GroupsOf(chunk);
   return EncodeOneBit(g, groups.group_size, groups.first_group, r, out);
+}
+
+absl::Status GradEncoder::Restore(const ChunkRef& chunk,
+                                  absl::string_view bytes) {
+  if (absl::Status s = CheckChunk(chunk); !s.ok()) return s;
+  CodecLimits limits;
+  limits.max_elements = chunk.count;
+  limits.max_group_size = kGradCodecMaxGroupSize;
+  std::vector<float> decoded(chunk.count);
+  if (absl::Status s =
+          DecodeCompressedChunk(bytes, limits, absl::MakeSpan(decoded));
+      !s.ok()) {
+    return s;
+  }
+  float* r = residual_.data() + (chunk.flat_begin - range_.begin);
+  for (int64_t i = 0; i < chunk.count; ++i) r[i] += decoded[i];
+  return absl::OkStatus();
 }
 
 void GradEncoder::ResetResidual() {

@@ -20,8 +20,10 @@
 //     RETURN_IF_ERROR(enc->EncodeChunk(c, grad + c.flat_begin - range.begin,
 //                                      &bytes));  // send `bytes`
 //
-// If a push is not delivered, its chunks' information is lost (the residual
-// already moved on); callers that retry should resend the same bytes.
+// A push that is not applied (dropped as stale, refused as busy, a broken
+// stream) would lose what its chunks carried: the residual already moved on.
+// Either resend the same bytes, or hand them back with Restore(), which adds
+// their decoded values to the residual, so the next push carries them.
 //
 // Thread-safety: EncodeChunk calls on disjoint chunks may run concurrently
 // (each touches only its chunk's residual); anything else needs external
@@ -35,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/chunking.h"
 #include "common/model_layout.h"
@@ -69,6 +72,13 @@ class GradEncoder {
   absl::Status EncodeChunk(const ChunkRef& chunk, const float* gradient,
                            std::string* out);
 
+  // Adds the decoded values of `bytes`, an encoding of `chunk` returned by
+  // EncodeChunk that will not be applied, back to the residual: as if that
+  // gradient had never been sent (up to float rounding). InvalidArgument,
+  // with nothing changed, when `bytes` is not a valid chunk of chunk.count
+  // elements or `chunk` is not inside the range.
+  absl::Status Restore(const ChunkRef& chunk, absl::string_view bytes);
+
   // The one-bit groups EncodeChunk uses for `chunk`.
   OneBitGroups GroupsOf(const ChunkRef& chunk) const;
 
@@ -82,6 +92,9 @@ class GradEncoder {
  private:
   GradEncoder(FlatRange range, const GradEncoderOptions& options)
       : range_(range), options_(options), residual_(range.size(), 0.0f) {}
+
+  // InvalidArgument unless `chunk` lies inside one tensor and the range.
+  absl::Status CheckChunk(const ChunkRef& chunk) const;
 
   FlatRange range_;
   GradEncoderOptions options_;

@@ -1,5 +1,6 @@
 #include "compression/grad_encoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -117,6 +118,55 @@ TEST_P(GradEncoderFeedbackTest, ResidualClosesTheGap) {
   }
   encoder->ResetResidual();
   for (float r : encoder->residual()) ASSERT_EQ(r, 0.0f);
+}
+
+// A push that is not applied goes back into the residual: encoding, then
+// restoring, leaves the residual holding gradient + old residual.
+TEST_P(GradEncoderFeedbackTest, RestoreReturnsWhatWasSent) {
+  const ModelLayout layout = SmallLayout();
+  const FlatRange range = layout.ServerRange(0);
+  GradEncoderOptions options;
+  options.encoding = GetParam();
+  options.top_k_fraction = 0.2;
+  auto encoder = GradEncoder::Create(layout, range, options);
+  ASSERT_TRUE(encoder.ok());
+  const std::vector<ChunkRef> plan = PlanChunks(layout, range, 50);
+  std::mt19937 rng(8);
+  std::normal_distribution<float> dist;
+  std::vector<float> grad(range.size());
+  for (float& x : grad) x = dist(rng);
+  std::vector<std::string> sent(plan.size());
+  for (size_t c = 0; c < plan.size(); ++c) {  // a first push, applied
+    ASSERT_TRUE(encoder
+                    ->EncodeChunk(
+                        plan[c], grad.data() + plan[c].flat_begin - range.begin,
+                        &sent[c])
+                    .ok());
+  }
+  const std::vector<float> before(encoder->residual().begin(),
+                                  encoder->residual().end());
+  for (float& x : grad) x = dist(rng);
+  for (size_t c = 0; c < plan.size(); ++c) {  // a second one, dropped
+    const float* g = grad.data() + plan[c].flat_begin - range.begin;
+    ASSERT_TRUE(encoder->EncodeChunk(plan[c], g, &sent[c]).ok());
+    ASSERT_TRUE(encoder->Restore(plan[c], sent[c]).ok());
+  }
+  for (int64_t i = 0; i < range.size(); ++i) {
+    ASSERT_NEAR(encoder->residual()[i], before[i] + grad[i],
+                1e-6 * (1 + std::fabs(before[i] + grad[i])))
+        << i;
+  }
+  // Bytes of another chunk, or garbage, are refused and change nothing.
+  const std::vector<float> now(encoder->residual().begin(),
+                               encoder->residual().end());
+  size_t other = 1;
+  while (other < plan.size() && plan[other].count == plan[0].count) ++other;
+  ASSERT_LT(other, plan.size());
+  EXPECT_EQ(encoder->Restore(plan[0], sent[other]).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(encoder->Restore(plan[0], "garbage").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(std::equal(now.begin(), now.end(), encoder->residual().begin()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Encodings, GradEncoderFeedbackTest,
