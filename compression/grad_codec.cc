@@ -33,12 +33,6 @@ inline uint32_t Bits(float f) {
   return u;
 }
 
-inline float FloatFromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
 template <typename T>
 inline T Load(const void* p) {
   T v;
@@ -46,9 +40,17 @@ inline T Load(const void* p) {
   return v;
 }
 
+// Vectors are passed by reference: by value, a 32-byte vector crosses from
+// an AVX2 clone into a function compiled without AVX, which changes the ABI
+// (and Clang refuses it).
 template <typename T>
-inline void Store(void* p, T v) {
+inline void Store(void* p, const T& v) {
   std::memcpy(p, &v, sizeof(T));
+}
+
+template <typename T>
+inline void LoadTo(T& v, const void* p) {
+  std::memcpy(&v, p, sizeof(T));
 }
 
 int64_t NumGroups(int64_t count, int64_t group_size, int64_t first_group) {
@@ -135,40 +137,48 @@ typedef float F32x8 __attribute__((vector_size(32)));
 typedef double F64x4 __attribute__((vector_size(32)));
 constexpr U32x8 kLaneBits = {1, 2, 4, 8, 16, 32, 64, 128};
 
-inline U32x8 Splat(uint32_t v) {
-  U32x8 one{};
-  one[0] = v;
-  return __builtin_shufflevector(one, one, 0, 0, 0, 0, 0, 0, 0, 0);
-}
-
 // Whether any lane of a mask (-1 or 0 per lane) is set.
-inline bool AnyLane(U32x8 m) {
+inline bool AnyLane(const U32x8& mask) {
+  U32x8 m = mask;
   m |= __builtin_shufflevector(m, m, 4, 5, 6, 7, 0, 1, 2, 3);
   m |= __builtin_shufflevector(m, m, 2, 3, 0, 1, 6, 7, 4, 5);
   m |= __builtin_shufflevector(m, m, 1, 0, 3, 2, 5, 4, 7, 6);
   return m[0] != 0;
 }
 
+// Broadcasts a 32-bit value to eight lanes, written out where it is used (a
+// function returning the vector would cross the AVX ABI boundary; this form
+// compiles to one broadcast instruction).
+#define ASGD_SPLAT8(out, value) \
+  U32x8 out##_one{};            \
+  out##_one[0] = (value);       \
+  const U32x8 out =             \
+      __builtin_shufflevector(out##_one, out##_one, 0, 0, 0, 0, 0, 0, 0, 0)
+
 // out[8 b + j] = bit j of bits[b] ? pos : neg, for b in [0, bytes): one
 // broadcast per 32 bits, then per 8 elements a mask test and a blend.
 ASGD_VECTOR_CLONES void SelectWholeBytes(const uint8_t* __restrict bits,
                                          int64_t bytes, float neg, float pos,
                                          float* __restrict out) {
-  const U32x8 vneg = Splat(Bits(neg));
-  const U32x8 flip = vneg ^ Splat(Bits(pos));
+  ASGD_SPLAT8(vneg, Bits(neg));
+  ASGD_SPLAT8(vpos, Bits(pos));
+  const U32x8 flip = vneg ^ vpos;
   int64_t b = 0;
   for (; b + 4 <= bytes; b += 4) {
-    const U32x8 word = Splat(Load<uint32_t>(bits + b));
+    ASGD_SPLAT8(word, Load<uint32_t>(bits + b));
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const U32x8 lane = kLaneBits << (8 * j);
       const U32x8 set = (U32x8)((word & lane) == lane);  // -1 or 0
-      Store(out + 8 * (b + j), vneg ^ (flip & set));
+      const U32x8 v = vneg ^ (flip & set);
+      Store(out + 8 * (b + j), v);
     }
   }
   for (; b < bytes; ++b) {
-    const U32x8 set = (U32x8)((Splat(bits[b]) & kLaneBits) == kLaneBits);
-    Store(out + 8 * b, vneg ^ (flip & set));
+    ASGD_SPLAT8(byte, bits[b]);
+    const U32x8 set = (U32x8)((byte & kLaneBits) == kLaneBits);
+    const U32x8 v = vneg ^ (flip & set);
+    Store(out + 8 * b, v);
   }
 }
 
@@ -221,8 +231,12 @@ ASGD_VECTOR_CLONES void SumGroup(const float* g, const float* r, int64_t n,
   F64x4 pos_lo{}, pos_hi{}, neg_lo{}, neg_hi{};
   U32x8 num_neg{}, max_bits{};
   int64_t i = 0;
+  ASGD_SPLAT8(abs_mask, kAbsMask);
   for (; i + 8 <= n; i += 8) {
-    const F32x8 a = Load<F32x8>(g + i) + Load<F32x8>(r + i);
+    F32x8 gv, rv;
+    LoadTo(gv, g + i);
+    LoadTo(rv, r + i);
+    const F32x8 a = gv + rv;
     const U32x8 a_bits = (U32x8)a;
     const U32x8 negative = (U32x8)(a < F32x8{});  // -1 or 0
     const F32x8 a_pos = (F32x8)(a_bits & ~negative);
@@ -236,7 +250,7 @@ ASGD_VECTOR_CLONES void SumGroup(const float* g, const float* r, int64_t n,
     neg_hi += __builtin_convertvector(
         __builtin_shufflevector(a_neg, a_neg, 4, 5, 6, 7), F64x4);
     num_neg -= negative;
-    const U32x8 abs_bits = a_bits & Splat(kAbsMask);
+    const U32x8 abs_bits = a_bits & abs_mask;
     max_bits = max_bits > abs_bits ? max_bits : abs_bits;
   }
   GroupSums s;
@@ -268,13 +282,18 @@ ASGD_VECTOR_CLONES void QuantiseWholeBytes(const float* __restrict g,
                                            float* __restrict r, int64_t bytes,
                                            float neg, float pos,
                                            uint8_t* __restrict bits) {
-  const U32x8 vneg = Splat(Bits(neg));
-  const U32x8 flip = vneg ^ Splat(Bits(pos));
+  ASGD_SPLAT8(vneg, Bits(neg));
+  ASGD_SPLAT8(vpos, Bits(pos));
+  const U32x8 flip = vneg ^ vpos;
   for (int64_t b = 0; b < bytes; ++b) {
-    const F32x8 a = Load<F32x8>(g + 8 * b) + Load<F32x8>(r + 8 * b);
+    F32x8 gv, rv;
+    LoadTo(gv, g + 8 * b);
+    LoadTo(rv, r + 8 * b);
+    const F32x8 a = gv + rv;
     const U32x8 non_negative = (U32x8)(a >= F32x8{});  // -1 or 0
     const F32x8 level = (F32x8)(vneg ^ (flip & non_negative));
-    Store(r + 8 * b, a - level);
+    const F32x8 lost = a - level;
+    Store(r + 8 * b, lost);
     const U32x8 lane = non_negative & kLaneBits;
     bits[b] = static_cast<uint8_t>(lane[0] | lane[1] | lane[2] | lane[3] |
                                    lane[4] | lane[5] | lane[6] | lane[7]);
@@ -336,14 +355,19 @@ ASGD_VECTOR_CLONES void CollectBucket(const float* __restrict g,
   const uint32_t hi_inclusive = lo + ((1u << kTopKHistogramShift) - 1);
   // Keys are below 2^31: signed lane compares are exact.
   typedef int32_t I32x8 __attribute__((vector_size(32)));
-  const U32x8 abs_mask = Splat(kAbsMask);
-  const I32x8 vlo = (I32x8)Splat(lo), vhi = (I32x8)Splat(hi_inclusive);
+  ASGD_SPLAT8(abs_mask, kAbsMask);
+  ASGD_SPLAT8(lo_lanes, lo);
+  ASGD_SPLAT8(hi_lanes, hi_inclusive);
+  const I32x8 vlo = (I32x8)lo_lanes, vhi = (I32x8)hi_lanes;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const U32x8 key =
-        (U32x8)(Load<F32x8>(g + i) + Load<F32x8>(r + i)) & abs_mask;
+    F32x8 gv, rv;
+    LoadTo(gv, g + i);
+    LoadTo(rv, r + i);
+    const U32x8 key = (U32x8)(gv + rv) & abs_mask;
     const I32x8 k = (I32x8)key;
-    if (!AnyLane((U32x8)((k >= vlo) & (k <= vhi)))) continue;
+    const U32x8 in_bucket = (U32x8)((k >= vlo) & (k <= vhi));
+    if (!AnyLane(in_bucket)) continue;
     for (int j = 0; j < 8; ++j) {
       if (key[j] >= lo && key[j] <= hi_inclusive) *out++ = key[j];
     }
@@ -376,14 +400,19 @@ ASGD_VECTOR_CLONES char* EmitSelected(const float* __restrict g,
       r[i] = 0.0f;
     }
   };
-  const U32x8 abs_mask = Splat(kAbsMask);
-  const I32x8 vthreshold = (I32x8)Splat(threshold);
+  ASGD_SPLAT8(abs_mask, kAbsMask);
+  ASGD_SPLAT8(threshold_lanes, threshold);
+  const I32x8 vthreshold = (I32x8)threshold_lanes;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const F32x8 a = Load<F32x8>(g + i) + Load<F32x8>(r + i);
+    F32x8 gv, rv;
+    LoadTo(gv, g + i);
+    LoadTo(rv, r + i);
+    const F32x8 a = gv + rv;
     Store(r + i, a);
     const I32x8 key = (I32x8)((U32x8)a & abs_mask);
-    if (!AnyLane((U32x8)(key >= vthreshold))) continue;
+    const U32x8 above = (U32x8)(key >= vthreshold);
+    if (!AnyLane(above)) continue;
     for (int j = 0; j < 8; ++j) take(i + j);
   }
   for (; i < n; ++i) {
