@@ -20,14 +20,16 @@
 // its non-negative elements (0 when the part is empty), and one bit per
 // element that says which of the two it decodes to. The means minimise the
 // squared error of a sign quantiser. Seide et al. keep two values per column
-// of each weight matrix (in their column-major storage, a contiguous vector).
-// Our weight tensors are [out, in] row-major, and GradEncoder
-// (grad_encoder.h) groups along the contiguous last dimension: a group is a
-// row, the `in` weights into one output unit, and a bias vector is one group.
-// A contiguous group is what lets a decoder that sees only a slice of the flat
+// of each gradient matrix. Here a group is a run of the tensor's contiguous
+// last dimension instead: GradEncoder (grad_encoder.h) makes it a row of the
+// [out, in] row-major weight tensor, the `in` weights into one output unit
+// (a column of the transposed [in, out] matrix), and a bias vector is one
+// group. Contiguity is what lets a decoder that sees only a slice of the flat
 // vector work without shapes: a slice cut anywhere cuts at most its first and
 // last group, and the chunk states where its first group ends (F) and the
-// group size (G).
+// group size (G). Per-row statistics serve the same purpose as per-column
+// ones (two values fitted to a set of gradients of similar scale); which one
+// quantises better for a given model has not been measured here.
 //
 // Top-k. The k elements of a with the largest magnitudes (ties: the lower
 // index first) travel as exact float32 values with delta-coded indices; every
@@ -55,7 +57,7 @@
 //                              value, clear: to the negative one. The unused
 //                              high bits of the last byte are 0.
 // Size: exactly 16 + 8 N + ceil(count / 8) bytes (about count / 8 + count / G
-// * 8 bytes: 1.035 bits per element with G = 2048).
+// * 8 bytes: 1.03 bits per element with G = 2048).
 //
 // Top-k body.
 //   16       4 k  the k values, float32, finite, in increasing index order
