@@ -68,45 +68,6 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// Runs body(thread) on `threads` threads started together; returns the wall
-// time from the start to the end of the last.
-template <typename Body>
-double TimeThreads(int threads, Body body) {
-  StartGate gate(threads);
-  std::vector<Clock::time_point> starts(threads), ends(threads);
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      starts[t] = gate.Arrive();
-      body(t);
-      ends[t] = Clock::now();
-    });
-  }
-  for (std::thread& th : pool) th.join();
-  return SecondsBetween(starts[0], *std::max_element(ends.begin(), ends.end()));
-}
-
-// [begin, end) of thread t's slice of n elements, 16-float aligned.
-std::pair<int64_t, int64_t> SliceOf(int64_t n, int threads, int t) {
-  auto bound = [&](int k) {
-    return k == threads ? n : (n / threads * k) / 16 * 16;
-  };
-  return {bound(t), bound(t + 1)};
-}
-
-// memcpy bytes/s (2 x bytes copied per second) with `threads` threads.
-double MemcpyRate(const std::vector<float>& src, std::vector<float>& dst,
-                  int threads, int reps) {
-  const int64_t n = src.size();
-  const double s = TimeThreads(threads, [&](int t) {
-    const auto [b, e] = SliceOf(n, threads, t);
-    for (int r = 0; r < reps; ++r) {
-      std::memcpy(dst.data() + b, src.data() + b, (e - b) * sizeof(float));
-    }
-  });
-  return 2.0 * 4.0 * n * reps / s;
-}
-
 // Parameters/s of Optimizer::Apply with `threads` threads on disjoint slices.
 double DirectRate(
     const Optimizer& opt, std::vector<float>& w, std::vector<float>& v,
@@ -114,7 +75,7 @@ double DirectRate(
     int threads, int reps) {
   const int64_t n = w.size();
   const double s = TimeThreads(threads, [&](int t) {
-    const auto [b, e] = SliceOf(n, threads, t);
+    const auto [b, e] = ThreadSlice(n, threads, t);
     UpdateContext ctx;
     for (int r = 0; r < reps; ++r) {
       ctx.step = r;

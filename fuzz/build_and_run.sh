@@ -4,7 +4,7 @@
 # corpus. Exits non-zero when a target crashes (sanitizer report, FUZZ_CHECK,
 # timeout, leak) or cannot be built.
 #
-#   fuzz/build_and_run.sh                  # both targets, 30 s each
+#   fuzz/build_and_run.sh                  # every target, 30 s each
 #   fuzz/build_and_run.sh --seconds=600 --target=push
 #   FUZZ_SECONDS=3600 fuzz/build_and_run.sh --workdir=/tmp/asgd-fuzz
 #   fuzz/build_and_run.sh --write-seeds     # regenerate fuzz/corpus/
@@ -12,7 +12,7 @@
 #
 # Options:
 #   --seconds=N        fuzzing time per target (default $FUZZ_SECONDS or 30)
-#   --target=T         push, chunk or all (default all)
+#   --target=T         push, chunk, codec or all (default all)
 #   --workdir=DIR      build and generated corpus here (default: a temp dir,
 #                      removed at exit unless a target crashed). Objects are
 #                      reused while the sources and flags are unchanged.
@@ -25,11 +25,13 @@
 # Targets:
 #   push   push_fuzzer.cc: PushChunk streams -> PushAssembler -> ParamStore
 #   chunk  chunk_fuzzer.cc: layouts and chunk sequences -> ChunkAssembler
+#   codec  codec_fuzzer.cc: compressed gradient chunks -> decoders, fused apply
 #
 # Needs: clang++ (Debian packages clang and libclang-rt-14-dev, which holds
 # libFuzzer and the sanitizer runtimes), protoc (protobuf-compiler),
 # libprotobuf-dev, libabsl-dev. The source list below follows the Bazel deps
-# of //server:push_assembler; keep them in step (and fuzz/BUILD's filegroup).
+# of //server:push_assembler and //server:compressed_apply; keep them in step
+# (and fuzz/BUILD's filegroup).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -54,8 +56,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$TARGET" in push|chunk) TARGETS=("$TARGET") ;; all) TARGETS=(push chunk) ;;
-  *) echo "build_and_run: --target must be push, chunk or all" >&2; exit 2 ;; esac
+case "$TARGET" in push|chunk|codec) TARGETS=("$TARGET") ;; all) TARGETS=(push chunk codec) ;;
+  *) echo "build_and_run: --target must be push, chunk, codec or all" >&2; exit 2 ;; esac
 [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || { echo "build_and_run: bad --seconds" >&2; exit 2; }
 
 CXX=""
@@ -86,12 +88,15 @@ src() { if [ -n "${OVERRIDE[$1]:-}" ]; then echo "${OVERRIDE[$1]}"; else echo "$
 LIB_SRCS=(common/chunking.cc common/model_layout.cc common/wire_codec.cc
           common/tensor_messages.cc server/push_assembler.cc
           server/param_store.cc server/shard.cc server/optimizer.cc
-          server/staging_pool.cc)
+          server/staging_pool.cc compression/grad_codec.cc
+          server/compressed_apply.cc)
 HDRS=(common/chunking.h common/model_layout.h common/status_macros.h
       common/wire_codec.h common/tensor_messages.h
       server/push_assembler.h server/param_store.h server/shard.h
-      server/optimizer.h server/staging_pool.h fuzz/fuzz_common.h)
-FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/make_seeds.cc)
+      server/optimizer.h server/staging_pool.h fuzz/fuzz_common.h
+      compression/grad_codec.h server/compressed_apply.h)
+FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/codec_fuzzer.cc
+           fuzz/make_seeds.cc)
 
 # As in third_party/BUILD (Debian's Abseil 20220623).
 ABSL_LIBS=(-labsl_flags_parse -labsl_raw_hash_set -labsl_hash -labsl_city
@@ -145,15 +150,18 @@ if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
     "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
   "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
     "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "${LIBS[@]}"
-  "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" \
-    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
+  "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/codec_fuzzer" "$O/codec_fuzzer.o" \
+    "$O/compressed_apply.o" "$O/grad_codec.o" "$O/optimizer.o" "${LIBS[@]}"
+  "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" "$O/grad_codec.o" \
+    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" \
+    "$O/model.pb.o" "${LIBS[@]}"
   echo "$stamp" > "$BUILD/stamp"
   echo "build_and_run: built with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
 fi
 
 if [ "$WRITE_SEEDS" = 1 ]; then
-  rm -rf "$ROOT/fuzz/corpus/push" "$ROOT/fuzz/corpus/chunk"
-  mkdir -p "$ROOT/fuzz/corpus/push" "$ROOT/fuzz/corpus/chunk"
+  rm -rf "$ROOT/fuzz/corpus/push" "$ROOT/fuzz/corpus/chunk" "$ROOT/fuzz/corpus/codec"
+  mkdir -p "$ROOT/fuzz/corpus/push" "$ROOT/fuzz/corpus/chunk" "$ROOT/fuzz/corpus/codec"
   "$BUILD/make_seeds" "$ROOT/fuzz/corpus"
   exit 0
 fi

@@ -1,10 +1,12 @@
-// Writes the seed corpus of both fuzz targets: valid pushes and chunk
-// sequences (the paths the fuzzer should start from) and a few invalid ones.
+// Writes the seed corpus of the fuzz targets: valid pushes, chunk sequences
+// and compressed chunks (the paths the fuzzer should start from) and a few
+// invalid ones.
 //
-//   make_seeds OUT_DIR   # writes OUT_DIR/push/* and OUT_DIR/chunk/*
+//   make_seeds OUT_DIR   # writes OUT_DIR/push/*, OUT_DIR/chunk/*, OUT_DIR/codec/*
 //
 // fuzz/build_and_run.sh --write-seeds regenerates fuzz/corpus with it.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -13,6 +15,7 @@
 
 #include "common/chunking.h"
 #include "common/model_layout.h"
+#include "compression/grad_codec.h"
 #include "fuzz/fuzz_common.h"
 #include "proto/asgd.pb.h"
 
@@ -155,6 +158,48 @@ std::string EncodeChunks(
   return w.str();
 }
 
+// A codec_fuzzer input (see codec_fuzzer.cc): the settings, then `rest`.
+std::string CodecInput(uint8_t flags, const std::string& rest) {
+  ByteWriter w;
+  w.U8(flags);
+  w.U16(998);  // max_elements 999
+  w.U16(255);  // max_group_size 256
+  w.U16(3);    // sub-range begin
+  w.U16(90);   // sub-range end
+  w.Bytes(rest);
+  return w.str();
+}
+
+std::vector<float> Wave(int n) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = 0.1f * ((i * 7) % 23) - 1.0f;
+  return v;
+}
+
+std::string CodecChunk(bool top_k, int n, int param, int first) {
+  std::vector<float> grad = Wave(n), residual(n, 0.0f);
+  std::string bytes;
+  const absl::Status s =
+      top_k ? EncodeTopK(grad, param, absl::MakeSpan(residual), &bytes)
+            : EncodeOneBit(grad, param, first, absl::MakeSpan(residual), &bytes);
+  if (!s.ok()) std::abort();
+  return bytes;
+}
+
+// Encode mode: codec, parameters, gradient then residual.
+std::string CodecEncodeInput(uint8_t flags, bool top_k, int param, int first,
+                             int n) {
+  ByteWriter w;
+  w.U8(top_k ? 1 : 0);
+  w.U16(static_cast<uint16_t>(param));
+  w.U16(static_cast<uint16_t>(first));
+  std::vector<float> values = Wave(2 * n);
+  std::string bytes(reinterpret_cast<const char*>(values.data()),
+                    values.size() * sizeof(float));
+  w.Bytes(bytes);
+  return CodecInput(flags | 1, w.str());
+}
+
 int Main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: make_seeds OUT_DIR\n");
@@ -253,6 +298,32 @@ int Main(int argc, char** argv) {
                    EncodeChunks(small, [nan](auto& plan, auto& values) {
                      values[plan[1].flat_begin] = nan;
                    })});
+
+  // Compressed chunks (flags: bits 1-2 pick the optimizer).
+  const std::string one_bit = CodecChunk(false, 100, 16, 5);
+  const std::string top_k = CodecChunk(true, 300, 20, 0);
+  files.push_back({"codec/onebit_sgd", CodecInput(0, one_bit)});
+  files.push_back({"codec/onebit_momentum", CodecInput(2, one_bit)});
+  files.push_back({"codec/topk_nesterov_decay", CodecInput(4, top_k)});
+  files.push_back({"codec/topk_dc", CodecInput(6, top_k)});
+  files.push_back({"codec/topk_sgd", CodecInput(0, top_k)});
+  // Every element selected: the last index is count - 1, one step from the
+  // bound.
+  files.push_back(
+      {"codec/topk_all_momentum", CodecInput(2, CodecChunk(true, 40, 40, 0))});
+  {
+    std::string bad = one_bit;
+    std::memcpy(&bad[16 + 8], &nan, 4);
+    files.push_back({"codec/bad_onebit_nan_level", CodecInput(0, bad)});
+  }
+  {
+    std::string bad = top_k;
+    bad.back() = 0x7f;
+    files.push_back({"codec/bad_topk_index", CodecInput(0, bad)});
+  }
+  files.push_back(
+      {"codec/encode_onebit", CodecEncodeInput(2, false, 14, 3, 40)});
+  files.push_back({"codec/encode_topk", CodecEncodeInput(0, true, 7, 0, 40)});
 
   for (const auto& [name, bytes] : files) {
     if (!WriteFile(dir + "/" + name, bytes)) {
