@@ -176,12 +176,6 @@ TEST_F(GrpcServiceTest, ValidPushIsAppliedAndAdvancesTheVersion) {
 TEST_F(GrpcServiceTest, EveryInvalidPushIsRejectedAndChangesNothing) {
   std::vector<BadPushCase> cases = MalformedPushCases();
   // What only the store and the stream can refuse.
-  cases.push_back({"version from the future",
-                   [](auto& m) {
-                     for (auto& x : m) x.set_model_version(99);
-                     m[0].mutable_header()->set_model_version(99);
-                   },
-                   RejectReason::kFutureVersion, "future"});
   cases.push_back({"no commit", [](auto& m) { m.pop_back(); },
                    RejectReason::kIncomplete, "before its commit"});
   const std::vector<float> before = store()->Snapshot();
@@ -199,6 +193,35 @@ TEST_F(GrpcServiceTest, EveryInvalidPushIsRejectedAndChangesNothing) {
     EXPECT_EQ(store()->Snapshot(), before) << c.name;
     EXPECT_EQ(store()->version(), 0u) << c.name;
   }
+}
+
+// A restored server gets pushes from versions it never reached: ABORTED
+// (pull again), not INVALID_ARGUMENT, so clients need no message text.
+TEST_F(GrpcServiceTest, VersionFromTheFutureIsAbortedAndChangesNothing) {
+  const std::vector<float> before = store()->Snapshot();
+  PushReply reply;
+  const grpc::Status status = Send(ValidPush(0.25f, 99), &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED)
+      << status.error_message();
+  EXPECT_EQ(Rejected(RejectReason::kFutureVersion), 1u);
+  EXPECT_EQ(store()->Snapshot(), before);
+  EXPECT_EQ(store()->version(), 0u);
+}
+
+// The 100 KB name gets a short message at once, and the channel that sent
+// it still works (a 100 KB message would not fit in gRPC's headers).
+TEST_F(GrpcServiceTest, HugeTensorNameIsRefusedQuicklyAndTheChannelGoesOn) {
+  std::vector<PushChunk> msgs = ValidPush(0.25f, 0);
+  msgs[1].mutable_chunk()->set_tensor(std::string(100 * 1024, 'x'));
+  PushReply reply;
+  const absl::Time start = absl::Now();
+  const grpc::Status status = Send(msgs, &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << status.error_message();
+  EXPECT_LT(status.error_message().size(), 256u);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  ASSERT_TRUE(Send(ValidPush(0.25f, 0), &reply).ok());
+  EXPECT_EQ(reply.result(), PushReply::APPLIED);
 }
 
 TEST_F(GrpcServiceTest, StreamBrokenHalfWayIsNotApplied) {
@@ -232,6 +255,30 @@ TEST_F(GrpcServiceTest, DescribeModelListsBothWireEncodings) {
   ASSERT_EQ(d.wire_dtypes_size(), 2);
   EXPECT_EQ(d.wire_dtypes(0), asgd::v1::FLOAT32);
   EXPECT_EQ(d.wire_dtypes(1), asgd::v1::BFLOAT16);
+  EXPECT_EQ(d.max_push_minibatches(), 64u);
+}
+
+// A push whose values are finite but whose step would overflow the weights
+// (3e38 times the learning rate times 64 minibatches) is refused whole, and
+// the weights stay as they were.
+TEST_F(GrpcServiceTest, UpdateThatWouldMakeTheModelNonFiniteIsRefused) {
+  const std::vector<float> before = store()->Snapshot();
+  for (int i = 0; i < 3; ++i) {
+    std::vector<PushChunk> msgs = ValidPush(3e38f, 0);
+    msgs[0].mutable_header()->set_num_minibatches(64);
+    PushReply reply;
+    const grpc::Status status = Send(msgs, &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << status.error_message();
+    EXPECT_NE(status.error_message().find("non-finite"), std::string::npos)
+        << status.error_message();
+  }
+  EXPECT_EQ(Rejected(RejectReason::kNonFiniteUpdate), 3u);
+  EXPECT_EQ(store()->Snapshot(), before);
+  // The refused updates used up their versions; a sane push still works.
+  PushReply reply;
+  ASSERT_TRUE(Send(ValidPush(0.25f, store()->version()), &reply).ok());
+  EXPECT_EQ(reply.result(), PushReply::APPLIED);
 }
 
 // A bfloat16 pull is the weights rounded to bfloat16, in half the bytes.
@@ -309,7 +356,9 @@ TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
   const std::vector<float> before = store()->Snapshot();
   const std::string garbage("\x0b\xff\xff\xff", 4);  // a group, truncated
   for (const char* method : {"/asgd.v1.ParameterServer/Push",
-                             "/asgd.v1.ParameterServer/Pull"}) {
+                             "/asgd.v1.ParameterServer/Pull",
+                             "/asgd.v1.ParameterServer/DescribeModel",
+                             "/asgd.v1.ParameterServer/FetchBatches"}) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(10));

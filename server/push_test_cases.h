@@ -90,6 +90,20 @@ inline std::vector<BadPushCase> MalformedPushCases() {
       {"absurd minibatch count",
        [](auto& m) { m[0].mutable_header()->set_num_minibatches(3000000000u); },
        RejectReason::kBadHeader, "got 3000000000"},
+      {"more minibatches than the server allows (2^20: a huge step)",
+       [](auto& m) { m[0].mutable_header()->set_num_minibatches(1u << 20); },
+       RejectReason::kBadHeader, "num_minibatches <= 64, got 1048576"},
+      {"unknown push kind",
+       [](auto& m) {
+         m[0].mutable_header()->set_kind(
+             static_cast<asgd::v1::PushHeader::Kind>(99));
+       },
+       RejectReason::kBadHeader, "unknown push kind 99"},
+      {"100 KB tensor name",
+       [](auto& m) {
+         m[1].mutable_chunk()->set_tensor(std::string(100 * 1024, 'x'));
+       },
+       RejectReason::kUnknownTensor, "xxxx...(102400 bytes)'"},
       {"empty message", [](auto& m) { m[2].clear_part(); },
        RejectReason::kBadHeader, "empty push message"},
   };
