@@ -80,9 +80,12 @@ int Run() {
     source = "pool at version";
     for (uint64_t v : versions) source += " " + std::to_string(v);
   }
-  if (spec.input_dim != heldout.input_dim()) {
-    return Fail(absl::FailedPreconditionError(
-        "the model's input size does not match the corpus and --context"));
+  // Another input size or class count: refuse rather than print a
+  // meaningless accuracy.
+  if (absl::Status s = CheckModelMatchesCorpus(spec, corpus->info,
+                                               absl::GetFlag(FLAGS_context));
+      !s.ok()) {
+    return Fail(s);
   }
   auto backend = CreateCpuDnn(spec, absl::GetFlag(FLAGS_batch_size));
   if (!backend.ok()) return Fail(backend.status());

@@ -1,14 +1,16 @@
 #include "worker/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <future>
 #include <optional>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/refusal.h"
 #include "common/status_macros.h"
 
 namespace asgd {
@@ -73,6 +75,25 @@ absl::Status EvaluateAndReport(DnnBackend* backend,
                 options.worker_index, point.seconds, point.frames,
                 point.version, 100 * point.accuracy)
          << std::endl;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckModelMatchesCorpus(const DnnSpec& spec,
+                                     const corpus::CorpusInfo& info,
+                                     int context) {
+  const int64_t inputs = int64_t{2 * context + 1} * info.feature_dim;
+  if (inputs != spec.input_dim) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the corpus gives ", inputs, " inputs per frame (", info.feature_dim,
+        " features, context ", context, ") but the model takes ",
+        spec.input_dim));
+  }
+  if (info.num_classes != spec.num_classes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the corpus has ", info.num_classes, " classes but the model has ",
+        spec.num_classes, " outputs (start the servers with --num_classes=",
+        info.num_classes, ")"));
   }
   return absl::OkStatus();
 }
@@ -208,7 +229,9 @@ Trainer::Trainer(ParamClient* client, DnnBackend* backend,
       train_(train),
       heldout_(heldout),
       options_(options),
-      log_(log) {}
+      log_(log),
+      jitter_state_(options.jitter_seed != 0 ? options.jitter_seed
+                                             : JitterSeed(options.worker_index)) {}
 
 absl::Status Trainer::ValidateSetup() const {
   ASGD_RETURN_IF_ERROR(
@@ -227,6 +250,13 @@ absl::Status Trainer::ValidateSetup() const {
       options_.slowdown < 1.0) {
     return absl::InvalidArgumentError(
         "batch_size and push_every must be >= 1 and slowdown >= 1");
+  }
+  if (const int limit = client_->max_push_minibatches();
+      limit > 0 && options_.push_every > limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--push_every=", options_.push_every, " is more minibatches per push "
+        "than the servers accept (", limit,
+        "; asgd_server --max_push_minibatches)"));
   }
   if (options_.use_pool && options_.batch_size > train_->num_frames()) {
     return absl::InvalidArgumentError("batch larger than the training data");
@@ -371,9 +401,9 @@ absl::Status Trainer::WarmStart(TrainResult* result,
 
 namespace {
 
-// Errors a restarting or briefly unreachable pool produces. A push computed
-// from versions a restored server never reached is also transient: pull
-// again.
+// Errors a restarting or briefly unreachable pool produces, by code alone.
+// ABORTED is a push computed from versions a restored server never reached:
+// pull again.
 bool Transient(const absl::Status& s) {
   switch (s.code()) {
     case absl::StatusCode::kUnavailable:
@@ -381,14 +411,25 @@ bool Transient(const absl::Status& s) {
     case absl::StatusCode::kAborted:
     case absl::StatusCode::kCancelled:
       return true;
-    case absl::StatusCode::kInvalidArgument:
-      return absl::StrContains(s.message(), "from the future");
     default:
       return false;
   }
 }
 
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
+
+uint64_t JitterSeed(int worker_index) {
+  return SplitMix64(SplitMix64(static_cast<uint64_t>(worker_index)) ^
+                    SplitMix64(static_cast<uint64_t>(getpid())) ^
+                    static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())));
+}
 
 absl::Status Trainer::BackOff(const absl::Status& error, absl::string_view what) {
   if (!Transient(error)) return error;
@@ -403,10 +444,11 @@ absl::Status Trainer::BackOff(const absl::Status& error, absl::string_view what)
   absl::Duration wait = options_.initial_backoff;
   for (int i = 0; i < failures_ && wait < options_.max_backoff; ++i) wait *= 2;
   wait = std::min(wait, options_.max_backoff);
-  // Jitter in [0.5, 1.5): workers that lost the same server do not return
-  // in lockstep.
+  // Jitter in [0.5, 1], from a per-worker seed: workers that lost the same
+  // server do not return in lockstep, and none waits past max_backoff.
   jitter_state_ = jitter_state_ * 6364136223846793005ull + 1442695040888963407ull;
-  wait *= 0.5 + static_cast<double>(jitter_state_ >> 11) * 0x1.0p-53;
+  wait *= 0.5 + 0.5 * static_cast<double>(SplitMix64(jitter_state_) >> 11) *
+                    0x1.0p-53;
   ++failures_;
   if (options_.observer != nullptr) options_.observer->OnRpcRetry();
   if (log_ != nullptr) {
@@ -479,10 +521,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       if (!in_flight.has_value()) return absl::OkStatus();
       absl::StatusOr<PushOutcome> outcome = in_flight->get();
       in_flight.reset();
-      if (!outcome.ok() && absl::IsUnavailable(outcome.status()) &&
-          absl::StrContains(outcome.status().message(), "busy")) {
-        // A server's queues were full. Other servers may have applied their
-        // part, so the gradient is not resent: pull and go on.
+      if (!outcome.ok() && RefusalOf(outcome.status()) != Refusal::kNone) {
+        // A server was overloaded (queues full, push memory in use, too many
+        // pushes from here). Other servers may have applied their part, so
+        // the gradient is not resent: pull and go on.
         ++result.pushes_busy;
         need_pull = true;
         return absl::OkStatus();
@@ -567,8 +609,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         const bool busy = in_flight.has_value() &&
                           in_flight->wait_for(std::chrono::seconds(0)) !=
                               std::future_status::ready;
-        const int cap = std::max(options_.push_every,
-                                 options_.max_minibatches_per_push);
+        int cap = std::max(options_.push_every,
+                           options_.max_minibatches_per_push);
+        if (client_->max_push_minibatches() > 0) {
+          cap = std::min(cap, client_->max_push_minibatches());
+        }
         if (!(busy && options_.compute_while_pushing && accum_n < cap)) {
           ASGD_RETURN_IF_ERROR(collect());
           ASGD_RETURN_IF_ERROR(start_push());

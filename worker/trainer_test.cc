@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/refusal.h"
 #include "gtest/gtest.h"
 #include "server/grpc_server.h"
 #include "worker/grpc_param_client.h"
@@ -63,6 +65,7 @@ class FakePool : public ParamClient {
   const std::map<std::string, std::string>& attributes() const override {
     return attributes_;
   }
+  int max_push_minibatches() const override { return max_push_minibatches_; }
   absl::Status Pull(absl::Span<float> params,
                     std::vector<uint64_t>* versions) override {
     absl::MutexLock lock(&mu_);
@@ -95,8 +98,15 @@ class FakePool : public ParamClient {
       log_.push_back("push-failed");
       return absl::UnavailableError("connection reset");
     }
+    if (!push_errors_.empty()) {
+      const absl::Status error = push_errors_.front();
+      push_errors_.erase(push_errors_.begin());
+      log_.push_back("push-failed");
+      return error;
+    }
     log_.push_back("push");
     minibatches_pushed_ += n;
+    max_minibatches_seen_ = std::max(max_minibatches_seen_, n);
     ++pushes_;
     if (drop_every_ > 0 && pushes_ % drop_every_ == 0) {
       out.dropped = 1;
@@ -126,9 +136,13 @@ class FakePool : public ParamClient {
   std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
   int64_t pushes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t minibatches_pushed_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_minibatches_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_push_minibatches_ = 0;
   int drop_every_ = 0;
   int fail_pulls_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Errors the next pushes get, in order.
+  std::vector<absl::Status> push_errors_ ABSL_GUARDED_BY(mu_);
   absl::Duration push_delay_ = absl::ZeroDuration();
   float lr_;
 };
@@ -144,12 +158,12 @@ TrainerOptions BaseOptions() {
 
 absl::StatusOr<TrainResult> Train(ParamClient* client, const Data& data,
                                   const TrainerOptions& o, int part = 0,
-                                  int parts = 1) {
+                                  int parts = 1, std::ostream* log = nullptr) {
   FrameData train(data.info, data.utts, 1, part, parts);
   FrameData heldout(data.info, data.utts, 1);
   auto dnn = CreateCpuDnn(SmallSpec(), 64);
   if (!dnn.ok()) return dnn.status();
-  Trainer trainer(client, dnn->get(), &train, &heldout, o, nullptr);
+  Trainer trainer(client, dnn->get(), &train, &heldout, o, log);
   return trainer.Run();
 }
 
@@ -274,6 +288,139 @@ TEST(TrainerTest, GivesUpWhenTheServerStaysAway) {
   auto result = Train(&pool, data, o);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(result.status().message().find("retries"), absl::string_view::npos);
+}
+
+// What the worker does after a failed push depends on the status code and
+// the refusal only: an overloaded server (any refusal, whatever the text) is
+// "busy": pull and go on at once; a plain UNAVAILABLE (even one saying
+// "busy") and ABORTED are retried after a backoff; INVALID_ARGUMENT is
+// final, even when its text says "from the future".
+TEST(TrainerTest, RetryDecisionsFollowTheCodeAndTheRefusalNotTheText) {
+  Data data;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.push_errors_ = {
+        WithRefusal(absl::UnavailableError("queues full"), Refusal::kBusy),
+        WithRefusal(absl::UnavailableError("no memory"), Refusal::kPushMemory),
+        WithRefusal(absl::UnavailableError("too many"), Refusal::kPeerLimit),
+        absl::UnavailableError("server busy: apply queues are full"),
+        absl::AbortedError("pull again"),
+    };
+  }
+  RetryCounter counter;
+  TrainerOptions o = BaseOptions();
+  o.initial_backoff = absl::Milliseconds(1);
+  o.max_backoff = absl::Milliseconds(2);
+  o.observer = &counter;
+  auto result = Train(&pool, data, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->pushes_busy, 3);
+  EXPECT_EQ(counter.retries, 2);
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(pool.pushes_, 35);  // none of the 5 refused ones was resent
+}
+
+TEST(TrainerTest, InvalidArgumentIsFinalWhateverItsText) {
+  Data data;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.push_errors_ = {absl::InvalidArgumentError(
+        "push computed from version 9 (a version from the future)")};
+  }
+  TrainerOptions o = BaseOptions();
+  o.initial_backoff = absl::Milliseconds(1);
+  auto result = Train(&pool, data, o);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The waits between retries, as the worker logs them ("retry N in X").
+std::vector<absl::Duration> LoggedWaits(const std::string& log) {
+  std::vector<absl::Duration> waits;
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.rfind(" in ");
+    if (line.find("; retry ") == std::string::npos || at == std::string::npos) {
+      continue;
+    }
+    absl::Duration d;
+    if (absl::ParseDuration(line.substr(at + 4), &d)) waits.push_back(d);
+  }
+  return waits;
+}
+
+// Workers that lost the same server come back at different times: the
+// jitter comes from a per-worker seed (by default the worker index, the
+// process id and the clock), and no wait passes max_backoff.
+TEST(TrainerTest, BackoffJitterIsPerWorkerAndBounded) {
+  EXPECT_NE(JitterSeed(0), JitterSeed(1));
+  EXPECT_NE(JitterSeed(0), JitterSeed(0));  // the clock moved
+  Data data;
+  auto waits_with_seed = [&](uint64_t seed) {
+    FakePool pool;
+    {
+      absl::MutexLock lock(&pool.mu_);
+      pool.fail_pulls_ = 8;
+    }
+    TrainerOptions o = BaseOptions();
+    o.max_steps = 2;
+    o.initial_backoff = absl::Milliseconds(1);
+    o.max_backoff = absl::Milliseconds(8);
+    o.jitter_seed = seed;
+    std::ostringstream log;
+    EXPECT_TRUE(Train(&pool, data, o, 0, 1, &log).ok());
+    return LoggedWaits(log.str());
+  };
+  const std::vector<absl::Duration> a = waits_with_seed(1);
+  const std::vector<absl::Duration> b = waits_with_seed(2);
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 8u);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a, waits_with_seed(1));  // a seed gives the same waits
+  for (size_t i = 0; i < a.size(); ++i) {
+    const absl::Duration full =
+        std::min(absl::Milliseconds(1) * (1 << i), absl::Milliseconds(8));
+    for (absl::Duration w : {a[i], b[i]}) {
+      EXPECT_GE(w, full / 2) << i;
+      EXPECT_LE(w, full) << i;
+    }
+  }
+}
+
+TEST(TrainerTest, PushEveryBeyondTheServersLimitIsRefusedAtStart) {
+  Data data;
+  FakePool pool;
+  pool.max_push_minibatches_ = 4;
+  TrainerOptions o = BaseOptions();
+  o.push_every = 5;
+  EXPECT_EQ(Train(&pool, data, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Computing while pushing never puts more than the limit into one push.
+  pool.push_delay_ = absl::Milliseconds(20);
+  o.push_every = 1;
+  o.compute_while_pushing = true;
+  o.max_minibatches_per_push = 8;
+  auto result = Train(&pool, data, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_LE(pool.max_minibatches_seen_, 4);
+  EXPECT_EQ(pool.minibatches_pushed_, 40);
+}
+
+TEST(TrainerTest, ModelMustMatchTheCorpusClassesAndInputs) {
+  corpus::CorpusInfo info;
+  info.feature_dim = 4;
+  info.num_classes = 3;
+  DnnSpec spec = SmallSpec();  // 12 inputs = 3 frames x 4, 3 classes
+  EXPECT_TRUE(CheckModelMatchesCorpus(spec, info, 1).ok());
+  EXPECT_EQ(CheckModelMatchesCorpus(spec, info, 2).code(),
+            absl::StatusCode::kFailedPrecondition);
+  info.num_classes = 40;
+  const absl::Status s = CheckModelMatchesCorpus(spec, info, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("40 classes"), absl::string_view::npos) << s;
 }
 
 TEST(TrainerTest, SgdModeTrainsLocallyAndHandsTheModelOver) {

@@ -280,6 +280,10 @@ int Run() {
   if (!client.ok()) return Fail(client.status());
   auto spec = DnnSpecFromPool(**client);
   if (!spec.ok()) return Fail(spec.status());
+  if (absl::Status s = CheckModelMatchesCorpus(*spec, corpus->info, context);
+      !s.ok()) {
+    return Fail(s);
+  }
   CudaDnnOptions cuda_options;
   cuda_options.device = absl::GetFlag(FLAGS_cuda_device);
   auto math = ParseCudaMathMode(absl::GetFlag(FLAGS_cuda_math));
