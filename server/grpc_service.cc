@@ -240,8 +240,6 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       absl::MutexLock lock(&state_->mu);
       state_->reactor = nullptr;
     }
-    if (watch_ != nullptr) service_->watchdog()->Unwatch(watch_);
-    if (admitted_) service_->ReleasePush(peer_);
     delete this;
   }
 
@@ -261,10 +259,19 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     FinishLocked(status);
   }
 
+  // Finishes the call once. What the stream held (its staging buffer, its
+  // slot among the peer's pushes, its watch) is released here, not in
+  // OnDone(), which gRPC may run later than the client sees the status.
   void FinishLocked(const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     if (finished_) return;
     finished_ = true;
+    assembler_.Abandon();
+    if (watch_ != nullptr) service_->watchdog()->Unwatch(watch_);
+    if (admitted_) {
+      service_->ReleasePush(peer_);
+      admitted_ = false;
+    }
     const grpc::Status g = ToGrpcStatus(status, context_);
     timer_.Done(g);
     Finish(g);
@@ -276,7 +283,7 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   grpc::CallbackServerContext* const context_;
   grpc::ByteBuffer* const reply_;
   const std::string peer_;
-  bool admitted_ = false;
+  bool admitted_ ABSL_GUARDED_BY(state_->mu) = false;
   StreamWatchdog::Handle watch_;
   // Validates the stream and stages the values; released on any rejection.
   PushAssembler assembler_;

@@ -126,6 +126,12 @@ absl::Status PushAssembler::EndOfStream() {
           "push stream ended before its commit; nothing was applied"));
 }
 
+void PushAssembler::Abandon() {
+  if (committed_) return;
+  rejected_ = true;
+  staging_.reset();
+}
+
 PushRequest PushAssembler::TakeRequest() {
   PushRequest request;
   request.worker_id = worker_id_;

@@ -84,6 +84,10 @@ class PushAssembler {
   // committed(); later calls return a request without values.
   PushRequest TakeRequest();
 
+  // The transport ended the stream without a verdict from the assembler
+  // (e.g. it stalled): releases the staging buffer; later calls are refused.
+  void Abandon();
+
   // Chunk payload bytes handed to the chunk check so far (the wire bytes the
   // server examined; a metric).
   int64_t chunk_bytes() const { return chunk_bytes_; }
