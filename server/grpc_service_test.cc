@@ -390,5 +390,87 @@ TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
   EXPECT_EQ(reply.result(), PushReply::APPLIED);
 }
 
+// Admission limits with short, test-sized settings: 2 pushes in flight per
+// client address and a 300 ms progress timeout.
+class PushAdmissionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DnnSpec spec;
+    spec.input_dim = 20;
+    spec.hidden = {16};
+    spec.num_classes = 5;
+    ParamStoreOptions o;
+    o.tensors = DnnTensors(spec);
+    o.num_shards = 2;
+    GrpcServiceOptions service;
+    service.push_progress_timeout = absl::Milliseconds(300);
+    service.max_pushes_per_peer = 2;
+    auto server = GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1",
+                                    0, nullptr, {}, nullptr, service);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  uint64_t Rejected(RejectReason r) {
+    return server_->store()->stats().rejected[static_cast<int>(r)];
+  }
+
+  std::unique_ptr<GrpcServer> server_;
+};
+
+TEST_F(PushAdmissionTest, StalledStreamsAreEndedAndExtraOnesRefusedAtOnce) {
+  auto stub = asgd::v1::ParameterServer::NewStub(grpc::CreateChannel(
+      server_->local_address(), grpc::InsecureChannelCredentials()));
+  const std::vector<float> before = server_->store()->Snapshot();
+  struct Stream {
+    grpc::ClientContext ctx;
+    PushReply reply;
+    std::unique_ptr<grpc::ClientWriter<PushChunk>> writer;
+  };
+  std::vector<std::unique_ptr<Stream>> streams;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 3; ++i) {
+    auto s = std::make_unique<Stream>();
+    s->ctx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(30));
+    s->writer = stub->Push(&s->ctx, &s->reply);
+    PushChunk header;
+    header.mutable_header()->set_num_minibatches(1);
+    s->writer->Write(header);  // then nothing
+    streams.push_back(std::move(s));
+  }
+  std::vector<grpc::Status> ends;
+  for (auto& s : streams) ends.push_back(s->writer->Finish());
+  const absl::Duration took = absl::Now() - start;
+  int stalled = 0, refused = 0;
+  for (size_t i = 0; i < ends.size(); ++i) {
+    const auto& trailers = streams[i]->ctx.GetServerTrailingMetadata();
+    if (ends[i].error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      ++stalled;
+      EXPECT_EQ(trailers.count("asgd-refusal"), 0u);
+    } else {
+      EXPECT_EQ(ends[i].error_code(), grpc::StatusCode::UNAVAILABLE);
+      auto it = trailers.find("asgd-refusal");
+      ASSERT_NE(it, trailers.end());
+      EXPECT_EQ(std::string(it->second.data(), it->second.size()), "PEER_LIMIT");
+      ++refused;
+    }
+  }
+  EXPECT_EQ(stalled, 2);
+  EXPECT_EQ(refused, 1);
+  EXPECT_GE(took, absl::Milliseconds(300));
+  EXPECT_EQ(Rejected(RejectReason::kStalled), 2u);
+  EXPECT_EQ(Rejected(RejectReason::kPeerLimit), 1u);
+  EXPECT_EQ(server_->service()->pushes_in_flight(), 0);
+  EXPECT_EQ(server_->store()->Snapshot(), before);
+}
+
+TEST_F(PushAdmissionTest, PeerAddressDropsOnlyThePort) {
+  EXPECT_EQ(PeerAddress("ipv4:10.0.0.7:51234"), "ipv4:10.0.0.7");
+  EXPECT_EQ(PeerAddress("ipv6:[::1]:5"), "ipv6:[::1]");
+  EXPECT_EQ(PeerAddress("ipv6:[::1]"), "ipv6:[::1]");
+  EXPECT_EQ(PeerAddress("unix:/tmp/sock"), "unix");
+}
+
 }  // namespace
 }  // namespace asgd
