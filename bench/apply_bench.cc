@@ -113,22 +113,28 @@ double MemcpyRate(const std::vector<float>& src, std::vector<float>& dst,
   return 2.0 * 4.0 * n * reps / s;
 }
 
+// Parameters/s of `apply(begin, end, rep)` run by `threads` threads on
+// disjoint slices of n parameters, `reps` passes each.
+template <typename Apply>
+double SliceRate(int64_t n, int threads, int reps, Apply apply) {
+  const double s = TimeThreads(threads, [&](int t) {
+    const auto [b, e] = SliceOf(n, threads, t);
+    for (int r = 0; r < reps; ++r) apply(b, e, r);
+  });
+  return static_cast<double>(n) * reps / s;
+}
+
 // Parameters/s of Optimizer::Apply with `threads` threads on disjoint slices.
 double DirectRate(
     const Optimizer& opt, std::vector<float>& w, std::vector<float>& v,
     const std::vector<std::shared_ptr<const std::vector<float>>>& g,
     int threads, int reps) {
-  const int64_t n = w.size();
-  const double s = TimeThreads(threads, [&](int t) {
-    const auto [b, e] = SliceOf(n, threads, t);
+  return SliceRate(w.size(), threads, reps, [&](int64_t b, int64_t e, int r) {
     UpdateContext ctx;
-    for (int r = 0; r < reps; ++r) {
-      ctx.step = r;
-      opt.Apply(w.data() + b, opt.has_state() ? v.data() + b : nullptr,
-                g[r % g.size()]->data() + b, e - b, ctx);
-    }
+    ctx.step = r;
+    opt.Apply(w.data() + b, opt.has_state() ? v.data() + b : nullptr,
+              g[r % g.size()]->data() + b, e - b, ctx);
   });
-  return static_cast<double>(n) * reps / s;
 }
 
 // Optimizer::Apply's SGD and momentum loops without the largest-|w| and
@@ -152,15 +158,10 @@ double UntrackedRate(
     const OptimizerOptions& o, std::vector<float>& w, std::vector<float>& v,
     const std::vector<std::shared_ptr<const std::vector<float>>>& g,
     int threads, int reps) {
-  const int64_t n = w.size();
-  const double s = TimeThreads(threads, [&](int t) {
-    const auto [b, e] = SliceOf(n, threads, t);
-    for (int r = 0; r < reps; ++r) {
-      UntrackedApply(o.learning_rate, o.momentum, w.data() + b, v.data() + b,
-                     g[r % g.size()]->data() + b, e - b);
-    }
+  return SliceRate(w.size(), threads, reps, [&](int64_t b, int64_t e, int r) {
+    UntrackedApply(o.learning_rate, o.momentum, w.data() + b, v.data() + b,
+                   g[r % g.size()]->data() + b, e - b);
   });
-  return static_cast<double>(n) * reps / s;
 }
 
 // Parameters/s through ParamStore: `pushes` updates submitted by several

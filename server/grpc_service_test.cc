@@ -43,12 +43,8 @@ class RejectionWatcher : public StoreObserver {
 class GrpcServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    DnnSpec spec;
-    spec.input_dim = 20;
-    spec.hidden = {16};
-    spec.num_classes = 5;
     ParamStoreOptions o;
-    o.tensors = DnnTensors(spec);
+    o.tensors = DnnTensors(PushTestSpec());
     o.num_servers = 2;
     o.server_index = 0;
     o.num_shards = 2;
@@ -56,7 +52,7 @@ class GrpcServiceTest : public ::testing::Test {
     o.max_chunk_elements = 64;  // many chunks per push
     o.observer = &watcher_;
     auto server =
-        GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1", 0);
+        GrpcServer::Start(o, InitialDnnParams(PushTestSpec(), 1), "127.0.0.1", 0);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     auto channel = grpc::CreateChannel(server_->local_address(),
@@ -395,18 +391,15 @@ TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
 class PushAdmissionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    DnnSpec spec;
-    spec.input_dim = 20;
-    spec.hidden = {16};
-    spec.num_classes = 5;
     ParamStoreOptions o;
-    o.tensors = DnnTensors(spec);
+    o.tensors = DnnTensors(PushTestSpec());
     o.num_shards = 2;
     GrpcServiceOptions service;
     service.push_progress_timeout = absl::Milliseconds(300);
     service.max_pushes_per_peer = 2;
-    auto server = GrpcServer::Start(o, InitialDnnParams(spec, 1), "127.0.0.1",
-                                    0, nullptr, {}, nullptr, service);
+    auto server = GrpcServer::Start(o, InitialDnnParams(PushTestSpec(), 1),
+                                    "127.0.0.1", 0, nullptr, {}, nullptr,
+                                    service);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }

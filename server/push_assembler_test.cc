@@ -25,18 +25,11 @@ namespace {
 
 using asgd::v1::PushChunk;
 
-DnnSpec TestSpec() {
-  DnnSpec spec;
-  spec.input_dim = 20;
-  spec.hidden = {16};
-  spec.num_classes = 5;
-  return spec;
-}
 
 class PushAssemblerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const DnnSpec spec = TestSpec();
+    const DnnSpec spec = PushTestSpec();
     ParamStoreOptions o;
     o.tensors = DnnTensors(spec);
     o.num_servers = 2;
@@ -245,7 +238,7 @@ TEST_F(PushAssemblerTest, StagingMemoryIsTakenOnlyWhenDataArrives) {
 TEST_F(PushAssemblerTest, PushesBeyondTheMemoryBudgetAreRefusedAsBusy) {
   ParamStoreOptions o = store_->options();
   o.push_memory_bytes = 2 * store_->range().size() * sizeof(float);  // 2 pushes
-  auto store = ParamStore::Create(o, InitialDnnParams(TestSpec(), 1));
+  auto store = ParamStore::Create(o, InitialDnnParams(PushTestSpec(), 1));
   ASSERT_TRUE(store.ok()) << store.status();
   const std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
   auto start = [&](PushAssembler& a) {
@@ -267,7 +260,7 @@ TEST_F(PushAssemblerTest, PushesBeyondTheMemoryBudgetAreRefusedAsBusy) {
   EXPECT_TRUE(start(fourth).ok());
   // A push larger than the whole budget cannot even be configured.
   o.push_memory_bytes = store_->range().size() * sizeof(float) - 1;
-  EXPECT_EQ(ParamStore::Create(o, InitialDnnParams(TestSpec(), 1))
+  EXPECT_EQ(ParamStore::Create(o, InitialDnnParams(PushTestSpec(), 1))
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);

@@ -1,5 +1,5 @@
-// Malformed variants of a valid push, shared by the PushAssembler and gRPC
-// service tests: each corrupts the messages of a valid push (header, chunks,
+// The model and the malformed variants of a valid push, shared by the
+// PushAssembler and gRPC service tests: each corrupts the messages of a valid push (header, chunks,
 // commit) to a server with max_chunk_elements 64 and at least 4 chunks, and
 // names the reason and (a substring of) the message it must be rejected with.
 #ifndef ASGD_SERVER_PUSH_TEST_CASES_H_
@@ -13,10 +13,20 @@
 #include <utility>
 #include <vector>
 
+#include "common/dnn_spec.h"
 #include "proto/asgd.pb.h"
 #include "server/param_store.h"
 
 namespace asgd {
+
+// The small DNN these tests serve: 20 inputs, 16 hidden units, 5 classes.
+inline DnnSpec PushTestSpec() {
+  DnnSpec spec;
+  spec.input_dim = 20;
+  spec.hidden = {16};
+  spec.num_classes = 5;
+  return spec;
+}
 
 struct BadPushCase {
   std::string name;

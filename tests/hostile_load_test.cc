@@ -32,8 +32,8 @@
 // half a minute.
 //
 //   bazel test //tests:hostile_load_test --test_output=streamed
-//   bazel-bin/tests/hostile_load_test --server=bazel-bin/server/asgd_server \
-//       --model=seed --worker_ids=20000
+//   bazel-bin/tests/hostile_load_test --model=seed --worker_ids=20000
+//       --server=bazel-bin/server/asgd_server   (one command line)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -140,12 +140,16 @@ class HostileLoadTest : public ::testing::Test {
     const int port = server_.WaitForPort(absl::Seconds(120));
     ASSERT_GT(port, 0) << "asgd_server did not start; its log:\n"
                        << server_.Log();
+    Connect(port);
+  }
+
+  // Talks to the server on `port`: its model and the chunks of its range.
+  void Connect(int port) {
     address_ = absl::StrCat("127.0.0.1:", port);
     stub_ = NewStub(address_);
-    auto stub = NewStub(address_);
     grpc::ClientContext ctx;
     SetDeadline(&ctx, std::chrono::seconds(30));
-    ASSERT_TRUE(stub->DescribeModel(&ctx, {}, &model_.desc).ok());
+    ASSERT_TRUE(stub_->DescribeModel(&ctx, {}, &model_.desc).ok());
     std::vector<TensorSpec> tensors;
     for (const auto& t : model_.desc.tensors()) {
       TensorSpec spec{t.name(), {}};
@@ -497,7 +501,7 @@ TEST_F(HostileLoadTest, PoisonedMinibatchPoolRequestsChangeNothing) {
 }
 
 // Opens a TCP connection to 127.0.0.1:port; -1 on failure.
-int Connect(int port, double timeout_s) {
+int TcpConnect(int port, double timeout_s) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   timeval tv{static_cast<time_t>(timeout_s),
@@ -517,7 +521,7 @@ int Connect(int port, double timeout_s) {
 
 // GET /metrics; the body, or "" on failure or timeout.
 std::string HttpGetMetrics(int port, double timeout_s) {
-  const int fd = Connect(port, timeout_s);
+  const int fd = TcpConnect(port, timeout_s);
   if (fd < 0) return "";
   const std::string request =
       "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
@@ -551,7 +555,7 @@ TEST_F(HostileLoadTest, IdleHalfSentHttpConnectionsDoNotBlockMetrics) {
   for (int idle : {2, 6}) {
     std::vector<int> fds;
     for (int i = 0; i < idle; ++i) {
-      const int fd = Connect(port, 60);
+      const int fd = TcpConnect(port, 60);
       ASSERT_GE(fd, 0);
       const std::string half = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
       ASSERT_EQ(send(fd, half.data(), half.size(), 0),
@@ -580,22 +584,7 @@ TEST_F(HostileLoadTest, ManyWorkerIdsKeepTheMetricSeriesBounded) {
                 TestDir());
   const int grpc_port = server_.WaitForPort(absl::Seconds(60));
   ASSERT_GT(grpc_port, 0);
-  address_ = absl::StrCat("127.0.0.1:", grpc_port);
-  stub_ = NewStub(address_);
-  {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, std::chrono::seconds(30));
-    ASSERT_TRUE(stub_->DescribeModel(&ctx, {}, &model_.desc).ok());
-    std::vector<TensorSpec> tensors;
-    for (const auto& t : model_.desc.tensors()) {
-      TensorSpec spec{t.name(), {}};
-      for (uint64_t d : t.shape()) spec.shape.push_back(static_cast<int64_t>(d));
-      tensors.push_back(spec);
-    }
-    layout_ = std::make_unique<ModelLayout>(*ModelLayout::Create(tensors, 1, 1));
-    model_.chunks = PlanChunks(*layout_, layout_->ServerRange(0),
-                               model_.desc.max_chunk_elements());
-  }
+  Connect(grpc_port);
   const int metrics_port = ReadPortFile(port_file);
   ASSERT_GT(metrics_port, 0);
   const size_t page_before = HttpGetMetrics(metrics_port, 10).size();
