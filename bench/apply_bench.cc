@@ -140,8 +140,7 @@ double DirectRate(
 // Optimizer::Apply's SGD and momentum loops without the largest-|w| and
 // |v| tracking (the kernel before it): the in-run baseline of its cost.
 void UntrackedApply(float lr, float mu, float* __restrict w,
-                    float* __restrict v, const float* __restrict g,
-                    int64_t n) {
+                    float* __restrict v, const float* __restrict g, int64_t n) {
   if (mu == 0.0f) {
     for (int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
     return;
@@ -326,8 +325,9 @@ int Run() {
         for (int r = 0; r < rounds; ++r) {
           memcpy_rate = std::max(memcpy_rate, MemcpyRate(src, dst, T, reps));
           if (direct) {
-            direct_row.params_per_s = std::max(
-                direct_row.params_per_s, DirectRate(*opt, w, v, grads, T, reps));
+            direct_row.params_per_s =
+                std::max(direct_row.params_per_s,
+                         DirectRate(*opt, w, v, grads, T, reps));
           }
           if (untracked) {
             untracked_row.params_per_s =
@@ -345,8 +345,8 @@ int Run() {
         rows.push_back(*row);
       }
       if (direct && untracked) {
-        tracking.push_back({name, T, direct_row.params_per_s /
-                                         untracked_row.params_per_s});
+        tracking.push_back(
+            {name, T, direct_row.params_per_s / untracked_row.params_per_s});
       }
       if (store) {
         Row row{name, "store", T, 0, 0, 0};
@@ -396,8 +396,7 @@ int Run() {
       "reported, not enforced\n",
       met, rows.size(), worst);
   if (!tracking.empty()) {
-    std::printf(
-        "\n# csv,tracking,optimizer,threads,direct_over_untracked\n");
+    std::printf("\n# csv,tracking,optimizer,threads,direct_over_untracked\n");
     for (const Tracking& t : tracking) {
       std::printf("csv,tracking,%s,%d,%.4f\n", t.optimizer.c_str(), t.threads,
                   t.ratio);

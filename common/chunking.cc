@@ -66,8 +66,9 @@ absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
   }
   const int t = layout_->FindTensor(tensor);
   if (t < 0) {
-    return Fail(ChunkError::kUnknownTensor,
-                absl::StrCat("unknown tensor '", EscapeForMessage(tensor), "'"));
+    return Fail(
+        ChunkError::kUnknownTensor,
+        absl::StrCat("unknown tensor '", EscapeForMessage(tensor), "'"));
   }
   bool held = false;
   for (const Slice& s : slices_) held |= (s.tensor == t);
@@ -137,8 +138,8 @@ absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
       carried += static_cast<int>(take);
       piece.remove_prefix(take);
       if (carried < width) continue;
-      if (DecodeFloats(carry, 1, dtype, out + done, check_finite_,
-                       &max_abs_) >= 0) {
+      if (DecodeFloats(carry, 1, dtype, out + done, check_finite_, &max_abs_) >=
+          0) {
         bad = done;
         break;
       }

@@ -79,11 +79,11 @@ class ChunkAssembler {
 
   // Accepts the next chunk. On error returns InvalidArgument saying what was
   // wrong (a tensor name from the sender is escaped and cut to a few dozen
-  // bytes, see text_quote.h), sets error(), and rejects every later call. Values of a rejected
-  // chunk may have been partly copied into dst: callers stage into a buffer
-  // they discard on error.
-  // `dtype` is the chunk's element encoding, as the int on the wire (an
-  // unknown value is rejected as kBadSize).
+  // bytes, see text_quote.h), sets error(), and rejects every later call.
+  // Values of a rejected chunk may have been partly copied into dst: callers
+  // stage into a buffer they discard on error. `dtype` is the chunk's element
+  // encoding, as the int on the wire (an unknown value is rejected as
+  // kBadSize).
   absl::Status Add(absl::string_view tensor, uint64_t offset,
                    absl::Span<const absl::string_view> data, int dtype);
   absl::Status Add(absl::string_view tensor, uint64_t offset,

@@ -48,9 +48,9 @@ inline absl::Status FromGrpcStatus(const grpc::Status& s,
   const auto& trailers = context.GetServerTrailingMetadata();
   const auto it = trailers.find(kRefusalMetadataKey);
   if (it == trailers.end()) return status;
-  return WithRefusal(std::move(status),
-                     ParseRefusal(absl::string_view(it->second.data(),
-                                                    it->second.size())));
+  return WithRefusal(
+      std::move(status),
+      ParseRefusal(absl::string_view(it->second.data(), it->second.size())));
 }
 
 }  // namespace asgd

@@ -17,10 +17,9 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   try {  // prometheus-cpp reports bind errors as exceptions
     endpoint->exposer_ =
         std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-            "listening_ports", address,
-            "num_threads", absl::StrCat(kMetricsThreads),
-            "request_timeout_ms", absl::StrCat(kMetricsRequestTimeoutMs),
-            "linger_timeout_ms", "0"});
+            "listening_ports", address, "num_threads",
+            absl::StrCat(kMetricsThreads), "request_timeout_ms",
+            absl::StrCat(kMetricsRequestTimeoutMs), "linger_timeout_ms", "0"});
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
         "cannot serve metrics on ", address, ": ", e.what()));

@@ -16,10 +16,14 @@ constexpr Refusal kAll[] = {Refusal::kBusy, Refusal::kPushMemory,
 
 absl::string_view RefusalName(Refusal refusal) {
   switch (refusal) {
-    case Refusal::kNone: break;
-    case Refusal::kBusy: return "BUSY";
-    case Refusal::kPushMemory: return "PUSH_MEMORY";
-    case Refusal::kPeerLimit: return "PEER_LIMIT";
+    case Refusal::kNone:
+      break;
+    case Refusal::kBusy:
+      return "BUSY";
+    case Refusal::kPushMemory:
+      return "PUSH_MEMORY";
+    case Refusal::kPeerLimit:
+      return "PEER_LIMIT";
   }
   return "REFUSAL_UNSPECIFIED";
 }

@@ -7,7 +7,8 @@ namespace asgd {
 namespace {
 
 TEST(RefusalTest, TravelsWithTheStatusWhateverItsMessage) {
-  for (Refusal r : {Refusal::kBusy, Refusal::kPushMemory, Refusal::kPeerLimit}) {
+  for (Refusal r :
+       {Refusal::kBusy, Refusal::kPushMemory, Refusal::kPeerLimit}) {
     const absl::Status s =
         WithRefusal(absl::UnavailableError("any wording at all"), r);
     EXPECT_EQ(RefusalOf(s), r);
@@ -27,8 +28,8 @@ TEST(RefusalTest, TravelsWithTheStatusWhateverItsMessage) {
 }
 
 TEST(RefusalTest, CodesSurviveTheGrpcConversion) {
-  const absl::Status s = WithRefusal(absl::UnavailableError("x"),
-                                     Refusal::kPeerLimit);
+  const absl::Status s =
+      WithRefusal(absl::UnavailableError("x"), Refusal::kPeerLimit);
   const grpc::Status g = ToGrpcStatus(s, nullptr);
   EXPECT_EQ(g.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(FromGrpcStatus(g).code(), absl::StatusCode::kUnavailable);

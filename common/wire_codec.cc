@@ -176,7 +176,8 @@ int64_t DecodeFloats(const char* src, int64_t count, WireDtype dtype,
 float MaxAbs(const float* x, int64_t n) {
   uint32_t max_bits = 0;
   for (int64_t begin = 0; begin < n; begin += kBlock) {
-    max_bits = std::max(max_bits, MaxAbsBits(x + begin, std::min(n - begin, kBlock)));
+    max_bits =
+        std::max(max_bits, MaxAbsBits(x + begin, std::min(n - begin, kBlock)));
   }
   return FromBits(max_bits);
 }

@@ -32,8 +32,8 @@ absl::StatusOr<BatchGrant> BatchPool::Take(uint64_t worker_id,
       std::isfinite(epochs) && epochs > 0 && epochs <= kMaxEpochs;
   if (!sizes_ok || !epochs_ok || count < 1 || count > kMaxCount) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "bad pool request: num_frames=", num_frames, " batch_size=",
-        batch_size, " epochs=", epochs, " count=", count, " (want 1 <= ",
+        "bad pool request: num_frames=", num_frames, " batch_size=", batch_size,
+        " epochs=", epochs, " count=", count, " (want 1 <= ",
         "batch_size <= num_frames <= 2^40, batch_size <= 2^24, 0 < epochs <= ",
         kMaxEpochs, ", 1 <= count <= ", kMaxCount, ")"));
   }
@@ -42,9 +42,9 @@ absl::StatusOr<BatchGrant> BatchPool::Take(uint64_t worker_id,
   // the conversion below is defined.
   const double batches = std::ceil(epochs * static_cast<double>(per_epoch));
   if (!(batches <= kMaxBatches)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bad pool request: ", epochs, " epochs of ", per_epoch,
-        " batches is more than 2^48 batches"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad pool request: ", epochs, " epochs of ", per_epoch,
+                     " batches is more than 2^48 batches"));
   }
   const absl::Time now = options_.clock ? options_.clock() : absl::Now();
   absl::MutexLock lock(&mu_);

@@ -79,8 +79,9 @@ TEST(BatchPoolTest, RejectsOutOfRangeRequestsWithoutChangingThePool) {
            {1000, 64, -1, 1},
            {uint64_t{1} << 40, 1, 1e6, 1},  // 2^60 batches
        }) {
-    EXPECT_EQ(pool.Take(0, b.frames, b.batch, b.epochs, b.count).status().code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(
+        pool.Take(0, b.frames, b.batch, b.epochs, b.count).status().code(),
+        absl::StatusCode::kInvalidArgument)
         << b.frames << " " << b.batch << " " << b.epochs << " " << b.count;
   }
   EXPECT_EQ(pool.datasets(), 0);

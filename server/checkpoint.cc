@@ -62,10 +62,10 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
     const ssize_t r = ::read(fd, &bytes[done], bytes.size() - done);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
-      const absl::Status s = r < 0 ? Errno("read checkpoint " + path)
-                                   : absl::DataLossError(absl::StrCat(
-                                         "checkpoint ", path,
-                                         " shrank while being read"));
+      const absl::Status s =
+          r < 0 ? Errno("read checkpoint " + path)
+                : absl::DataLossError(absl::StrCat("checkpoint ", path,
+                                                   " shrank while being read"));
       ::close(fd);
       return s;
     }
@@ -117,8 +117,8 @@ absl::Status PrepareCheckpointDir(const std::string& dir) {
     if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 &&
         errno != EEXIST) {
       return absl::FailedPreconditionError(
-          absl::StrCat("cannot create --checkpoint_dir ", dir, ": ",
-                       prefix, ": ", std::strerror(errno)));
+          absl::StrCat("cannot create --checkpoint_dir ", dir, ": ", prefix,
+                       ": ", std::strerror(errno)));
     }
     if (slash == std::string::npos) break;
   }
@@ -219,7 +219,8 @@ absl::StatusOr<std::optional<StoreSnapshot>> ReadCheckpoint(
     return absl::DataLossError(absl::StrCat(
         "checkpoint ", path, " is corrupt (", why,
         "); refusing to start from it. Move it away to start fresh, or move "
-        "the previous generation ", previous, " into its place."));
+        "the previous generation ",
+        previous, " into its place."));
   };
   auto mismatch = [&](const std::string& why) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -247,7 +248,8 @@ absl::StatusOr<std::optional<StoreSnapshot>> ReadCheckpoint(
     std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
     bool ok = true;
     if (f[0] == "attribute" && f.size() == 3) {
-      ok = stored_attributes.emplace(std::string(f[1]), std::string(f[2])).second;
+      ok = stored_attributes.emplace(std::string(f[1]), std::string(f[2]))
+               .second;
     } else if (f[0] == "fingerprint" && f.size() == 2) {
       fingerprint = std::string(f[1]);
     } else if (f[0] == "server" && f.size() == 3) {
@@ -262,8 +264,8 @@ absl::StatusOr<std::optional<StoreSnapshot>> ReadCheckpoint(
       ok = false;
     }
     if (!ok) {
-      return corrupt(absl::StrCat("bad header line '", EscapeForMessage(line),
-                                  "'"));
+      return corrupt(
+          absl::StrCat("bad header line '", EscapeForMessage(line), "'"));
     }
   }
   if (fingerprint.empty() || index < 0 || weights < 0 || state < 0) {
@@ -279,7 +281,8 @@ absl::StatusOr<std::optional<StoreSnapshot>> ReadCheckpoint(
   if (stored_attributes != attributes) {
     auto describe = [](const ModelAttributes& a) {
       std::string out;
-      for (const auto& [k, v] : a) absl::StrAppend(&out, out.empty() ? "" : ", ", k, "=", v);
+      for (const auto& [k, v] : a)
+        absl::StrAppend(&out, out.empty() ? "" : ", ", k, "=", v);
       return out.empty() ? std::string("none") : out;
     };
     return mismatch(absl::StrCat("it holds a model with ",

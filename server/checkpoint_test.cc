@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -144,11 +144,11 @@ TEST(CheckpointTest, RefusesACheckpointOfAnotherActivation) {
   const std::string dir = TestDir("ckpt_activation");
   auto store = Store(0.0f);
   auto snap = store->TakeSnapshot();
-  ASSERT_TRUE(WriteCheckpoint(dir, store->layout(), 1, *snap,
-                              {{"activation", "relu"}})
-                  .ok());
-  auto relu = ReadCheckpoint(dir, store->layout(), 1, false,
-                             {{"activation", "relu"}});
+  ASSERT_TRUE(
+      WriteCheckpoint(dir, store->layout(), 1, *snap, {{"activation", "relu"}})
+          .ok());
+  auto relu =
+      ReadCheckpoint(dir, store->layout(), 1, false, {{"activation", "relu"}});
   ASSERT_TRUE(relu.ok()) << relu.status();
   EXPECT_TRUE(relu->has_value());
   const absl::Status sigmoid = ReadCheckpoint(dir, store->layout(), 1, false,
@@ -158,15 +158,15 @@ TEST(CheckpointTest, RefusesACheckpointOfAnotherActivation) {
   EXPECT_NE(sigmoid.message().find("activation=relu"), absl::string_view::npos)
       << sigmoid;
   ASSERT_TRUE(WriteCheckpoint(dir, store->layout(), 1, *snap).ok());
-  EXPECT_EQ(ReadCheckpoint(dir, store->layout(), 1, false,
-                           {{"activation", "relu"}})
-                .status()
-                .code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      ReadCheckpoint(dir, store->layout(), 1, false, {{"activation", "relu"}})
+          .status()
+          .code(),
+      absl::StatusCode::kFailedPrecondition);
   // Attribute values must survive the header format.
-  EXPECT_EQ(WriteCheckpoint(dir, store->layout(), 1, *snap, {{"a", "b c"}})
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      WriteCheckpoint(dir, store->layout(), 1, *snap, {{"a", "b c"}}).code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 // Non-finite weights are never written (the previous checkpoint stays) and
@@ -219,7 +219,8 @@ TEST(CheckpointTest, NeverWritesOrRestoresNonFiniteValuesAndKeepsThePrevious) {
     h *= 1099511628211ull;
   }
   std::memcpy(&bytes[bytes.size() - 8], &h, 8);
-  std::ofstream(CheckpointPath(raw_dir, 1, 2), std::ios::binary | std::ios::trunc)
+  std::ofstream(CheckpointPath(raw_dir, 1, 2),
+                std::ios::binary | std::ios::trunc)
       << bytes;
   s = ReadCheckpoint(raw_dir, store->layout(), 1, true).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;

@@ -247,10 +247,10 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     if (finished_ || committed_) return;
     store_->CountRejected(RejectReason::kStalled);
-    FinishLocked(absl::DeadlineExceededError(absl::StrCat(
-        "push stream made no progress for ",
-        absl::FormatDuration(service_->watchdog()->timeout()),
-        "; ended by the server, nothing was applied")));
+    FinishLocked(absl::DeadlineExceededError(
+        absl::StrCat("push stream made no progress for ",
+                     absl::FormatDuration(service_->watchdog()->timeout()),
+                     "; ended by the server, nothing was applied")));
   }
 
   void RejectLocked(const absl::Status& status)

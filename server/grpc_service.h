@@ -48,11 +48,12 @@
 
 namespace asgd {
 
-using ParameterServerBase = asgd::v1::ParameterServer::WithRawCallbackMethod_DescribeModel<
-    asgd::v1::ParameterServer::WithRawCallbackMethod_Pull<
-        asgd::v1::ParameterServer::WithRawCallbackMethod_Push<
-            asgd::v1::ParameterServer::WithRawCallbackMethod_FetchBatches<
-                asgd::v1::ParameterServer::Service>>>>;
+using ParameterServerBase =
+    asgd::v1::ParameterServer::WithRawCallbackMethod_DescribeModel<
+        asgd::v1::ParameterServer::WithRawCallbackMethod_Pull<
+            asgd::v1::ParameterServer::WithRawCallbackMethod_Push<
+                asgd::v1::ParameterServer::WithRawCallbackMethod_FetchBatches<
+                    asgd::v1::ParameterServer::Service>>>>;
 
 struct GrpcServiceOptions {
   // A push stream that receives no message for this long before its commit

@@ -51,8 +51,8 @@ class GrpcServiceTest : public ::testing::Test {
     o.optimizer.learning_rate = 0.5f;
     o.max_chunk_elements = 64;  // many chunks per push
     o.observer = &watcher_;
-    auto server =
-        GrpcServer::Start(o, InitialDnnParams(PushTestSpec(), 1), "127.0.0.1", 0);
+    auto server = GrpcServer::Start(o, InitialDnnParams(PushTestSpec(), 1),
+                                    "127.0.0.1", 0);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     auto channel = grpc::CreateChannel(server_->local_address(),
@@ -351,10 +351,10 @@ TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
   grpc::GenericStub generic(channel);
   const std::vector<float> before = store()->Snapshot();
   const std::string garbage("\x0b\xff\xff\xff", 4);  // a group, truncated
-  for (const char* method : {"/asgd.v1.ParameterServer/Push",
-                             "/asgd.v1.ParameterServer/Pull",
-                             "/asgd.v1.ParameterServer/DescribeModel",
-                             "/asgd.v1.ParameterServer/FetchBatches"}) {
+  for (const char* method :
+       {"/asgd.v1.ParameterServer/Push", "/asgd.v1.ParameterServer/Pull",
+        "/asgd.v1.ParameterServer/DescribeModel",
+        "/asgd.v1.ParameterServer/FetchBatches"}) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(10));
@@ -397,9 +397,9 @@ class PushAdmissionTest : public ::testing::Test {
     GrpcServiceOptions service;
     service.push_progress_timeout = absl::Milliseconds(300);
     service.max_pushes_per_peer = 2;
-    auto server = GrpcServer::Start(o, InitialDnnParams(PushTestSpec(), 1),
-                                    "127.0.0.1", 0, nullptr, {}, nullptr,
-                                    service);
+    auto server =
+        GrpcServer::Start(o, InitialDnnParams(PushTestSpec(), 1), "127.0.0.1",
+                          0, nullptr, {}, nullptr, service);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
   }
@@ -445,7 +445,8 @@ TEST_F(PushAdmissionTest, StalledStreamsAreEndedAndExtraOnesRefusedAtOnce) {
       EXPECT_EQ(ends[i].error_code(), grpc::StatusCode::UNAVAILABLE);
       auto it = trailers.find("asgd-refusal");
       ASSERT_NE(it, trailers.end());
-      EXPECT_EQ(std::string(it->second.data(), it->second.size()), "PEER_LIMIT");
+      EXPECT_EQ(std::string(it->second.data(), it->second.size()),
+                "PEER_LIMIT");
       ++refused;
     }
   }

@@ -35,10 +35,14 @@ const char* RejectReasonName(RejectReason r) {
     case RejectReason::kBusy: return "busy";
     case RejectReason::kIncomplete: return "incomplete";
     case RejectReason::kStale: return "stale";
-    case RejectReason::kNonFiniteUpdate: return "nonfinite_update";
-    case RejectReason::kPushMemory: return "push_memory";
-    case RejectReason::kPeerLimit: return "peer_limit";
-    case RejectReason::kStalled: return "stalled";
+    case RejectReason::kNonFiniteUpdate:
+      return "nonfinite_update";
+    case RejectReason::kPushMemory:
+      return "push_memory";
+    case RejectReason::kPeerLimit:
+      return "peer_limit";
+    case RejectReason::kStalled:
+      return "stalled";
     case RejectReason::kCount: break;
   }
   return "unknown";
@@ -264,9 +268,11 @@ absl::Status ParamStore::EnqueueLocked(
   if (bound.assign) {
     if (!(bound.max_g < kMaxMagnitude)) {
       CountRejected(RejectReason::kNonFiniteUpdate);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "assigned weights reach ", bound.max_g, ", more than the largest "
-          "magnitude the server keeps (", kMaxMagnitude, "); nothing applied"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("assigned weights reach ", bound.max_g,
+                       ", more than the largest "
+                       "magnitude the server keeps (",
+                       kMaxMagnitude, "); nothing applied"));
     }
     add_w = bound.max_g;  // after it |w| <= max_g
     add_v = 0;
@@ -315,8 +321,8 @@ absl::Status ParamStore::EnqueueLocked(
   };
   for (auto& shard : shards_) {
     // Cannot fail: every queue holds at most in_flight_ tasks.
-    ApplyTask task{kind, values, bound.scale, backup, nullptr, completion,
-                   check};
+    ApplyTask task{kind,    values,     bound.scale, backup,
+                   nullptr, completion, check};
     const bool ok = shard->TryEnqueue(std::move(task));
     (void)ok;
   }
@@ -434,9 +440,9 @@ absl::Status ParamStore::SubmitSyncLocked(
   if (!(sync_sum_bound_ + request.max_abs <=
         std::numeric_limits<float>::max())) {
     CountRejected(RejectReason::kNonFiniteUpdate);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gradient values reach ", request.max_abs,
-        ": their sum over this synchronous step would overflow"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient values reach ", request.max_abs,
+                     ": their sum over this synchronous step would overflow"));
   }
   sync_sum_bound_ += request.max_abs;
   sync_max_abs_ = std::max<double>(sync_max_abs_, request.max_abs);
@@ -463,7 +469,8 @@ absl::Status ParamStore::SubmitSyncLocked(
   absl::Status s = EnqueueLocked(
       request.worker_id, ApplyTask::Kind::kGradient, std::move(average), bound,
       nullptr, [waiters](uint64_t v, absl::Status error) {
-        for (SyncWaiter& w : *waiters) w.done(PushResult{error.ok(), 0, v, error});
+        for (SyncWaiter& w : *waiters)
+          w.done(PushResult{error.ok(), 0, v, error});
       });
   if (!s.ok()) {
     // Busy (or refused): nobody's gradient was applied; every waiter

@@ -94,12 +94,12 @@ enum class RejectReason {
   kFutureVersion,
   kBadHeader,
   kBusy,
-  kIncomplete,  // stream ended without a commit
-  kStale,       // dropped as too stale (answered, not an error)
+  kIncomplete,       // stream ended without a commit
+  kStale,            // dropped as too stale (answered, not an error)
   kNonFiniteUpdate,  // applying it would make the model non-finite
-  kPushMemory,  // no staging memory left (push_memory_bytes)
-  kPeerLimit,   // the client has too many pushes in flight
-  kStalled,     // the stream made no progress for the server's timeout
+  kPushMemory,       // no staging memory left (push_memory_bytes)
+  kPeerLimit,        // the client has too many pushes in flight
+  kStalled,          // the stream made no progress for the server's timeout
   kCount,
 };
 const char* RejectReasonName(RejectReason r);
@@ -166,7 +166,7 @@ struct PushRequest {
 };
 
 struct PushResult {
-  bool applied = false;        // false: dropped as too stale, or `error`
+  bool applied = false;  // false: dropped as too stale, or `error`
   uint64_t staleness = 0;
   uint64_t version = 0;        // version assigned (applied) or current (dropped)
   // Not OK when the update was refused after admission (InvalidArgument:
@@ -282,8 +282,8 @@ class ParamStore {
   struct UpdateBound {
     bool assign = false;
     float scale = 1.0f;
-    double max_g = 0;          // largest |value| of the update
-    double max_backup = -1;    // DC-ASGD copy's largest |value|; < 0: none
+    double max_g = 0;        // largest |value| of the update
+    double max_backup = -1;  // DC-ASGD copy's largest |value|; < 0: none
   };
 
   float UpdateScale(int num_minibatches, uint64_t staleness) const;

@@ -313,17 +313,20 @@ TEST(ParamStoreTest, HugeFiniteGradientsNeverMakeTheModelNonFinite) {
     EXPECT_FALSE(r.applied);
   }
   EXPECT_EQ(ps.Snapshot(), before);
-  EXPECT_EQ(ps.stats().rejected[static_cast<int>(RejectReason::kNonFiniteUpdate)],
-            3u);
+  EXPECT_EQ(
+      ps.stats().rejected[static_cast<int>(RejectReason::kNonFiniteUpdate)],
+      3u);
   // Beyond the step a push may ask for: refused before anything else.
-  PushResult r = SubmitAndWait(ps, Push(ps.accepted(), Filled(ps, 1), 0, 1 << 20));
+  PushResult r =
+      SubmitAndWait(ps, Push(ps.accepted(), Filled(ps, 1), 0, 1 << 20));
   EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ps.Snapshot(), before);
 }
 
 // One element of one shard would overflow: no shard applies the update.
 TEST(ParamStoreTest, AnUpdateThatOverflowsOnOneShardIsAppliedOnNone) {
-  auto store = ParamStore::Create(Options(4, 8), std::vector<float>(3800, 1.0f));
+  auto store =
+      ParamStore::Create(Options(4, 8), std::vector<float>(3800, 1.0f));
   ASSERT_TRUE(store.ok());
   ParamStore& ps = **store;
   const std::vector<float> before = ps.Snapshot();
@@ -356,9 +359,10 @@ TEST(ParamStoreTest, OrdinaryUpdatesNeedNoCheck) {
   ParamStore& ps = **store;
   Completions c;
   for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE(ps.Submit(Push(ps.accepted(), Filled(ps, 0.01f * (i % 7)), 0, 4),
-                          c.Callback())
-                    .ok());
+    ASSERT_TRUE(
+        ps.Submit(Push(ps.accepted(), Filled(ps, 0.01f * (i % 7)), 0, 4),
+                  c.Callback())
+            .ok());
   }
   ASSERT_TRUE(c.WaitFor(50));
   EXPECT_EQ(c.applied(), 50);
@@ -391,15 +395,16 @@ TEST(ParamStoreTest, AcceptsExactlyTheUpdatesThatStayFinite) {
     int applied = 0, refused = 0;
     for (int step = 0; step < 120; ++step) {
       auto g = std::make_shared<std::vector<float>>(w.size());
-      const float scale = std::pow(10.0f, huge(rng) ? 33 + exponent(rng) / 7
-                                                    : exponent(rng));
-      for (float& x : *g) x = std::isfinite(scale) ? unit(rng) * scale : unit(rng);
+      const float scale =
+          std::pow(10.0f, huge(rng) ? 33 + exponent(rng) / 7 : exponent(rng));
+      for (float& x : *g)
+        x = std::isfinite(scale) ? unit(rng) * scale : unit(rng);
       const int minibatches = 1 + step % 3;
       UpdateContext ctx;
       ctx.scale = static_cast<float>(minibatches);
       ctx.step = ps.accepted();
-      const bool fits = reference->StaysBounded(w.data(), v.data(), g->data(),
-                                                w.size(), ctx);
+      const bool fits =
+          reference->StaysBounded(w.data(), v.data(), g->data(), w.size(), ctx);
       if (fits) reference->Apply(w.data(), v.data(), g->data(), w.size(), ctx);
       PushResult r = SubmitAndWait(ps, Push(ps.accepted(), g, 0, minibatches));
       ASSERT_EQ(r.applied, fits) << "step " << step << " scale " << scale;
@@ -429,7 +434,8 @@ TEST(ParamStoreTest, SyncModeRefusesASumThatWouldOverflow) {
 }
 
 TEST(ParamStoreTest, AssignAndRestoreRefuseWhatIsNotFinite) {
-  auto store = ParamStore::Create(Options(2, 8), std::vector<float>(3800, 0.0f));
+  auto store =
+      ParamStore::Create(Options(2, 8), std::vector<float>(3800, 0.0f));
   ASSERT_TRUE(store.ok());
   ParamStore& ps = **store;
   PushRequest assign = Push(0, Filled(ps, 3e38f));
@@ -440,7 +446,8 @@ TEST(ParamStoreTest, AssignAndRestoreRefuseWhatIsNotFinite) {
   EXPECT_EQ(SubmitAndWait(ps, std::move(nan)).error.code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(AllFinite(ps.Snapshot()));
-  auto fresh = ParamStore::Create(Options(2, 8), std::vector<float>(3800, 0.0f));
+  auto fresh =
+      ParamStore::Create(Options(2, 8), std::vector<float>(3800, 0.0f));
   ASSERT_TRUE(fresh.ok());
   StoreSnapshot bad;
   bad.version = 5;

@@ -40,11 +40,10 @@ absl::Status PushAssembler::Add(const PushMessage& msg) {
       const uint32_t max_minibatches =
           static_cast<uint32_t>(store_->options().max_push_minibatches);
       if (h.num_minibatches() < 1 || h.num_minibatches() > max_minibatches) {
-        return Reject(
-            RejectReason::kBadHeader,
-            absl::InvalidArgumentError(absl::StrCat(
-                "push header needs 1 <= num_minibatches <= ", max_minibatches,
-                ", got ", h.num_minibatches())));
+        return Reject(RejectReason::kBadHeader,
+                      absl::InvalidArgumentError(absl::StrCat(
+                          "push header needs 1 <= num_minibatches <= ",
+                          max_minibatches, ", got ", h.num_minibatches())));
       }
       if (h.kind() != asgd::v1::PushHeader::GRADIENT &&
           h.kind() != asgd::v1::PushHeader::ASSIGN) {

@@ -3,7 +3,6 @@
 // releases the staging buffer, and a valid push yields exactly the values
 // sent.
 #include "server/push_assembler.h"
-#include "server/push_test_cases.h"
 
 #include <cmath>
 #include <cstring>
@@ -19,12 +18,12 @@
 #include "gtest/gtest.h"
 #include "proto/asgd.pb.h"
 #include "server/param_store.h"
+#include "server/push_test_cases.h"
 
 namespace asgd {
 namespace {
 
 using asgd::v1::PushChunk;
-
 
 class PushAssemblerTest : public ::testing::Test {
  protected:

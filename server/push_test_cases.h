@@ -1,7 +1,8 @@
 // The model and the malformed variants of a valid push, shared by the
-// PushAssembler and gRPC service tests: each corrupts the messages of a valid push (header, chunks,
-// commit) to a server with max_chunk_elements 64 and at least 4 chunks, and
-// names the reason and (a substring of) the message it must be rejected with.
+// PushAssembler and gRPC service tests: each corrupts the messages of a valid
+// push (header, chunks, commit) to a server with max_chunk_elements 64 and at
+// least 4 chunks, and names the reason and (a substring of) the message it must
+// be rejected with.
 #ifndef ASGD_SERVER_PUSH_TEST_CASES_H_
 #define ASGD_SERVER_PUSH_TEST_CASES_H_
 

@@ -189,7 +189,8 @@ int Run() {
   options.dc_memory_bytes = dc_memory_mb << 20;
   GrpcServiceOptions service_options;
   service_options.push_progress_timeout = absl::Seconds(progress_s);
-  service_options.max_pushes_per_peer = absl::GetFlag(FLAGS_max_pushes_per_peer);
+  service_options.max_pushes_per_peer =
+      absl::GetFlag(FLAGS_max_pushes_per_peer);
   // What the weights mean (a checkpoint must match it) and, also served to
   // workers, training settings that may change between runs.
   const ModelAttributes model_attributes = {
@@ -221,16 +222,16 @@ int Run() {
     auto layout = ModelLayout::Create(options.tensors, options.num_servers,
                                       options.num_shards);
     if (!layout.ok()) return Fail(layout.status());
-    auto read = ReadCheckpoint(checkpoint_dir, *layout, options.server_index,
-                               options.optimizer.momentum > 0,
-                               model_attributes);
+    auto read =
+        ReadCheckpoint(checkpoint_dir, *layout, options.server_index,
+                       options.optimizer.momentum > 0, model_attributes);
     if (!read.ok()) return Fail(read.status());
     restored = *std::move(read);
   }
   auto server = GrpcServer::Start(
       options, InitialDnnParams(spec, absl::GetFlag(FLAGS_seed)),
-      absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics,
-      *security, restored.has_value() ? &*restored : nullptr, service_options);
+      absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics, *security,
+      restored.has_value() ? &*restored : nullptr, service_options);
   if (!server.ok()) {
     std::fprintf(stderr, "asgd_server: %s\n",
                  server.status().ToString().c_str());

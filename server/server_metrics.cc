@@ -204,7 +204,8 @@ void ServerMetrics::ExpireWorkers(absl::Time now, size_t room_for) {
       }
     }
   }
-  const size_t cap = static_cast<size_t>(std::max(options_.max_worker_series, 1));
+  const size_t cap =
+      static_cast<size_t>(std::max(options_.max_worker_series, 1));
   while (!workers_.empty() && workers_.size() + room_for > cap) {
     auto oldest = workers_.begin();
     for (auto it = workers_.begin(); it != workers_.end(); ++it) {

@@ -81,7 +81,8 @@ TEST(ServerMetricsTest, EveryRejectReasonHasASeries) {
   metrics.OnPushRejected(RejectReason::kStalled);
   metrics.OnDcBackupMiss();
   const std::string page = Page(registry);
-  EXPECT_NE(page.find("asgd_server_pushes_dropped_total{server=\"3\",reason=\"stalled\"} 1"),
+  EXPECT_NE(page.find("asgd_server_pushes_dropped_total{server=\"3\",reason="
+                      "\"stalled\"} 1"),
             std::string::npos)
       << page;
   EXPECT_NE(page.find("asgd_server_dc_backup_misses_total{server=\"3\"} 1"),

@@ -103,10 +103,9 @@ void Shard::Run() {
       ctx.scale = task.scale;
       ctx.step = applied_.load(std::memory_order_relaxed);
       if (task.backup != nullptr) ctx.backup = task.backup->data() + local_begin_;
-      const bool apply =
-          task.check == nullptr ||
-          task.check->Vote(optimizer_->StaysBounded(weights_, state_.data(),
-                                                    data, size_, ctx));
+      const bool apply = task.check == nullptr ||
+                         task.check->Vote(optimizer_->StaysBounded(
+                             weights_, state_.data(), data, size_, ctx));
       if (apply) {
         const ApplyStats stats =
             optimizer_->Apply(weights_, state_.data(), data, size_, ctx);

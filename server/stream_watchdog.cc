@@ -67,8 +67,8 @@ int StreamWatchdog::watched() const {
 }
 
 void StreamWatchdog::Run() {
-  const absl::Duration interval = std::clamp(
-      timeout_ / 8, absl::Milliseconds(10), absl::Seconds(1));
+  const absl::Duration interval =
+      std::clamp(timeout_ / 8, absl::Milliseconds(10), absl::Seconds(1));
   auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
   for (;;) {
     {

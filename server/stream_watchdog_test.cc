@@ -18,7 +18,8 @@ struct FakeClock {
 
 TEST(StreamWatchdogTest, ExpiresOnlyStreamsWithoutProgress) {
   FakeClock clock;
-  StreamWatchdog watchdog(absl::Seconds(10), clock.fn(), /*start_thread=*/false);
+  StreamWatchdog watchdog(absl::Seconds(10), clock.fn(),
+                          /*start_thread=*/false);
   int a = 0, b = 0;
   auto ha = watchdog.Watch([&] { ++a; });
   auto hb = watchdog.Watch([&] { ++b; });

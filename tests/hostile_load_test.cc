@@ -153,7 +153,8 @@ class HostileLoadTest : public ::testing::Test {
     std::vector<TensorSpec> tensors;
     for (const auto& t : model_.desc.tensors()) {
       TensorSpec spec{t.name(), {}};
-      for (uint64_t d : t.shape()) spec.shape.push_back(static_cast<int64_t>(d));
+      for (uint64_t d : t.shape())
+        spec.shape.push_back(static_cast<int64_t>(d));
       tensors.push_back(spec);
     }
     auto layout = ModelLayout::Create(tensors, model_.desc.num_servers(),
@@ -161,11 +162,13 @@ class HostileLoadTest : public ::testing::Test {
     ASSERT_TRUE(layout.ok()) << layout.status();
     layout_ = std::make_unique<ModelLayout>(*std::move(layout));
     const FlatRange range = layout_->ServerRange(model_.desc.server_index());
-    model_.chunks = PlanChunks(*layout_, range, model_.desc.max_chunk_elements());
+    model_.chunks =
+        PlanChunks(*layout_, range, model_.desc.max_chunk_elements());
     model_.range_size = range.size();
   }
 
-  PushChunk Header(uint64_t version, uint32_t minibatches, uint64_t worker = 1) {
+  PushChunk Header(uint64_t version, uint32_t minibatches,
+                   uint64_t worker = 1) {
     PushChunk m;
     m.set_model_version(version);
     m.mutable_header()->set_worker_id(worker);
@@ -277,8 +280,8 @@ class HostileLoadTest : public ::testing::Test {
               int64_t growth_kb) {
     std::map<std::string, std::pair<int, double>> by_kind;
     for (const StreamEnd& e : ends) {
-      auto& [count, slowest] =
-          by_kind[absl::StrCat(e.code, e.refusal.empty() ? "" : "/", e.refusal)];
+      auto& [count, slowest] = by_kind[absl::StrCat(
+          e.code, e.refusal.empty() ? "" : "/", e.refusal)];
       ++count;
       slowest = std::max(slowest, e.seconds);
     }
@@ -287,13 +290,12 @@ class HostileLoadTest : public ::testing::Test {
       std::printf(" %d ended with code %s after at most %.2f s;", stats.first,
                   kind.c_str(), stats.second);
     }
-    const int gave_up = static_cast<int>(
-        std::count_if(ends.begin(), ends.end(), [](const StreamEnd& e) {
-          return e.seconds >= kGiveUpS - 1;
-        }));
+    const int gave_up = static_cast<int>(std::count_if(
+        ends.begin(), ends.end(),
+        [](const StreamEnd& e) { return e.seconds >= kGiveUpS - 1; }));
     if (gave_up > 0) {
-      std::printf(" %d still open when the client gave up after %d s;",
-                  gave_up, kGiveUpS);
+      std::printf(" %d still open when the client gave up after %d s;", gave_up,
+                  kGiveUpS);
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -316,8 +318,8 @@ class HostileLoadTest : public ::testing::Test {
 
 int Count(const std::vector<StreamEnd>& ends, grpc::StatusCode code,
           const std::string& refusal = "") {
-  return static_cast<int>(std::count_if(
-      ends.begin(), ends.end(), [&](const StreamEnd& e) {
+  return static_cast<int>(
+      std::count_if(ends.begin(), ends.end(), [&](const StreamEnd& e) {
         return e.code == code && e.refusal == refusal;
       }));
 }
@@ -331,8 +333,9 @@ double Slowest(const std::vector<StreamEnd>& ends, grpc::StatusCode code) {
 }
 
 TEST_F(HostileLoadTest, StalledHeaderOnlyPushesAreCappedAndEnded) {
-  StartServer({}, {absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
-                   "--max_pushes_per_peer=16"});
+  StartServer({},
+              {absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
+               "--max_pushes_per_peer=16"});
   int64_t growth_kb = 0;
   const std::vector<StreamEnd> ends = Attack(
       64,
@@ -352,8 +355,9 @@ TEST_F(HostileLoadTest, StalledHeaderOnlyPushesAreCappedAndEnded) {
 }
 
 TEST_F(HostileLoadTest, WithoutThePeerCapStalledStreamsHoldNoModelMemory) {
-  StartServer({}, {absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
-                   "--max_pushes_per_peer=0"});
+  StartServer({},
+              {absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
+               "--max_pushes_per_peer=0"});
   int64_t growth_kb = 0;
   // 64 send a header, 32 send nothing at all.
   const std::vector<StreamEnd> ends = Attack(
@@ -374,9 +378,10 @@ TEST_F(HostileLoadTest, WithoutThePeerCapStalledStreamsHoldNoModelMemory) {
 TEST_F(HostileLoadTest, StreamsThatStallAfterDataStayWithinThePushMemory) {
   // Room for 4 pushes of the small model (2 MB each), 8 of the seed's.
   const int64_t budget_mb = g_seed_model ? 700 : 8;
-  StartServer({}, {absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
-                   absl::StrCat("--push_memory_mb=", budget_mb),
-                   "--max_pushes_per_peer=0"});
+  StartServer({},
+              {absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
+               absl::StrCat("--push_memory_mb=", budget_mb),
+               "--max_pushes_per_peer=0"});
   int64_t growth_kb = 0;
   const std::vector<StreamEnd> ends = Attack(
       16,
@@ -389,7 +394,8 @@ TEST_F(HostileLoadTest, StreamsThatStallAfterDataStayWithinThePushMemory) {
   const int fit =
       static_cast<int>((budget_mb << 20) / (model_.range_size * int64_t{4}));
   EXPECT_LT(growth_kb, (budget_mb + 32) << 10);
-  EXPECT_EQ(Count(ends, grpc::StatusCode::UNAVAILABLE, "PUSH_MEMORY"), 16 - fit);
+  EXPECT_EQ(Count(ends, grpc::StatusCode::UNAVAILABLE, "PUSH_MEMORY"),
+            16 - fit);
   EXPECT_EQ(Count(ends, grpc::StatusCode::DEADLINE_EXCEEDED), fit);
   EXPECT_LE(Slowest(ends, grpc::StatusCode::UNAVAILABLE), kSlackS);
   ExpectHealthy();
@@ -504,8 +510,9 @@ TEST_F(HostileLoadTest, PoisonedMinibatchPoolRequestsChangeNothing) {
 int TcpConnect(int port, double timeout_s) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
-  timeval tv{static_cast<time_t>(timeout_s),
-             static_cast<suseconds_t>((timeout_s - std::floor(timeout_s)) * 1e6)};
+  timeval tv{
+      static_cast<time_t>(timeout_s),
+      static_cast<suseconds_t>((timeout_s - std::floor(timeout_s)) * 1e6)};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   sockaddr_in addr{};
@@ -539,14 +546,16 @@ std::string HttpGetMetrics(int port, double timeout_s) {
   }
   close(fd);
   const size_t body = response.find("\r\n\r\n");
-  if (!absl::StartsWith(response, "HTTP/1.1 200") || body == std::string::npos) {
+  if (!absl::StartsWith(response, "HTTP/1.1 200") ||
+      body == std::string::npos) {
     return "";
   }
   return response.substr(body + 4);
 }
 
 TEST_F(HostileLoadTest, IdleHalfSentHttpConnectionsDoNotBlockMetrics) {
-  const std::string port_file = absl::StrCat(TestDir(), "/hostile-metrics.port");
+  const std::string port_file =
+      absl::StrCat(TestDir(), "/hostile-metrics.port");
   unlink(port_file.c_str());
   StartServer({"--metrics_port=0", "--metrics_port_file=" + port_file});
   const int port = ReadPortFile(port_file);
@@ -565,8 +574,9 @@ TEST_F(HostileLoadTest, IdleHalfSentHttpConnectionsDoNotBlockMetrics) {
     const absl::Time start = absl::Now();
     const std::string page = HttpGetMetrics(port, kGiveUpS);
     const double seconds = Seconds(start);
-    std::printf("/metrics with %d idle half-sent connections: %s after %.2f s\n",
-                idle, page.empty() ? "no answer" : "answered", seconds);
+    std::printf(
+        "/metrics with %d idle half-sent connections: %s after %.2f s\n", idle,
+        page.empty() ? "no answer" : "answered", seconds);
     EXPECT_FALSE(page.empty());
     EXPECT_LT(seconds, 1.5);
     for (int fd : fds) close(fd);
@@ -598,7 +608,8 @@ TEST_F(HostileLoadTest, ManyWorkerIdsKeepTheMetricSeriesBounded) {
   const std::string page = HttpGetMetrics(metrics_port, 10);
   int series = 0;
   for (absl::string_view line : absl::StrSplit(page, '\n')) {
-    series += absl::StartsWith(line, "asgd_server_worker_last_push_timestamp_seconds{");
+    series += absl::StartsWith(
+        line, "asgd_server_worker_last_push_timestamp_seconds{");
   }
   std::printf(
       "%d worker ids: /metrics from %zu to %zu bytes, %d per-worker series\n",
@@ -609,7 +620,8 @@ TEST_F(HostileLoadTest, ManyWorkerIdsKeepTheMetricSeriesBounded) {
 
 TEST_F(HostileLoadTest, DelayCompensationCopiesStayWithinTheirMemory) {
   const int64_t budget_mb = g_seed_model ? 1024 : 8;
-  StartServer({"--dc_lambda=0.1"}, {absl::StrCat("--dc_memory_mb=", budget_mb)});
+  StartServer({"--dc_lambda=0.1"},
+              {absl::StrCat("--dc_memory_mb=", budget_mb)});
   const int64_t before = RssKb(server_.pid());
   int64_t peak = before;
   for (uint64_t worker = 0; worker < 40; ++worker) {
@@ -625,8 +637,9 @@ TEST_F(HostileLoadTest, DelayCompensationCopiesStayWithinTheirMemory) {
     peak = std::max(peak, RssKb(server_.pid()));
   }
   const int64_t growth_kb = std::max(peak, RssKb(server_.pid())) - before;
-  std::printf("40 DC-ASGD pulls: server RSS growth %.1f MB (copies of %.1f MB)\n",
-              growth_kb / 1024.0, model_.range_size * 4.0 / (1 << 20));
+  std::printf(
+      "40 DC-ASGD pulls: server RSS growth %.1f MB (copies of %.1f MB)\n",
+      growth_kb / 1024.0, model_.range_size * 4.0 / (1 << 20));
   EXPECT_LT(growth_kb, (budget_mb + 32) << 10);
 }
 

@@ -322,12 +322,12 @@ class TokenTest : public SecurityTest,
   }
   // Without TLS the client must be told that cleartext is intended.
   SecurityOptions Client(const std::string& token) const {
-    SecurityOptions o = WithToken(tls() ? ClientTls() : SecurityOptions(), token);
+    SecurityOptions o =
+        WithToken(tls() ? ClientTls() : SecurityOptions(), token);
     o.allow_cleartext_token = !tls();
     return o;
   }
 };
-
 
 TEST_P(TokenTest, RightTokenWorks) {
   StartTokenServer();

@@ -115,11 +115,12 @@ class SoakTest : public ::testing::Test {
     const std::string dir = tmp != nullptr ? tmp : "/tmp";
     // Every client runs on 127.0.0.1: the per-address push cap must admit
     // all of them.
-    server_.Start(g_server_path,
-                  {"--hidden=256", "--num_shards=2", "--log_every_s=10",
-                   absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
-                   "--max_pushes_per_peer=64"},
-                  dir);
+    server_.Start(
+        g_server_path,
+        {"--hidden=256", "--num_shards=2", "--log_every_s=10",
+         absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
+         "--max_pushes_per_peer=64"},
+        dir);
     const int port = server_.WaitForPort(absl::Seconds(60));
     ASSERT_GT(port, 0) << "asgd_server did not start; its log:\n"
                        << server_.Log();

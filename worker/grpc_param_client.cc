@@ -97,7 +97,8 @@ constexpr char kPushMethod[] = "/asgd.v1.ParameterServer/Push";
 // refusal) are kept.
 absl::Status WithServer(const std::string& address, absl::Status s) {
   if (s.ok()) return s;
-  absl::Status out(s.code(), absl::StrCat("server ", address, ": ", s.message()));
+  absl::Status out(s.code(),
+                   absl::StrCat("server ", address, ": ", s.message()));
   s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
     out.SetPayload(url, payload);
   });

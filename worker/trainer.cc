@@ -84,10 +84,10 @@ absl::Status CheckModelMatchesCorpus(const DnnSpec& spec,
                                      int context) {
   const int64_t inputs = int64_t{2 * context + 1} * info.feature_dim;
   if (inputs != spec.input_dim) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the corpus gives ", inputs, " inputs per frame (", info.feature_dim,
-        " features, context ", context, ") but the model takes ",
-        spec.input_dim));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the corpus gives ", inputs, " inputs per frame (",
+                     info.feature_dim, " features, context ", context,
+                     ") but the model takes ", spec.input_dim));
   }
   if (info.num_classes != spec.num_classes) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -230,8 +230,9 @@ Trainer::Trainer(ParamClient* client, DnnBackend* backend,
       heldout_(heldout),
       options_(options),
       log_(log),
-      jitter_state_(options.jitter_seed != 0 ? options.jitter_seed
-                                             : JitterSeed(options.worker_index)) {}
+      jitter_state_(options.jitter_seed != 0
+                        ? options.jitter_seed
+                        : JitterSeed(options.worker_index)) {}
 
 absl::Status Trainer::ValidateSetup() const {
   ASGD_RETURN_IF_ERROR(
@@ -253,10 +254,11 @@ absl::Status Trainer::ValidateSetup() const {
   }
   if (const int limit = client_->max_push_minibatches();
       limit > 0 && options_.push_every > limit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--push_every=", options_.push_every, " is more minibatches per push "
-        "than the servers accept (", limit,
-        "; asgd_server --max_push_minibatches)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--push_every=", options_.push_every,
+                     " is more minibatches per push "
+                     "than the servers accept (",
+                     limit, "; asgd_server --max_push_minibatches)"));
   }
   if (options_.use_pool && options_.batch_size > train_->num_frames()) {
     return absl::InvalidArgumentError("batch larger than the training data");
@@ -609,8 +611,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
         const bool busy = in_flight.has_value() &&
                           in_flight->wait_for(std::chrono::seconds(0)) !=
                               std::future_status::ready;
-        int cap = std::max(options_.push_every,
-                           options_.max_minibatches_per_push);
+        int cap =
+            std::max(options_.push_every, options_.max_minibatches_per_push);
         if (client_->max_push_minibatches() > 0) {
           cap = std::min(cap, client_->max_push_minibatches());
         }

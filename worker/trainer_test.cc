@@ -10,8 +10,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/refusal.h"
-#include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "proto/asgd.grpc.pb.h"
 #include "server/grpc_server.h"
 #include "worker/grpc_param_client.h"
@@ -563,8 +563,9 @@ TEST(GrpcParamClientTest, TheServersRefusalArrivesAsARefusal) {
   o.attributes["activation"] = "relu";
   GrpcServiceOptions service;
   service.max_pushes_per_peer = 1;
-  auto server = GrpcServer::Start(o, InitialDnnParams(SmallSpec(), 1),
-                                  "127.0.0.1", 0, nullptr, {}, nullptr, service);
+  auto server =
+      GrpcServer::Start(o, InitialDnnParams(SmallSpec(), 1), "127.0.0.1", 0,
+                        nullptr, {}, nullptr, service);
   ASSERT_TRUE(server.ok()) << server.status();
   // Another stream from this address holds the only slot.
   auto stub = asgd::v1::ParameterServer::NewStub(grpc::CreateChannel(
@@ -583,7 +584,8 @@ TEST(GrpcParamClientTest, TheServersRefusalArrivesAsARefusal) {
   ASSERT_TRUE((*client)->Pull(absl::MakeSpan(params), &versions).ok());
   // Wait (bounded) until the server has admitted the holder's stream.
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while ((*server)->service()->pushes_in_flight() < 1 && absl::Now() < deadline) {
+  while ((*server)->service()->pushes_in_flight() < 1 &&
+         absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));  // polling a condition, bounded
   }
   ASSERT_EQ((*server)->service()->pushes_in_flight(), 1);
