@@ -68,7 +68,7 @@ constexpr int kPullers = 32;
 constexpr int kStallers = 8;
 constexpr double kProgressTimeoutS = 1;
 // How late a stalled stream may be ended on a loaded 2-core machine.
-constexpr double kStallSlackS = 5;
+constexpr double kStallSlackS = 10;
 constexpr double kWarmupFraction = 0.25;
 constexpr double kMaxGrowth = 0.10;
 // RSS is compared between the medians of two windows this long (a fraction
