@@ -66,14 +66,15 @@ case "$which" in
     echo "$out"
     grep -q "| apply / memcpy |" <<<"$out" || fail "no table header"
     for opt in sgd momentum; do
-      for path in direct store; do
+      for path in direct untracked store; do
         for t in 1 2; do
           grep -q "^csv,apply,$opt,$path,$t," <<<"$out" ||
             fail "no csv line for $opt $path $t"
         done
       done
     done
-    check_csv "csv,apply" 8 5
+    check_csv "csv,apply" 12 5
+    check_csv "csv,tracking" 4 4
     grep -q "12 B/param" <<<"$out" || fail "byte convention not stated"
     bad=(--optimizers=adam)
     ;;

@@ -86,15 +86,15 @@ mkdir -p "$BUILD/gen" "$BUILD/obj" "$ARTIFACTS"
 src() { if [ -n "${OVERRIDE[$1]:-}" ]; then echo "${OVERRIDE[$1]}"; else echo "$ROOT/$1"; fi; }
 
 LIB_SRCS=(common/chunking.cc common/model_layout.cc common/wire_codec.cc
-          common/tensor_messages.cc server/push_assembler.cc
-          server/param_store.cc server/shard.cc server/optimizer.cc
-          server/staging_pool.cc compression/grad_codec.cc
+          common/tensor_messages.cc common/refusal.cc common/text_quote.cc
+          server/push_assembler.cc server/param_store.cc server/shard.cc
+          server/optimizer.cc server/staging_pool.cc compression/grad_codec.cc
           server/compressed_apply.cc)
 HDRS=(common/chunking.h common/model_layout.h common/status_macros.h
-      common/wire_codec.h common/tensor_messages.h
-      server/push_assembler.h server/param_store.h server/shard.h
-      server/optimizer.h server/staging_pool.h fuzz/fuzz_common.h
-      compression/grad_codec.h server/compressed_apply.h)
+      common/wire_codec.h common/tensor_messages.h common/refusal.h
+      common/text_quote.h server/push_assembler.h server/param_store.h
+      server/shard.h server/optimizer.h server/staging_pool.h
+      fuzz/fuzz_common.h compression/grad_codec.h server/compressed_apply.h)
 FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/codec_fuzzer.cc
            fuzz/make_seeds.cc)
 
@@ -147,14 +147,16 @@ if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
   "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/push_fuzzer" "$O/push_fuzzer.o" \
     "$O/push_assembler.o" "$O/param_store.o" "$O/shard.o" "$O/optimizer.o" \
     "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
+    "$O/text_quote.o" "$O/refusal.o" \
     "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
   "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
-    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "${LIBS[@]}"
+    "$O/chunking.o" "$O/text_quote.o" "$O/wire_codec.o" "$O/model_layout.o" \
+    "${LIBS[@]}"
   "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/codec_fuzzer" "$O/codec_fuzzer.o" \
     "$O/compressed_apply.o" "$O/grad_codec.o" "$O/optimizer.o" "${LIBS[@]}"
   "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" "$O/grad_codec.o" \
-    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" \
-    "$O/model.pb.o" "${LIBS[@]}"
+    "$O/chunking.o" "$O/text_quote.o" "$O/wire_codec.o" "$O/model_layout.o" \
+    "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
   echo "$stamp" > "$BUILD/stamp"
   echo "build_and_run: built with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
 fi
