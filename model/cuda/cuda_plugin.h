@@ -8,7 +8,9 @@
 //
 // Both sides are built from this tree with the same compiler and the same
 // shared Abseil, so C++ types cross the boundary; kCudaPluginAbiVersion
-// guards against mixing builds.
+// guards against mixing builds. Bump it whenever this table or a type it
+// passes (ModelSpec, CudaOptions, ModelBackend) changes layout. Version 3:
+// CudaOptions::conv_block_rows; the plugin computes every layer kind.
 #ifndef ASGD_MODEL_CUDA_CUDA_PLUGIN_H_
 #define ASGD_MODEL_CUDA_CUDA_PLUGIN_H_
 
@@ -22,7 +24,7 @@
 
 namespace asgd {
 
-inline constexpr int kCudaPluginAbiVersion = 2;
+inline constexpr int kCudaPluginAbiVersion = 3;
 
 struct CudaPluginApi {
   int abi_version;
