@@ -112,9 +112,7 @@ struct Row {
   int64_t macs_per_row = 0;
   int rows() const { return sequences * steps; }
   double per_s() const { return iters / seconds; }
-  double tflops() const {
-    return 2.0 * macs_per_row * rows() * per_s() / 1e12;
-  }
+  double tflops() const { return 2.0 * macs_per_row * rows() * per_s() / 1e12; }
 };
 
 absl::StatusOr<std::vector<int>> ParsePositiveList(absl::string_view flag,
@@ -181,10 +179,10 @@ absl::StatusOr<double> TimeSteps(ModelBackend& backend,
                                  int iters) {
   std::vector<float> grad(params.size());
   const size_t rows = static_cast<size_t>(sequences) * steps;
-  const Batch batch{sequences, steps,
-                    absl::MakeConstSpan(inputs).first(
-                        rows * backend.spec().input_dim()),
-                    absl::MakeConstSpan(labels).first(rows)};
+  const Batch batch{
+      sequences, steps,
+      absl::MakeConstSpan(inputs).first(rows * backend.spec().input_dim()),
+      absl::MakeConstSpan(labels).first(rows)};
   for (int i = 0; i < warmup; ++i) {
     auto r = backend.ComputeGradient(params, batch, absl::MakeSpan(grad));
     if (!r.ok()) return r.status();
@@ -211,7 +209,8 @@ int Run() {
         absl::InvalidArgumentError("--warmup must be >= 0 and --iters >= 1"));
   }
   const int steps = absl::GetFlag(FLAGS_steps);
-  if (steps < 1) return Fail(absl::InvalidArgumentError("--steps must be >= 1"));
+  if (steps < 1)
+    return Fail(absl::InvalidArgumentError("--steps must be >= 1"));
   std::vector<CudaOptions::MathMode> maths;
   for (absl::string_view m :
        absl::StrSplit(absl::GetFlag(FLAGS_cuda_math), ',', absl::SkipEmpty())) {
@@ -238,9 +237,9 @@ int Run() {
       absl::StrSplit(absl::GetFlag(FLAGS_backends), ',', absl::SkipEmpty());
   for (const std::string& name : backends) {
     if (name != "cpu" && name != "cuda" && name != "auto") {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "--backends: unknown backend \"", name, "\" (", kBackendChoices,
-          ")")));
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--backends: unknown backend \"", name, "\" (",
+                       kBackendChoices, ")")));
     }
   }
   auto frame_batches =
@@ -277,8 +276,7 @@ int Run() {
     std::mt19937 rng(1);
     std::normal_distribution<float> normal;
     std::uniform_int_distribution<int32_t> label(0, spec.num_classes - 1);
-    std::vector<float> inputs(static_cast<size_t>(max_rows) *
-                              spec.input_dim());
+    std::vector<float> inputs(static_cast<size_t>(max_rows) * spec.input_dim());
     for (float& v : inputs) v = normal(rng);
     std::vector<int32_t> labels(max_rows);
     for (int32_t& v : labels) v = label(rng);
@@ -302,8 +300,7 @@ int Run() {
           }
           return Fail(backend.status());
         }
-        std::printf("# %s %s: %s\n", kind.c_str(), name.c_str(),
-                    note.c_str());
+        std::printf("# %s %s: %s\n", kind.c_str(), name.c_str(), note.c_str());
         const std::string backend_name((*backend)->name());
         const std::string math = backend_name == "cuda"
                                      ? std::string(CudaMathModeName(maths[m]))
@@ -311,8 +308,7 @@ int Run() {
         for (int count : counts) {
           std::fflush(stdout);
           std::fprintf(stderr, "timing %s %s %s %d x %d ...\n", kind.c_str(),
-                       backend_name.c_str(), math.c_str(), count,
-                       model_steps);
+                       backend_name.c_str(), math.c_str(), count, model_steps);
           auto seconds = TimeSteps(**backend, params, inputs, labels, count,
                                    model_steps, warmup, iters);
           if (!seconds.ok()) return Fail(seconds.status());
@@ -330,17 +326,16 @@ int Run() {
   std::printf("|---|---|---|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
     std::printf("| %s | %s | %s | %d x %d | %d | %.2f | %.3f | %.3f |\n",
-                r.model.c_str(), r.backend.c_str(), r.math.c_str(),
-                r.sequences, r.steps, r.rows(), r.per_s(), 1e3 / r.per_s(),
-                r.tflops());
+                r.model.c_str(), r.backend.c_str(), r.math.c_str(), r.sequences,
+                r.steps, r.rows(), r.per_s(), 1e3 / r.per_s(), r.tflops());
   }
   std::printf(
       "\ncsv,model,backend,math,sequences,steps,rows,iters,seconds,"
       "minibatches_per_s,ms_per_step,tflops\n");
   for (const Row& r : rows) {
     std::printf("csv,%s,%s,%s,%d,%d,%d,%d,%.6f,%.4f,%.4f,%.5f\n",
-                r.model.c_str(), r.backend.c_str(), r.math.c_str(),
-                r.sequences, r.steps, r.rows(), r.iters, r.seconds, r.per_s(),
+                r.model.c_str(), r.backend.c_str(), r.math.c_str(), r.sequences,
+                r.steps, r.rows(), r.iters, r.seconds, r.per_s(),
                 1e3 / r.per_s(), r.tflops());
   }
   return 0;

@@ -61,6 +61,18 @@ def preset_hidden(args, kind):
     return parse_list(args.preset_hidden, "preset_hidden")
 
 
+def dense_head(nn, act, width, hidden, num_classes):
+    """Dense layers of `hidden` widths on `width` inputs, then the output
+    layer: (modules, multiply-adds per row of one forward pass)."""
+    layers, macs = [], 0
+    for h in hidden:
+        layers += [nn.Linear(width, h), act()]
+        macs += width * h
+        width = h
+    layers.append(nn.Linear(width, num_classes))
+    return layers, macs + width * num_classes
+
+
 def make_model(torch, kind, args):
     """(module, input_dim, training MACs per row, description, sequence)."""
     nn = torch.nn
@@ -68,15 +80,11 @@ def make_model(torch, kind, args):
         args.activation]
     if kind == "dnn":
         hidden = parse_list(args.hidden, "hidden") if args.hidden else []
-        sizes = [args.input_dim] + hidden + [args.num_classes]
-        layers = []
-        for i in range(len(sizes) - 1):
-            layers.append(nn.Linear(sizes[i], sizes[i + 1]))
-            if i + 1 < len(sizes) - 1:
-                layers.append(act())
-        macs = 3 * sum(sizes[i] * sizes[i + 1] for i in range(len(sizes) - 1))
-        return (nn.Sequential(*layers), args.input_dim, macs,
-                f"dnn {sizes}", False)
+        layers, macs = dense_head(nn, act, args.input_dim, hidden,
+                                  args.num_classes)
+        return (nn.Sequential(*layers), args.input_dim, 3 * macs,
+                f"dnn {[args.input_dim] + hidden + [args.num_classes]}",
+                False)
 
     hidden = preset_hidden(args, kind)
     if kind == "cnn":
@@ -88,18 +96,14 @@ def make_model(torch, kind, args):
         if t2 < 1 or f2 < 1:
             sys.exit(f"cnn: {frames}x{freq} inputs are too small")
         macs = t1 * f1 * f * 1 * 3 * 8 + t2 * f2 * 2 * f * f * 3 * 4
-        width = 2 * f * t2 * f2
-        dense = []
-        for h in hidden:
-            dense += [nn.Linear(width, h), act()]
-            macs += width * h
-            width = h
-        macs += width * args.num_classes
+        dense, dense_macs = dense_head(nn, act, 2 * f * t2 * f2, hidden,
+                                       args.num_classes)
+        macs += dense_macs
         body = nn.Sequential(
             nn.Unflatten(1, (1, frames, freq)),
             nn.Conv2d(1, f, (3, 8)), act(), nn.MaxPool2d((1, 3)),
             nn.Conv2d(f, 2 * f, (3, 4)), act(),
-            nn.Flatten(), *dense, nn.Linear(width, args.num_classes))
+            nn.Flatten(), *dense)
         return (body, frames * freq, 3 * macs,
                 f"cnn {frames}x{freq}, filters {f},{2 * f}, dense {hidden}",
                 False)
@@ -114,20 +118,15 @@ def make_model(torch, kind, args):
     for _ in range(args.lstm_layers):
         macs += dirs * (4 * cells * width + 4 * cells * rec + proj * cells)
         width = dirs * rec
-    dense = []
-    for h in hidden:
-        dense += [nn.Linear(width, h), act()]
-        macs += width * h
-        width = h
-    macs += width * args.num_classes
+    dense, dense_macs = dense_head(nn, act, width, hidden, args.num_classes)
+    macs += dense_macs
 
     class Recurrent(nn.Module):
         def __init__(self):
             super().__init__()
             self.lstm = nn.LSTM(in_dim, cells, num_layers=args.lstm_layers,
                                 proj_size=proj, bidirectional=dirs == 2)
-            self.head = nn.Sequential(*dense,
-                                      nn.Linear(width, args.num_classes))
+            self.head = nn.Sequential(*dense)
 
         def forward(self, x):  # x: [steps, sequences, in_dim]
             y, _ = self.lstm(x)

@@ -103,8 +103,8 @@ Vec ConvRow(const float* p, const FeatureShape& in, const ConvLayerSpec& c,
         double second = best;
         for (int i = 0; i < c.pool_time; ++i) {
           for (int j = 0; j < c.pool_freq; ++j) {
-            const double v =
-                z[int64_t{tp * c.pool_time + i} * conv_f + fp * c.pool_freq + j];
+            const double v = z[int64_t{tp * c.pool_time + i} * conv_f +
+                               fp * c.pool_freq + j];
             if (v > best) {
               second = best;
               best = v;
@@ -185,8 +185,9 @@ ReferenceForward RunReference(const ModelSpec& spec,
     const float* p = params.data() + LayerParamOffset(spec, l);
     const FeatureShape in = LayerInputShape(spec, l);
     if (l == num) {
-      for (Vec& x : xs) x = Affine(p, p + int64_t{spec.num_classes} * in.dim(),
-                                   spec.num_classes, x);
+      for (Vec& x : xs)
+        x = Affine(p, p + int64_t{spec.num_classes} * in.dim(),
+                   spec.num_classes, x);
       break;
     }
     const LayerSpec& layer = spec.layers[l];
@@ -213,12 +214,9 @@ ReferenceForward RunReference(const ModelSpec& spec,
   return result;
 }
 
-absl::StatusOr<CompareBatch> MakeCompareBatch(const ModelSpec& spec,
-                                              absl::Span<const float> params,
-                                              int sequences, int steps,
-                                              double kink_clear,
-                                              double unlabelled,
-                                              uint32_t seed) {
+absl::StatusOr<CompareBatch> MakeCompareBatch(
+    const ModelSpec& spec, absl::Span<const float> params, int sequences,
+    int steps, double kink_clear, double unlabelled, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal;
   std::uniform_int_distribution<int32_t> label(0, spec.num_classes - 1);
@@ -301,8 +299,8 @@ CompareReport ExpectBackendsAgree(ModelBackend& want, ModelBackend& got,
   std::vector<float> want_grad(params.size());
   std::vector<float> got_grad(params.size(),
                               std::numeric_limits<float>::quiet_NaN());
-  auto w = want.ComputeGradient(params, batch.batch(),
-                                absl::MakeSpan(want_grad));
+  auto w =
+      want.ComputeGradient(params, batch.batch(), absl::MakeSpan(want_grad));
   auto g = got.ComputeGradient(params, batch.batch(), absl::MakeSpan(got_grad));
   EXPECT_TRUE(w.ok()) << w.status();
   EXPECT_TRUE(g.ok()) << g.status();
@@ -347,8 +345,8 @@ CompareReport ExpectBackendsAgree(ModelBackend& want, ModelBackend& got,
         << t.name << ": largest error at flat index " << worst << ": want "
         << want_grad[worst] << ", got " << got_grad[worst]
         << " (tensor max |want| " << max_want << ")";
-    const double ratio = max_want > 0 ? max_err / max_want
-                                      : (max_err > 0 ? INFINITY : 0.0);
+    const double ratio =
+        max_want > 0 ? max_err / max_want : (max_err > 0 ? INFINITY : 0.0);
     report.grad = std::max(report.grad, std::isnan(ratio) ? INFINITY : ratio);
     offset += n;
   }
@@ -374,9 +372,8 @@ CompareReport ExpectBackendsAgree(ModelBackend& want, ModelBackend& got,
       }
     }
     EXPECT_LE(worst, tol.logp)
-        << "log-posterior of row " << worst_at / c << ", class "
-        << worst_at % c << ": want " << want_logp[worst_at] << ", got "
-        << got_logp[worst_at];
+        << "log-posterior of row " << worst_at / c << ", class " << worst_at % c
+        << ": want " << want_logp[worst_at] << ", got " << got_logp[worst_at];
     report.logp = std::isnan(worst) ? INFINITY : worst;
   }
 
@@ -402,25 +399,15 @@ CompareReport ExpectBackendsAgree(ModelBackend& want, ModelBackend& got,
   return report;
 }
 
+// ConvLayerSpec{filters, kernel_time, kernel_freq, pool_time, pool_freq,
+// activation}; LstmLayerSpec{cells, projection, cell_clip, bidirectional}.
+
 ModelSpec CompareCnn(Activation act) {
   ModelSpec spec;
   spec.feature_dim = 17;
   spec.context = 4;  // 9 frames
-  ConvLayerSpec c1;
-  c1.filters = 4;
-  c1.kernel_time = 3;
-  c1.kernel_freq = 4;
-  c1.pool_time = 1;
-  c1.pool_freq = 2;
-  c1.activation = act;
-  ConvLayerSpec c2;
-  c2.filters = 3;
-  c2.kernel_time = 3;
-  c2.kernel_freq = 3;
-  c2.pool_time = 2;
-  c2.pool_freq = 2;
-  c2.activation = act;
-  spec.layers = {LayerSpec::Conv(c1), LayerSpec::Conv(c2),
+  spec.layers = {LayerSpec::Conv(ConvLayerSpec{4, 3, 4, 1, 2, act}),
+                 LayerSpec::Conv(ConvLayerSpec{3, 3, 3, 2, 2, act}),
                  LayerSpec::Dense(7, act)};
   spec.num_classes = 5;
   return spec;
@@ -430,13 +417,8 @@ ModelSpec CompareLstm() {
   ModelSpec spec;
   spec.feature_dim = 11;
   spec.context = 0;
-  LstmLayerSpec l1;
-  l1.cells = 8;
-  l1.projection = 5;
-  l1.cell_clip = 0.5f;
-  LstmLayerSpec l2;
-  l2.cells = 7;
-  spec.layers = {LayerSpec::Lstm(l1), LayerSpec::Lstm(l2),
+  spec.layers = {LayerSpec::Lstm(LstmLayerSpec{8, 5, 0.5f, false}),
+                 LayerSpec::Lstm(LstmLayerSpec{7, 0, 0.0f, false}),
                  LayerSpec::Dense(9, Activation::kTanh)};
   spec.num_classes = 6;
   return spec;
@@ -446,15 +428,8 @@ ModelSpec CompareBlstm() {
   ModelSpec spec;
   spec.feature_dim = 9;
   spec.context = 0;
-  LstmLayerSpec l1;
-  l1.cells = 6;
-  l1.projection = 4;
-  l1.cell_clip = 0.5f;
-  l1.bidirectional = true;
-  LstmLayerSpec l2;
-  l2.cells = 5;
-  l2.bidirectional = true;
-  spec.layers = {LayerSpec::Lstm(l1), LayerSpec::Lstm(l2)};
+  spec.layers = {LayerSpec::Lstm(LstmLayerSpec{6, 4, 0.5f, true}),
+                 LayerSpec::Lstm(LstmLayerSpec{5, 0, 0.0f, true})};
   spec.num_classes = 5;
   return spec;
 }

@@ -55,13 +55,13 @@ ReferenceForward RunReference(const ModelSpec& spec,
 struct CompareBatch {
   int sequences = 0;
   int steps = 1;
-  std::vector<float> inputs;   // time-major, as Batch
-  std::vector<int32_t> labels; // kNoLabel for unlabelled rows
-  std::vector<int32_t> ref_argmax;     // per row, of the reference logits
-  std::vector<double> logit_margin;    // per row: top logit - runner-up
-  std::vector<double> ref_logits;      // [rows, num_classes]
-  double kink_margin = 0;              // smallest over all sequences
-  int64_t clipped = 0;                 // over all sequences
+  std::vector<float> inputs;         // time-major, as Batch
+  std::vector<int32_t> labels;       // kNoLabel for unlabelled rows
+  std::vector<int32_t> ref_argmax;   // per row, of the reference logits
+  std::vector<double> logit_margin;  // per row: top logit - runner-up
+  std::vector<double> ref_logits;    // [rows, num_classes]
+  double kink_margin = 0;            // smallest over all sequences
+  int64_t clipped = 0;               // over all sequences
 
   Batch batch() const { return Batch{sequences, steps, inputs, labels}; }
   int rows() const { return sequences * steps; }
@@ -75,8 +75,7 @@ absl::StatusOr<CompareBatch> MakeCompareBatch(const ModelSpec& spec,
                                               absl::Span<const float> params,
                                               int sequences, int steps,
                                               double kink_clear,
-                                              double unlabelled,
-                                              uint32_t seed);
+                                              double unlabelled, uint32_t seed);
 
 // InitialParams(spec, seed) plus N(0, 0.01²) noise on every value and
 // N(0, 0.1²) on the biases, so that no value is special.

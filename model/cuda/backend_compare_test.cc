@@ -55,8 +55,8 @@ TEST(BackendCompareTest, ReferenceMatchesTheCpuBackend) {
     SCOPED_TRACE(c.name);
     ASSERT_TRUE(ValidateModelSpec(c.spec).ok());
     const std::vector<float> params = CompareParams(c.spec, 3);
-    auto batch = MakeCompareBatch(c.spec, params, c.sequences, c.steps, 0.0,
-                                  0.0, 4);
+    auto batch =
+        MakeCompareBatch(c.spec, params, c.sequences, c.steps, 0.0, 0.0, 4);
     ASSERT_TRUE(batch.ok()) << batch.status();
     auto cpu = Cpu(c.spec, batch->rows());
     ASSERT_NE(cpu, nullptr);
@@ -80,8 +80,8 @@ TEST(BackendCompareTest, ReferenceMatchesTheCpuBackend) {
     // Not a model whose outputs ignore the input.
     double spread = 0;
     for (size_t j = k; j < batch->ref_logits.size(); ++j) {
-      spread = std::max(spread,
-                        std::abs(batch->ref_logits[j] - batch->ref_logits[j % k]));
+      spread = std::max(
+          spread, std::abs(batch->ref_logits[j] - batch->ref_logits[j % k]));
     }
     EXPECT_GT(spread, 1e-3);
   }
@@ -92,8 +92,8 @@ TEST(BackendCompareTest, BatchesAreTimeMajorAndClearEveryThreshold) {
     SCOPED_TRACE(c.name);
     const std::vector<float> params = CompareParams(c.spec, 5);
     const double clear = 1e-2;
-    auto batch = MakeCompareBatch(c.spec, params, c.sequences, c.steps, clear,
-                                  0.3, 6);
+    auto batch =
+        MakeCompareBatch(c.spec, params, c.sequences, c.steps, clear, 0.3, 6);
     ASSERT_TRUE(batch.ok()) << batch.status();
     EXPECT_GE(batch->kink_margin, clear);
     const int d = c.spec.input_dim(), k = c.spec.num_classes;
@@ -147,8 +147,8 @@ TEST(BackendCompareTest, LstmBatchesClipAtTheTestMargins) {
 TEST(BackendCompareTest, TwoCpuBackendsAgree) {
   for (const Case& c : Cases()) {
     const std::vector<float> params = CompareParams(c.spec, 7);
-    auto batch = MakeCompareBatch(c.spec, params, c.sequences, c.steps, 1e-3,
-                                  0.25, 8);
+    auto batch =
+        MakeCompareBatch(c.spec, params, c.sequences, c.steps, 1e-3, 0.25, 8);
     ASSERT_TRUE(batch.ok()) << batch.status();
     auto a = Cpu(c.spec, batch->rows());
     auto b = Cpu(c.spec, batch->rows());
@@ -165,8 +165,13 @@ TEST(BackendCompareTest, TwoCpuBackendsAgree) {
 // The CPU backend with one thing wrong.
 class WrongBackend final : public ModelBackend {
  public:
-  enum class Fault { kGradient, kMissingGradient, kLoss, kLogPosterior,
-                     kPrediction };
+  enum class Fault {
+    kGradient,
+    kMissingGradient,
+    kLoss,
+    kLogPosterior,
+    kPrediction
+  };
   WrongBackend(std::unique_ptr<ModelBackend> inner, Fault fault, int64_t at)
       : inner_(std::move(inner)), fault_(fault), at_(at) {}
 
@@ -186,7 +191,8 @@ class WrongBackend final : public ModelBackend {
       }
       grad[j] = mine[j];
     }
-    if (fault_ == Fault::kGradient) grad[at_] += 0.1f * std::abs(grad[at_]) + 1e-3f;
+    if (fault_ == Fault::kGradient)
+      grad[at_] += 0.1f * std::abs(grad[at_]) + 1e-3f;
     if (fault_ == Fault::kLoss) r->loss *= 1.01;
     return r;
   }

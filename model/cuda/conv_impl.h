@@ -94,8 +94,8 @@ struct Im2ColOp {
     const int t = p / g.conv_freq, f = p % g.conv_freq;
     const int c = col / kernel_area, rem = col % kernel_area;
     const int dt = rem / g.kernel_freq, df = rem % g.kernel_freq;
-    cols[e] = in[(first + r) * g.in_dim + c * plane +
-                 int64_t{t + dt} * g.freq + (f + df)];
+    cols[e] = in[(first + r) * g.in_dim + c * plane + int64_t{t + dt} * g.freq +
+                 (f + df)];
   }
 };
 
@@ -202,9 +202,9 @@ struct Col2ImOp {
 
 // The layer's scratch, in the Exec's memory.
 struct ConvScratch {
-  int block_rows = 0;       // rows per block
-  float* cols = nullptr;    // [block_rows * positions, patch]
-  float* z = nullptr;       // [block_rows * positions, filters]; also dZ
+  int block_rows = 0;         // rows per block
+  float* cols = nullptr;      // [block_rows * positions, patch]
+  float* z = nullptr;         // [block_rows * positions, filters]; also dZ
   int32_t* argmax = nullptr;  // [max_rows, out_dim]
 };
 
@@ -226,8 +226,7 @@ inline constexpr int64_t kConvBlockFloats = int64_t{1} << 24;
 // Rows per block: `requested` (> 0) or as many as fit kConvBlockFloats, at
 // least 1, at most max_rows.
 inline int ConvBlockRows(const ConvGeometry& g, int max_rows, int requested) {
-  const int64_t per_row =
-      int64_t{g.positions} * std::max(g.patch, g.filters);
+  const int64_t per_row = int64_t{g.positions} * std::max(g.patch, g.filters);
   int64_t rows = requested > 0
                      ? requested
                      : std::max<int64_t>(1, kConvBlockFloats / per_row);
@@ -243,15 +242,14 @@ absl::Status ConvForward(Exec& x, const ConvGeometry& g, const ConvScratch& s,
   for (int first = 0; first < n; first += s.block_rows) {
     const int count = std::min(s.block_rows, n - first);
     const int m = count * g.positions;
-    ASGD_RETURN_IF_ERROR(x.ForEach(int64_t{m} * g.patch,
-                                   Im2ColOp{in, first, g, s.cols}));
+    ASGD_RETURN_IF_ERROR(
+        x.ForEach(int64_t{m} * g.patch, Im2ColOp{in, first, g, s.cols}));
     // Z [positions, filters] per row = patches W^T: the CPU's sgemm(N, T, m,
     // filters, patch, cols, patch, w, patch, 0, z, filters).
     ASGD_RETURN_IF_ERROR(x.Gemm(false, true, m, g.filters, g.patch, s.cols,
                                 g.patch, w, g.patch, 0.0f, s.z, g.filters));
-    ASGD_RETURN_IF_ERROR(x.ForEach(
-        int64_t{count} * g.out_dim,
-        PoolOp{s.z, bias, first, g, out, s.argmax}));
+    ASGD_RETURN_IF_ERROR(x.ForEach(int64_t{count} * g.out_dim,
+                                   PoolOp{s.z, bias, first, g, out, s.argmax}));
   }
   return absl::OkStatus();
 }
@@ -259,8 +257,8 @@ absl::Status ConvForward(Exec& x, const ConvGeometry& g, const ConvScratch& s,
 template <class Exec>
 absl::Status ConvBackward(Exec& x, const ConvGeometry& g, const ConvScratch& s,
                           const float* params, const float* in,
-                          const float* out, float* dout, int n,
-                          float* dparams, float* din) {
+                          const float* out, float* dout, int n, float* dparams,
+                          float* din) {
   const float* w = params;
   float* dw = dparams;
   float* db = dparams + int64_t{g.filters} * g.patch;
@@ -275,8 +273,8 @@ absl::Status ConvBackward(Exec& x, const ConvGeometry& g, const ConvScratch& s,
   for (int first = 0; first < n; first += s.block_rows) {
     const int count = std::min(s.block_rows, n - first);
     const int m = count * g.positions;
-    ASGD_RETURN_IF_ERROR(x.ForEach(int64_t{m} * g.patch,
-                                   Im2ColOp{in, first, g, s.cols}));
+    ASGD_RETURN_IF_ERROR(
+        x.ForEach(int64_t{m} * g.patch, Im2ColOp{in, first, g, s.cols}));
     float* dz = s.z;
     ASGD_RETURN_IF_ERROR(x.ForEach(int64_t{m} * g.filters,
                                    UnpoolOp{dpool, s.argmax, first, g, dz}));

@@ -1,5 +1,3 @@
-#include "model/cuda/cuda_backend.h"
-
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -15,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "model/batch_check.h"
+#include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_kernels.h"
 #include "model/cuda/cuda_layer.h"
 #include "model/cuda/cuda_util.h"
@@ -89,9 +88,9 @@ class CudaBackend final : public ModelBackend {
       return absl::InvalidArgumentError("unknown CudaOptions::math");
     }
     if (options.conv_block_rows < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "CudaOptions::conv_block_rows must be >= 0, got ",
-          options.conv_block_rows));
+      return absl::InvalidArgumentError(
+          absl::StrCat("CudaOptions::conv_block_rows must be >= 0, got ",
+                       options.conv_block_rows));
     }
     ASGD_RETURN_IF_ERROR(CheckDeviceOrdinal(options.device));
     std::unique_ptr<CudaBackend> backend(
@@ -124,15 +123,14 @@ class CudaBackend final : public ModelBackend {
     return result;
   }
 
-  absl::Status LogPosteriors(absl::Span<const float> params,
-                             const Batch& batch,
+  absl::Status LogPosteriors(absl::Span<const float> params, const Batch& batch,
                              absl::Span<float> out) override {
     ASGD_RETURN_IF_ERROR(
         CheckBatch(spec_, max_batch_, num_params_, params, batch, false));
     const int64_t want = int64_t{batch.rows()} * spec_.num_classes;
     if (static_cast<int64_t>(out.size()) != want) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output has ", out.size(), " floats, want ", want));
+      return absl::InvalidArgumentError(
+          absl::StrCat("output has ", out.size(), " floats, want ", want));
     }
     absl::Status status = RunLogPosteriors(params, batch, out);
     if (!status.ok()) Drain();
@@ -219,8 +217,8 @@ class CudaBackend final : public ModelBackend {
     }
     ASGD_ASSIGN_OR_RETURN(d_params_, DeviceBuffer<float>::Create(num_params_));
     ASGD_ASSIGN_OR_RETURN(d_grad_, DeviceBuffer<float>::Create(num_params_));
-    ASGD_ASSIGN_OR_RETURN(d_inputs_,
-                          DeviceBuffer<float>::Create(batch * spec_.input_dim()));
+    ASGD_ASSIGN_OR_RETURN(
+        d_inputs_, DeviceBuffer<float>::Create(batch * spec_.input_dim()));
     ASGD_ASSIGN_OR_RETURN(d_labels_, DeviceBuffer<int32_t>::Create(batch));
     for (int l = 0; l < layers; ++l) {
       ASGD_ASSIGN_OR_RETURN(
@@ -334,9 +332,9 @@ class CudaBackend final : public ModelBackend {
       // The output layer's "out" is the softmax's input; its activation is
       // none, so Backward does not read it.
       ASGD_RETURN_IF_ERROR(layers_[l]->Backward(
-          ctx_, d_params_.get() + offsets_[l], LayerInput(l),
-          d_acts_[l].get(), dout, batch.sequences, batch.steps,
-          d_grad_.get() + offsets_[l], l == 0 ? nullptr : din));
+          ctx_, d_params_.get() + offsets_[l], LayerInput(l), d_acts_[l].get(),
+          dout, batch.sequences, batch.steps, d_grad_.get() + offsets_[l],
+          l == 0 ? nullptr : din));
 
       // Download this layer's gradient while the lower layers compute.
       ASGD_CUDA_RETURN_IF_ERROR(
@@ -452,19 +450,19 @@ class CudaBackend final : public ModelBackend {
   // then events, then the cuBLAS handle, then the streams it uses.
   Stream compute_, copy_;
   Cublas cublas_;
-  cuda::Context ctx_;  // compute_ and cublas_, for the layers
-  std::vector<Event> params_ready_;                  // [layer], on copy_
-  std::vector<Event> grad_computed_;                 // [layer], on compute_
+  cuda::Context ctx_;                 // compute_ and cublas_, for the layers
+  std::vector<Event> params_ready_;   // [layer], on copy_
+  std::vector<Event> grad_computed_;  // [layer], on compute_
   std::vector<std::vector<Event>> grad_downloaded_;  // [layer][chunk], copy_
   Event predicted_;                                  // on compute_
 
   std::vector<std::unique_ptr<CudaLayer>> layers_;  // hidden, then output
-  DeviceBuffer<float> d_params_, d_grad_;       // [num_params]
-  DeviceBuffer<float> d_inputs_;                // [max_batch, input_dim]
-  DeviceBuffer<int32_t> d_labels_;              // [max_batch]
-  std::vector<DeviceBuffer<float>> d_acts_;     // [layer][max_batch, out]
-  DeviceBuffer<float> d_delta_, d_delta_prev_;  // [max_batch, widest]
-  DeviceBuffer<float> d_row_loss_;              // [max_batch]
+  DeviceBuffer<float> d_params_, d_grad_;           // [num_params]
+  DeviceBuffer<float> d_inputs_;                    // [max_batch, input_dim]
+  DeviceBuffer<int32_t> d_labels_;                  // [max_batch]
+  std::vector<DeviceBuffer<float>> d_acts_;         // [layer][max_batch, out]
+  DeviceBuffer<float> d_delta_, d_delta_prev_;      // [max_batch, widest]
+  DeviceBuffer<float> d_row_loss_;                  // [max_batch]
   DeviceBuffer<int32_t> d_row_int_;  // [max_batch]: hits or predictions
 
   PinnedHostBuffer<float> h_params_, h_grad_;

@@ -50,12 +50,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "model/model_spec.h"
-#include "model/cuda/cuda_options.h"
 #include "model/backend.h"
+#include "model/cuda/cuda_options.h"
+#include "model/model_spec.h"
 
 namespace asgd {
-
 
 // OK when at least one CUDA device is usable; otherwise kUnavailable with the
 // reason, e.g. "no CUDA device: cudaGetDeviceCount returned
@@ -75,7 +74,8 @@ absl::StatusOr<std::string> CudaDeviceName(int device);
 // Errors: InvalidArgument for a bad spec, max_batch < 1,
 // options.conv_block_rows < 0, or a device ordinal out of range;
 // kUnavailable when no CUDA device is present; kResourceExhausted when device
-// or pinned memory runs out; kInternal for other CUDA/cuBLAS failures. name() of the result is "cuda".
+// or pinned memory runs out; kInternal for other CUDA/cuBLAS failures. name()
+// of the result is "cuda".
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCudaBackend(
     const ModelSpec& spec, int max_batch, const CudaOptions& options = {});
 

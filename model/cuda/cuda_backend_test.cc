@@ -18,6 +18,7 @@
 // that come before the device lookup run.
 #include "model/cuda/cuda_backend.h"
 
+#include <memory>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -94,8 +95,8 @@ TEST_P(CudaDnnMatchesCpuTest, GradientLossAccuracyLogPosteriorsAndPredict) {
   const auto [shape_index, act, math] = GetParam();
   const ModelSpec spec = SpecFor(ShapeAt(shape_index), act);
   ExpectCudaMatchesCpu(spec, Options(math), {{256, 1}, {1, 1}, {7, 1}},
-                       math == MathMode::kFp32 ? 1e-4 : 2e-3,
-                       17 + shape_index, ParamName(GetParam()));
+                       math == MathMode::kFp32 ? 1e-4 : 2e-3, 17 + shape_index,
+                       ParamName(GetParam()));
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Param>& info) {
@@ -124,31 +125,47 @@ std::vector<KindCase> EveryKind() {
           {"blstm", CompareBlstm(), {2, 5}}};
 }
 
+// A CUDA backend for c, parameters, and a batch of c's shape with a fraction
+// `unlabelled` of its rows unlabelled.
+struct KindRun {
+  std::unique_ptr<ModelBackend> gpu;
+  std::vector<float> params;
+  CompareBatch batch;
+};
+void StartKind(const KindCase& c, double unlabelled, uint32_t seed,
+               KindRun* run) {
+  auto gpu = CreateCudaBackend(c.spec, 64);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  run->gpu = std::move(*gpu);
+  run->params = CompareParams(c.spec, seed);
+  auto batch = MakeCompareBatch(c.spec, run->params, c.shape.sequences,
+                                c.shape.steps, 0.0, unlabelled, seed + 1);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  run->batch = std::move(*batch);
+}
+
 // A batch without a labelled row trains nothing: the gradient is exactly 0,
-// and so are the loss and the counts; log-posteriors and predictions still
-// come out.
+// and so are the loss and the counts; predictions still come out.
 TEST(CudaBackendTest, UnlabelledBatchesHaveZeroGradientInEveryModel) {
   SKIP_WITHOUT_CUDA();
   for (const KindCase& c : EveryKind()) {
     SCOPED_TRACE(c.name);
-    auto gpu = CreateCudaBackend(c.spec, 64);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    const std::vector<float> params = CompareParams(c.spec, 21);
-    auto batch = MakeCompareBatch(c.spec, params, c.shape.sequences,
-                                  c.shape.steps, 0.0, 1.0, 22);
-    ASSERT_TRUE(batch.ok()) << batch.status();
-    std::vector<float> grad(params.size(), 1.0f);
-    auto r = (*gpu)->ComputeGradient(params, batch->batch(),
-                                     absl::MakeSpan(grad));
+    KindRun run;
+    StartKind(c, 1.0, 21, &run);
+    if (HasFatalFailure()) return;
+    std::vector<float> grad(run.params.size(), 1.0f);
+    auto r = run.gpu->ComputeGradient(run.params, run.batch.batch(),
+                                      absl::MakeSpan(grad));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->labelled, 0);
     EXPECT_EQ(r->correct, 0);
     EXPECT_EQ(r->loss, 0.0);
-    EXPECT_EQ(grad, std::vector<float>(params.size(), 0.0f));
-    std::vector<int32_t> predicted(batch->rows(), -1);
-    ASSERT_TRUE((*gpu)->Predict(params, batch->batch(),
-                                absl::MakeSpan(predicted))
-                    .ok());
+    EXPECT_EQ(grad, std::vector<float>(run.params.size(), 0.0f));
+    std::vector<int32_t> predicted(run.batch.rows(), -1);
+    ASSERT_TRUE(
+        run.gpu
+            ->Predict(run.params, run.batch.batch(), absl::MakeSpan(predicted))
+            .ok());
     for (int32_t p : predicted) {
       EXPECT_GE(p, 0);
       EXPECT_LT(p, c.spec.num_classes);
@@ -160,17 +177,14 @@ TEST(CudaBackendTest, RepeatedCallsAreBitwiseIdenticalInEveryModel) {
   SKIP_WITHOUT_CUDA();
   for (const KindCase& c : EveryKind()) {
     SCOPED_TRACE(c.name);
-    auto gpu = CreateCudaBackend(c.spec, 64);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    const std::vector<float> params = CompareParams(c.spec, 3);
-    auto batch = MakeCompareBatch(c.spec, params, c.shape.sequences,
-                                  c.shape.steps, 0.0, 0.25, 4);
-    ASSERT_TRUE(batch.ok()) << batch.status();
-    std::vector<float> first(params.size()), second(params.size());
-    auto a = (*gpu)->ComputeGradient(params, batch->batch(),
-                                     absl::MakeSpan(first));
-    auto b = (*gpu)->ComputeGradient(params, batch->batch(),
-                                     absl::MakeSpan(second));
+    KindRun run;
+    StartKind(c, 0.25, 3, &run);
+    if (HasFatalFailure()) return;
+    std::vector<float> first(run.params.size()), second(run.params.size());
+    auto a = run.gpu->ComputeGradient(run.params, run.batch.batch(),
+                                      absl::MakeSpan(first));
+    auto b = run.gpu->ComputeGradient(run.params, run.batch.batch(),
+                                      absl::MakeSpan(second));
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(a->loss, b->loss);
     EXPECT_EQ(a->correct, b->correct);
@@ -200,9 +214,10 @@ TEST(CudaBackendTest, ArgmaxTiesGoToTheFirstClass) {
       auto gpu = CreateCudaBackend(spec, 2, Options(math));
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       std::vector<int32_t> predicted(2, -1);
-      ASSERT_TRUE((*gpu)->Predict(params, Batch{2, 1, x, {}},
-                                  absl::MakeSpan(predicted))
-                      .ok());
+      ASSERT_TRUE(
+          (*gpu)
+              ->Predict(params, Batch{2, 1, x, {}}, absl::MakeSpan(predicted))
+              .ok());
       EXPECT_EQ(predicted, std::vector<int32_t>({want, want}));
       std::vector<float> grad(params.size());
       const std::vector<int32_t> labels = {want, 1};
@@ -244,9 +259,9 @@ TEST(CudaBackendTest, RejectsBadInputLikeTheCpuBackend) {
   EXPECT_EQ(grad_of(params, x, {0, 1}, absl::MakeSpan(grad), 2), kInvalid);
   // More rows than max_batch, and no rows.
   std::vector<float> x5(5 * 3);
-  EXPECT_EQ(grad_of(params, x5, std::vector<int32_t>(5, 0),
-                    absl::MakeSpan(grad)),
-            kInvalid);
+  EXPECT_EQ(
+      grad_of(params, x5, std::vector<int32_t>(5, 0), absl::MakeSpan(grad)),
+      kInvalid);
   EXPECT_EQ(grad_of(params, {}, {}, absl::MakeSpan(grad)), kInvalid);
   // Wrong parameter and gradient sizes.
   std::vector<float> short_params(params.size() - 1);
@@ -255,22 +270,22 @@ TEST(CudaBackendTest, RejectsBadInputLikeTheCpuBackend) {
   EXPECT_EQ(grad_of(params, x, {0, 1}, absl::MakeSpan(long_grad)), kInvalid);
   // Predict and LogPosteriors: sizes.
   std::vector<int32_t> out(3);
-  EXPECT_EQ((*dnn)->Predict(params, Batch{2, 1, x, {}}, absl::MakeSpan(out))
-                .code(),
-            kInvalid);
+  EXPECT_EQ(
+      (*dnn)->Predict(params, Batch{2, 1, x, {}}, absl::MakeSpan(out)).code(),
+      kInvalid);
   std::vector<float> logp(2 * 2 + 1);
-  EXPECT_EQ((*dnn)
-                ->LogPosteriors(params, Batch{2, 1, x, {}},
-                                absl::MakeSpan(logp))
-                .code(),
-            kInvalid);
+  EXPECT_EQ(
+      (*dnn)
+          ->LogPosteriors(params, Batch{2, 1, x, {}}, absl::MakeSpan(logp))
+          .code(),
+      kInvalid);
   // And it still works afterwards, kNoLabel rows included.
   EXPECT_EQ(grad_of(params, x, {kNoLabel, 1}, absl::MakeSpan(grad)),
             absl::StatusCode::kOk);
-  EXPECT_TRUE((*dnn)
-                  ->Predict(params, Batch{2, 1, x, {}},
-                            absl::MakeSpan(out).first(2))
-                  .ok());
+  EXPECT_TRUE(
+      (*dnn)
+          ->Predict(params, Batch{2, 1, x, {}}, absl::MakeSpan(out).first(2))
+          .ok());
 }
 
 // Runs on every machine.

@@ -23,8 +23,7 @@ class CudaConv final : public CudaLayer {
         cuda_ops::ConvScratchSizesFor(g_, block_rows_, max_rows);
     ASGD_ASSIGN_OR_RETURN(cols_, DeviceBuffer<float>::Create(sizes.cols));
     ASGD_ASSIGN_OR_RETURN(z_, DeviceBuffer<float>::Create(sizes.z));
-    ASGD_ASSIGN_OR_RETURN(argmax_,
-                          DeviceBuffer<int32_t>::Create(sizes.argmax));
+    ASGD_ASSIGN_OR_RETURN(argmax_, DeviceBuffer<int32_t>::Create(sizes.argmax));
     return absl::OkStatus();
   }
 
@@ -35,9 +34,8 @@ class CudaConv final : public CudaLayer {
     return {g_.filters, g_.out_time, g_.out_freq};
   }
 
-  absl::Status Forward(const Context& ctx, const float* params,
-                       const float* in, int sequences, int steps,
-                       float* out) override {
+  absl::Status Forward(const Context& ctx, const float* params, const float* in,
+                       int sequences, int steps, float* out) override {
     CudaExec exec(ctx);
     return cuda_ops::ConvForward(exec, g_, Scratch(), params, in,
                                  sequences * steps, out);
@@ -77,18 +75,18 @@ absl::StatusOr<std::unique_ptr<CudaLayer>> CreateCudaConv(
   const cuda_ops::ConvGeometry g = cuda_ops::MakeConvGeometry(in, spec);
   if (g.out_time < 1 || g.out_freq < 1 || g.filters < 1 || max_rows < 1 ||
       block_rows < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "conv layer does not fit its ", in.channels, "x", in.time, "x",
-        in.freq, " input"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("conv layer does not fit its ", in.channels, "x", in.time,
+                     "x", in.freq, " input"));
   }
   const int rows = cuda_ops::ConvBlockRows(g, max_rows, block_rows);
   // GEMM sizes are ints: m = rows * positions, and the block's floats.
   const cuda_ops::ConvScratchSizes sizes =
       cuda_ops::ConvScratchSizesFor(g, rows, max_rows);
   if (sizes.cols > INT_MAX || sizes.z > INT_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "conv block of ", rows, " rows needs ", sizes.cols,
-        " floats of scratch, more than a GEMM can address"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("conv block of ", rows, " rows needs ", sizes.cols,
+                     " floats of scratch, more than a GEMM can address"));
   }
   auto layer = std::make_unique<CudaConv>(g, rows);
   ASGD_RETURN_IF_ERROR(layer->Allocate(max_rows));

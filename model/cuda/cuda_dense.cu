@@ -17,9 +17,8 @@ class CudaDense final : public CudaLayer {
   FeatureShape in_shape() const override { return {1, 1, shape_.in_dim}; }
   FeatureShape out_shape() const override { return {1, 1, shape_.units}; }
 
-  absl::Status Forward(const Context& ctx, const float* params,
-                       const float* in, int sequences, int steps,
-                       float* out) override {
+  absl::Status Forward(const Context& ctx, const float* params, const float* in,
+                       int sequences, int steps, float* out) override {
     CudaExec exec(ctx);
     return cuda_ops::DenseForward(exec, shape_, params, in, sequences * steps,
                                   out);

@@ -47,9 +47,9 @@ class CudaExec {
   template <class Op>
   absl::Status ForEach(int64_t count, const Op& op) {
     if (count <= 0) return absl::OkStatus();
-    ForEachKernel<Op><<<cuda_kernels::ElementwiseGrid(count),
-                        cuda_kernels::kElementwiseBlock, 0, ctx_.stream>>>(
-        count, op);
+    ForEachKernel<Op>
+        <<<cuda_kernels::ElementwiseGrid(count),
+           cuda_kernels::kElementwiseBlock, 0, ctx_.stream>>>(count, op);
     ASGD_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   }

@@ -2,13 +2,12 @@
 // row and channel reductions use one 256-thread block per row or channel with
 // a shared-memory tree, column sums use one 32x32 block per 32 columns. Every
 // reduction has a fixed order, so results are deterministic.
-#include "model/cuda/cuda_kernels.h"
-
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cmath>
 
+#include "model/cuda/cuda_kernels.h"
 
 namespace asgd {
 namespace cuda_kernels {
@@ -173,9 +172,8 @@ __global__ void __launch_bounds__(kBlock)
 
 cudaError_t LaunchSoftmaxCrossEntropy(const float* logits,
                                       const int32_t* labels, int rows, int cols,
-                                      float scale,
-                                      float* dlogits, float* row_loss,
-                                      int32_t* row_correct,
+                                      float scale, float* dlogits,
+                                      float* row_loss, int32_t* row_correct,
                                       cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   SoftmaxCrossEntropyKernel<<<rows, kBlock, 0, stream>>>(

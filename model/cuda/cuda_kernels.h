@@ -30,9 +30,8 @@ namespace cuda_kernels {
 // alias `logits`.
 cudaError_t LaunchSoftmaxCrossEntropy(const float* logits,
                                       const int32_t* labels, int rows, int cols,
-                                      float scale,
-                                      float* dlogits, float* row_loss,
-                                      int32_t* row_correct,
+                                      float scale, float* dlogits,
+                                      float* row_loss, int32_t* row_correct,
                                       cudaStream_t stream);
 
 // out[i] = argmax_k logits[i][k] for logits [rows, cols]; ties go to the

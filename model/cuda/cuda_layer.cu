@@ -1,7 +1,6 @@
-#include "model/cuda/cuda_layer.h"
-
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/cuda/cuda_layer.h"
 
 namespace asgd {
 namespace cuda {

@@ -75,8 +75,7 @@ class CudaLayer {
 // (conv_block_rows). InvalidArgument for an invalid spec, an index out of
 // range or max_rows < 1; ResourceExhausted when device memory runs out.
 absl::StatusOr<std::unique_ptr<CudaLayer>> CreateCudaLayer(
-    const ModelSpec& spec, int index, int max_rows,
-    const CudaOptions& options);
+    const ModelSpec& spec, int index, int max_rows, const CudaOptions& options);
 
 // The implementations (cuda_dense.cu, cuda_conv.cu, cuda_lstm.cu); the
 // arguments as ValidateModelSpec leaves them. A conv layer's block_rows > 0

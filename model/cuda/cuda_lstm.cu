@@ -28,8 +28,7 @@ class CudaLstm final : public CudaLayer {
     }
     ASGD_ASSIGN_OR_RETURN(dgates_, DeviceBuffer<float>::Create(sizes.dgates));
     ASGD_ASSIGN_OR_RETURN(drec_, DeviceBuffer<float>::Create(sizes.drec));
-    ASGD_ASSIGN_OR_RETURN(dhidden_,
-                          DeviceBuffer<float>::Create(sizes.dhidden));
+    ASGD_ASSIGN_OR_RETURN(dhidden_, DeviceBuffer<float>::Create(sizes.dhidden));
     ASGD_ASSIGN_OR_RETURN(dcell_, DeviceBuffer<float>::Create(sizes.dcell));
     return absl::OkStatus();
   }
@@ -37,12 +36,11 @@ class CudaLstm final : public CudaLayer {
   FeatureShape in_shape() const override { return {1, 1, shape_.in_dim}; }
   FeatureShape out_shape() const override { return {1, 1, shape_.out_dim}; }
 
-  absl::Status Forward(const Context& ctx, const float* params,
-                       const float* in, int sequences, int steps,
-                       float* out) override {
+  absl::Status Forward(const Context& ctx, const float* params, const float* in,
+                       int sequences, int steps, float* out) override {
     CudaExec exec(ctx);
-    return cuda_ops::LstmForward(exec, shape_, Scratch(), params, in,
-                                 sequences, steps, out);
+    return cuda_ops::LstmForward(exec, shape_, Scratch(), params, in, sequences,
+                                 steps, out);
   }
 
   absl::Status Backward(const Context& ctx, const float* params,
@@ -87,7 +85,8 @@ absl::StatusOr<std::unique_ptr<CudaLayer>> CreateCudaLstm(
   if (in_dim < 1 || spec.cells < 1 || spec.projection < 0 || max_rows < 1) {
     return absl::InvalidArgumentError("bad LSTM layer sizes");
   }
-  auto layer = std::make_unique<CudaLstm>(cuda_ops::MakeLstmShape(in_dim, spec));
+  auto layer =
+      std::make_unique<CudaLstm>(cuda_ops::MakeLstmShape(in_dim, spec));
   ASGD_RETURN_IF_ERROR(layer->Allocate(max_rows));
   return std::unique_ptr<CudaLayer>(std::move(layer));
 }

@@ -40,19 +40,19 @@ TEST_P(CudaLstmMatchesCpuTest, ProjectionClippingSequences) {
   const auto [bidirectional, math] = GetParam();
   CudaOptions options;
   options.math = math;
-  ExpectCudaMatchesCpu(bidirectional ? CompareBlstm() : CompareLstm(),
-                       options, {{4, 5}, {1, 1}, {3, 2}, {2, 7}},
+  ExpectCudaMatchesCpu(bidirectional ? CompareBlstm() : CompareLstm(), options,
+                       {{4, 5}, {1, 1}, {3, 2}, {2, 7}},
                        math == MathMode::kFp32 ? 1e-3 : 2e-2, 51,
                        ParamName(GetParam()));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    DirectionsMath, CudaLstmMatchesCpuTest,
-    ::testing::Combine(::testing::Bool(),
-                       ::testing::Values(MathMode::kFp32, MathMode::kTf32)),
-    [](const ::testing::TestParamInfo<Param>& info) {
-      return ParamName(info.param);
-    });
+INSTANTIATE_TEST_SUITE_P(DirectionsMath, CudaLstmMatchesCpuTest,
+                         ::testing::Combine(::testing::Bool(),
+                                            ::testing::Values(MathMode::kFp32,
+                                                              MathMode::kTf32)),
+                         [](const ::testing::TestParamInfo<Param>& info) {
+                           return ParamName(info.param);
+                         });
 
 TEST(CudaLstmTest, PresetsMatchCpu) {
   SKIP_WITHOUT_CUDA();

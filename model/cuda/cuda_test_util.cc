@@ -31,9 +31,9 @@ CompareReport ExpectCudaMatchesCpu(const ModelSpec& spec,
     const std::string context =
         absl::StrCat(name, " ", CudaMathModeName(options.math), ", batch ",
                      s.sequences, " x ", s.steps);
-    auto batch = MakeCompareBatch(spec, params, s.sequences, s.steps,
-                                  kink_clear, 0.25,
-                                  seed + 1 + static_cast<uint32_t>(i));
+    auto batch =
+        MakeCompareBatch(spec, params, s.sequences, s.steps, kink_clear, 0.25,
+                         seed + 1 + static_cast<uint32_t>(i));
     EXPECT_TRUE(batch.ok()) << context << ": " << batch.status();
     if (!batch.ok()) continue;
     const CompareReport r =

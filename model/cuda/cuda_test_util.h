@@ -19,11 +19,11 @@
 
 // Skips the current test, with the reason, on a machine without a usable
 // CUDA device.
-#define SKIP_WITHOUT_CUDA()                                  \
-  do {                                                       \
-    if (!::asgd::CudaDeviceAvailable()) {                    \
-      GTEST_SKIP() << ::asgd::CudaDeviceStatus().message();  \
-    }                                                        \
+#define SKIP_WITHOUT_CUDA()                                 \
+  do {                                                      \
+    if (!::asgd::CudaDeviceAvailable()) {                   \
+      GTEST_SKIP() << ::asgd::CudaDeviceStatus().message(); \
+    }                                                       \
   } while (false)
 
 namespace asgd {

@@ -1,8 +1,7 @@
-#include "model/cuda/cuda_util.h"
-
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "model/cuda/cuda_util.h"
 
 namespace asgd {
 namespace cuda {
@@ -68,22 +67,22 @@ absl::Status Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n,
     return absl::OkStatus();
   }
   const float alpha = 1.0f;
-  const cublasComputeType_t compute =
-      ctx.math == CudaOptions::MathMode::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                               : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = ctx.math == CudaOptions::MathMode::kTf32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
   // Row-major C [m, n] is column-major C^T [n, m] = op(B)^T op(A)^T, and a
   // row-major X read column-major with the same leading dimension is X^T;
   // so B goes first with its own flag, A second with its own.
-  const cublasStatus_t status = cublasGemmEx(
-      ctx.cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, /*m=*/n, /*n=*/m, /*k=*/k, &alpha,
-      b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F, ldc,
-      compute, CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t status =
+      cublasGemmEx(ctx.cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, /*m=*/n, /*n=*/m,
+                   /*k=*/k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda,
+                   &beta, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
   if (status != CUBLAS_STATUS_SUCCESS) {
-    return CublasError(absl::StrCat("cublasGemmEx(row-major m=", m, ", n=", n,
-                                    ", k=", k, ", trans_a=", trans_a,
-                                    ", trans_b=", trans_b, ")"),
-                       status);
+    return CublasError(
+        absl::StrCat("cublasGemmEx(row-major m=", m, ", n=", n, ", k=", k,
+                     ", trans_a=", trans_a, ", trans_b=", trans_b, ")"),
+        status);
   }
   return absl::OkStatus();
 }

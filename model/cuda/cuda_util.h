@@ -35,20 +35,20 @@ absl::Status CudaError(absl::string_view call, cudaError_t error);
 // Likewise for cuBLAS (ResourceExhausted for CUBLAS_STATUS_ALLOC_FAILED).
 absl::Status CublasError(absl::string_view call, cublasStatus_t status);
 
-#define ASGD_CUDA_RETURN_IF_ERROR(expr)                  \
-  do {                                                   \
-    const cudaError_t asgd_cuda_error_ = (expr);         \
-    if (asgd_cuda_error_ != cudaSuccess) {               \
+#define ASGD_CUDA_RETURN_IF_ERROR(expr)                        \
+  do {                                                         \
+    const cudaError_t asgd_cuda_error_ = (expr);               \
+    if (asgd_cuda_error_ != cudaSuccess) {                     \
       return ::asgd::cuda::CudaError(#expr, asgd_cuda_error_); \
-    }                                                    \
+    }                                                          \
   } while (false)
 
-#define ASGD_CUBLAS_RETURN_IF_ERROR(expr)                        \
-  do {                                                           \
-    const cublasStatus_t asgd_cublas_status_ = (expr);           \
-    if (asgd_cublas_status_ != CUBLAS_STATUS_SUCCESS) {          \
+#define ASGD_CUBLAS_RETURN_IF_ERROR(expr)                           \
+  do {                                                              \
+    const cublasStatus_t asgd_cublas_status_ = (expr);              \
+    if (asgd_cublas_status_ != CUBLAS_STATUS_SUCCESS) {             \
       return ::asgd::cuda::CublasError(#expr, asgd_cublas_status_); \
-    }                                                            \
+    }                                                               \
   } while (false)
 
 // RAII owners. Destructors ignore errors: there is nobody to report them to,

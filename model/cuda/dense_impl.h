@@ -48,22 +48,21 @@ absl::Status DenseBackward(Exec& x, const DenseShape& s, const float* params,
   // dZ = dout · act'(out), in place (the CPU copies dout to its dz_ first).
   float* dz = dout;
   if (s.act != Act::kIdentity) {
-    ASGD_RETURN_IF_ERROR(x.ForEach(int64_t{n} * s.units,
-                                   ActivationBackwardOp{dz, out, s.act}));
+    ASGD_RETURN_IF_ERROR(
+        x.ForEach(int64_t{n} * s.units, ActivationBackwardOp{dz, out, s.act}));
   }
   // dW = dZ^T X [units, in]: sgemm(T, N, units, in, n, dz, units, in, in_dim,
   // 0, dparams, in_dim).
   ASGD_RETURN_IF_ERROR(x.Gemm(true, false, s.units, s.in_dim, n, dz, s.units,
                               in, s.in_dim, 0.0f, dparams, s.in_dim));
   // db = column sums of dZ.
-  ASGD_RETURN_IF_ERROR(x.ColumnSums(dz, n, s.units,
-                                    dparams + int64_t{s.units} * s.in_dim));
+  ASGD_RETURN_IF_ERROR(
+      x.ColumnSums(dz, n, s.units, dparams + int64_t{s.units} * s.in_dim));
   if (din != nullptr) {
     // dX = dZ W [n, in]: sgemm(N, N, n, in, units, dz, units, w, in_dim, 0,
     // din, in_dim).
-    ASGD_RETURN_IF_ERROR(x.Gemm(false, false, n, s.in_dim, s.units, dz,
-                                s.units, params, s.in_dim, 0.0f, din,
-                                s.in_dim));
+    ASGD_RETURN_IF_ERROR(x.Gemm(false, false, n, s.in_dim, s.units, dz, s.units,
+                                params, s.in_dim, 0.0f, din, s.in_dim));
   }
   return absl::OkStatus();
 }

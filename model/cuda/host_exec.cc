@@ -41,8 +41,7 @@ absl::Status HostExec::ChannelSums(const float* m, int rows, int groups,
 }
 
 absl::Status HostExec::Copy2D(float* dst, int64_t dst_stride, const float* src,
-                              int64_t src_stride, int64_t width,
-                              int64_t rows) {
+                              int64_t src_stride, int64_t width, int64_t rows) {
   for (int64_t r = 0; r < rows; ++r) {
     std::copy(src + r * src_stride, src + r * src_stride + width,
               dst + r * dst_stride);

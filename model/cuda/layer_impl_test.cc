@@ -73,12 +73,10 @@ std::string OrderName(Order order) {
 // ---------------------------------------------------------------------------
 // Dense.
 
-void CheckDense(int in_dim, int units, Activation act, int n,
-                bool with_din) {
-  const std::string name = "dense(" + std::to_string(in_dim) + "->" +
-                           std::to_string(units) + "," +
-                           std::string(ActivationName(act)) + ") rows " +
-                           std::to_string(n);
+void CheckDense(int in_dim, int units, Activation act, int n, bool with_din) {
+  const std::string name =
+      "dense(" + std::to_string(in_dim) + "->" + std::to_string(units) + "," +
+      std::string(ActivationName(act)) + ") rows " + std::to_string(n);
   SCOPED_TRACE(name);
   DenseLayer cpu(in_dim, units, act, n);
   const int64_t num_params = int64_t{units} * (in_dim + 1);
@@ -97,13 +95,12 @@ void CheckDense(int in_dim, int units, Activation act, int n,
     HostExec exec(order);
     std::vector<float> h_out(out.size(), kNaN), h_dparams(num_params, kNaN),
         h_din(din.size(), kNaN), h_dout = dout;
-    ASSERT_TRUE(DenseForward(exec, shape, params.data(), in.data(), n,
-                             h_out.data())
-                    .ok());
+    ASSERT_TRUE(
+        DenseForward(exec, shape, params.data(), in.data(), n, h_out.data())
+            .ok());
     ExpectNear(out, h_out, "out");
     ASSERT_TRUE(DenseBackward(exec, shape, params.data(), in.data(),
-                              h_out.data(), h_dout.data(), n,
-                              h_dparams.data(),
+                              h_out.data(), h_dout.data(), n, h_dparams.data(),
                               with_din ? h_din.data() : nullptr)
                     .ok());
     ExpectNear(dparams, h_dparams, "dparams");
@@ -129,18 +126,6 @@ struct ConvCase {
   int block_rows;  // 0: the layer's choice
   bool with_din;
 };
-
-ConvLayerSpec Conv(int filters, int kt, int kf, int pt, int pf,
-                   Activation act) {
-  ConvLayerSpec c;
-  c.filters = filters;
-  c.kernel_time = kt;
-  c.kernel_freq = kf;
-  c.pool_time = pt;
-  c.pool_freq = pf;
-  c.activation = act;
-  return c;
-}
 
 void CheckConv(const ConvCase& c) {
   const ConvLayerSpec& s = c.spec;
@@ -186,9 +171,9 @@ void CheckConv(const ConvCase& c) {
     scratch.argmax = argmax.data();
     std::vector<float> h_out(out.size(), kNaN), h_dparams(num_params, kNaN),
         h_din(din.size(), kNaN), h_dout = dout;
-    ASSERT_TRUE(ConvForward(exec, g, scratch, params.data(), in.data(), n,
-                            h_out.data())
-                    .ok());
+    ASSERT_TRUE(
+        ConvForward(exec, g, scratch, params.data(), in.data(), n, h_out.data())
+            .ok());
     ExpectNear(out, h_out, "out");
     for (int32_t p : argmax) {
       ASSERT_GE(p, 0);
@@ -205,37 +190,34 @@ void CheckConv(const ConvCase& c) {
 
 TEST(LayerImplTest, ConvMatchesTheCpuLayer) {
   const Activation relu = Activation::kRelu, tanh = Activation::kTanh;
+  // ConvLayerSpec{filters, kernel_time, kernel_freq, pool_time, pool_freq,
+  // activation}.
   const ConvCase cases[] = {
       // The model presets' first layer: 11 x 40, 3x8, pool 1x3.
-      {{1, 11, 40}, Conv(8, 3, 8, 1, 3, relu), 5, 0, false},
+      {{1, 11, 40}, ConvLayerSpec{8, 3, 8, 1, 3, relu}, 5, 0, false},
       // Pooling in time and frequency with positions left over in both.
-      {{1, 9, 17}, Conv(4, 3, 4, 2, 3, relu), 7, 0, true},
+      {{1, 9, 17}, ConvLayerSpec{4, 3, 4, 2, 3, relu}, 7, 0, true},
       // Several input channels, several blocks (3 + 3 + 1 rows).
-      {{3, 7, 9}, Conv(5, 3, 3, 2, 2, relu), 7, 3, true},
+      {{3, 7, 9}, ConvLayerSpec{5, 3, 3, 2, 2, relu}, 7, 3, true},
       // One row per block; a sigmoid and a tanh.
-      {{2, 5, 6}, Conv(3, 2, 2, 1, 1, Activation::kSigmoid), 4, 1, true},
-      {{2, 6, 8}, Conv(6, 2, 3, 3, 2, tanh), 5, 2, true},
+      {{2, 5, 6},
+       ConvLayerSpec{3, 2, 2, 1, 1, Activation::kSigmoid},
+       4,
+       1,
+       true},
+      {{2, 6, 8}, ConvLayerSpec{6, 2, 3, 3, 2, tanh}, 5, 2, true},
       // The kernel covers the whole input: one position, one window.
-      {{2, 3, 4}, Conv(3, 3, 4, 1, 1, relu), 3, 0, true},
+      {{2, 3, 4}, ConvLayerSpec{3, 3, 4, 1, 1, relu}, 3, 0, true},
       // The whole conv output in one pooling window.
-      {{1, 6, 7}, Conv(2, 2, 2, 5, 6, Activation::kNone), 6, 4, true},
+      {{1, 6, 7}, ConvLayerSpec{2, 2, 2, 5, 6, Activation::kNone}, 6, 4, true},
       // A single row.
-      {{1, 4, 10}, Conv(4, 2, 5, 1, 2, relu), 1, 0, true},
+      {{1, 4, 10}, ConvLayerSpec{4, 2, 5, 1, 2, relu}, 1, 0, true},
   };
   for (const ConvCase& c : cases) CheckConv(c);
 }
 
 // ---------------------------------------------------------------------------
 // LSTM.
-
-LstmLayerSpec Lstm(int cells, int projection, float clip, bool bidir) {
-  LstmLayerSpec s;
-  s.cells = cells;
-  s.projection = projection;
-  s.cell_clip = clip;
-  s.bidirectional = bidir;
-  return s;
-}
 
 // Adds to *clipped how many cell values the forward pass clipped (read back
 // from the impl's cache).
@@ -306,18 +288,19 @@ void CheckLstm(int in_dim, const LstmLayerSpec& spec, int sequences, int steps,
 
 TEST(LayerImplTest, LstmMatchesTheCpuLayer) {
   int64_t clipped = 0;
+  // LstmLayerSpec{cells, projection, cell_clip, bidirectional}.
   // Projection and clipping, unidirectional and bidirectional.
-  CheckLstm(11, Lstm(8, 5, 0.5f, false), 3, 5, true, &clipped);
-  CheckLstm(9, Lstm(6, 4, 0.5f, true), 2, 6, true, &clipped);
+  CheckLstm(11, LstmLayerSpec{8, 5, 0.5f, false}, 3, 5, true, &clipped);
+  CheckLstm(9, LstmLayerSpec{6, 4, 0.5f, true}, 2, 6, true, &clipped);
   // Neither, as a first layer (no input gradient).
-  CheckLstm(7, Lstm(9, 0, 0.0f, false), 4, 3, false, &clipped);
-  CheckLstm(5, Lstm(7, 0, 0.0f, true), 3, 4, false, &clipped);
+  CheckLstm(7, LstmLayerSpec{9, 0, 0.0f, false}, 4, 3, false, &clipped);
+  CheckLstm(5, LstmLayerSpec{7, 0, 0.0f, true}, 3, 4, false, &clipped);
   // Clipping without projection; projection without clipping.
-  CheckLstm(6, Lstm(5, 0, 0.3f, true), 2, 5, true, &clipped);
-  CheckLstm(10, Lstm(12, 3, 0.0f, true), 1, 7, true, &clipped);
+  CheckLstm(6, LstmLayerSpec{5, 0, 0.3f, true}, 2, 5, true, &clipped);
+  CheckLstm(10, LstmLayerSpec{12, 3, 0.0f, true}, 1, 7, true, &clipped);
   // One step (no recurrent GEMM, dW_r = 0) and one sequence.
-  CheckLstm(4, Lstm(6, 3, 0.5f, true), 5, 1, true, &clipped);
-  CheckLstm(4, Lstm(6, 0, 0.0f, false), 1, 1, true, &clipped);
+  CheckLstm(4, LstmLayerSpec{6, 3, 0.5f, true}, 5, 1, true, &clipped);
+  CheckLstm(4, LstmLayerSpec{6, 0, 0.0f, false}, 1, 1, true, &clipped);
   EXPECT_GT(clipped, 0) << "no case reached the cell clip";
 }
 

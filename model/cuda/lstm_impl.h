@@ -131,7 +131,7 @@ struct LstmShape {
   int rec = 0;         // projection or cells
   float cell_clip = 0.0f;
   int directions = 1;
-  int out_dim = 0;     // directions * rec
+  int out_dim = 0;  // directions * rec
   int64_t direction_params = 0;
 };
 
@@ -172,8 +172,7 @@ struct LstmScratchSizes {
   int64_t gates, cell, hidden;  // per direction, as LstmCache
   int64_t dgates, drec, dhidden, dcell;
 };
-inline LstmScratchSizes LstmScratchSizesFor(const LstmShape& sh,
-                                            int max_rows) {
+inline LstmScratchSizes LstmScratchSizesFor(const LstmShape& sh, int max_rows) {
   const int64_t rows = max_rows;
   const int64_t projected = sh.projection > 0 ? rows * sh.cells : 0;
   return {rows * 4 * sh.cells, rows * sh.cells, projected,
@@ -200,8 +199,8 @@ absl::Status LstmForwardDirection(Exec& x, const LstmShape& sh, int dir,
   float* gates = cache.gates;
   // G = X W_x^T for every row (the CPU starts G at the bias and adds this
   // with beta 1; here the cell pass adds the bias).
-  ASGD_RETURN_IF_ERROR(x.Gemm(false, true, n, g4, sh.in_dim, in, sh.in_dim,
-                              w_x, sh.in_dim, 0.0f, gates, g4));
+  ASGD_RETURN_IF_ERROR(x.Gemm(false, true, n, g4, sh.in_dim, in, sh.in_dim, w_x,
+                              sh.in_dim, 0.0f, gates, g4));
   float* r_out = out + int64_t{dir} * sh.rec;  // this direction's column
   for (int s = 0; s < steps; ++s) {
     const int64_t row0 = int64_t{LstmStepAt(dir, s, steps)} * sequences;
@@ -313,8 +312,8 @@ absl::Status LstmBackwardDirection(Exec& x, const LstmShape& sh, int dir,
   if (din != nullptr) {
     // dX (+)= dG W_x: sgemm(N, N, n, in, g4, dgates, g4, w_x, in_dim,
     // dir == 0 ? 0 : 1, din, in_dim).
-    ASGD_RETURN_IF_ERROR(x.Gemm(false, false, n, sh.in_dim, g4, dgates, g4,
-                                w_x, sh.in_dim, dir == 0 ? 0.0f : 1.0f, din,
+    ASGD_RETURN_IF_ERROR(x.Gemm(false, false, n, sh.in_dim, g4, dgates, g4, w_x,
+                                sh.in_dim, dir == 0 ? 0.0f : 1.0f, din,
                                 sh.in_dim));
   }
   return absl::OkStatus();
@@ -326,9 +325,9 @@ absl::Status LstmForward(Exec& x, const LstmShape& sh,
                          const float* in, int sequences, int steps,
                          float* out) {
   for (int d = 0; d < sh.directions; ++d) {
-    ASGD_RETURN_IF_ERROR(LstmForwardDirection(
-        x, sh, d, scratch.cache[d], params + d * sh.direction_params, in,
-        sequences, steps, out));
+    ASGD_RETURN_IF_ERROR(LstmForwardDirection(x, sh, d, scratch.cache[d],
+                                              params + d * sh.direction_params,
+                                              in, sequences, steps, out));
   }
   return absl::OkStatus();
 }
