@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/cuda/cuda_util.h"
+#include "model/cuda/layer_math.h"
 
 namespace asgd {
 namespace cuda {
@@ -70,14 +71,13 @@ absl::Status Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n,
   const cublasComputeType_t compute = ctx.math == CudaOptions::MathMode::kTf32
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;
-  // Row-major C [m, n] is column-major C^T [n, m] = op(B)^T op(A)^T, and a
-  // row-major X read column-major with the same leading dimension is X^T;
-  // so B goes first with its own flag, A second with its own.
-  const cublasStatus_t status =
-      cublasGemmEx(ctx.cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, /*m=*/n, /*n=*/m,
-                   /*k=*/k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda,
-                   &beta, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
+  const cuda_ops::ColumnMajorGemm g =
+      cuda_ops::AsColumnMajor(trans_a, trans_b, m, n, k, a, lda, b, ldb);
+  const cublasStatus_t status = cublasGemmEx(
+      ctx.cublas, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+      g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &alpha,
+      g.first, CUDA_R_32F, g.ld_first, g.second, CUDA_R_32F, g.ld_second, &beta,
+      c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
   if (status != CUBLAS_STATUS_SUCCESS) {
     return CublasError(
         absl::StrCat("cublasGemmEx(row-major m=", m, ", n=", n, ", k=", k,

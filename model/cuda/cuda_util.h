@@ -151,11 +151,9 @@ struct Context {
 //               trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
 //               a, lda, b, ldb, beta, c, ldc)
 // so that every GEMM of a CUDA layer reads like the CPU layer's sgemm it
-// mirrors. (cuBLAS is column-major: a row-major C is the column-major C^T =
-// op(B)^T op(A)^T, so this calls cublasGemmEx with the operands swapped and
-// m, n exchanged; each operand keeps its own transpose flag.) With beta 0, C
-// is not read. Nothing is enqueued when m, n or k is 0, except that C is
-// scaled by beta (zeroed when beta is 0) when k is 0.
+// mirrors (cuBLAS is column-major: the call is AsColumnMajor's, layer_math.h).
+// With beta 0, C is not read. Nothing is enqueued when m or n is 0; when k is
+// 0, C is scaled by beta (zeroed for beta 0; beta must be 0 or 1).
 absl::Status Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n,
                   int k, const float* a, int lda, const float* b, int ldb,
                   float beta, float* c, int ldc);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "model/cuda/layer_math.h"
+
 namespace asgd {
 namespace cuda_ops {
 
@@ -11,9 +13,12 @@ absl::Status HostExec::Gemm(bool trans_a, bool trans_b, int m, int n, int k,
                             const float* a, int lda, const float* b, int ldb,
                             float beta, float* c, int ldc) {
   if (m == 0 || n == 0) return absl::OkStatus();
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b,
-              ldb, beta, c, ldc);
+  // The column-major call cuda::Gemm makes to cuBLAS, here to OpenBLAS.
+  const ColumnMajorGemm g =
+      AsColumnMajor(trans_a, trans_b, m, n, k, a, lda, b, ldb);
+  cblas_sgemm(CblasColMajor, g.trans_first ? CblasTrans : CblasNoTrans,
+              g.trans_second ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, 1.0f,
+              g.first, g.ld_first, g.second, g.ld_second, beta, c, ldc);
   return absl::OkStatus();
 }
 

@@ -1,7 +1,9 @@
 // HostExec: the Exec of layer_math.h on the CPU (OpenBLAS GEMMs and plain
 // loops), so that the CUDA layers' steps (dense_impl.h, conv_impl.h,
 // lstm_impl.h) run, and are checked against model/layers/, on machines
-// without a GPU (layer_impl_test.cc).
+// without a GPU (layer_impl_test.cc). Gemm makes the same column-major call
+// (AsColumnMajor) that cuda::Gemm makes to cuBLAS, so those tests check that
+// translation for every GEMM the layers run, too.
 //
 // ForEach visits the elements in the order asked for: forward, or backward
 // (the last element first), so that a test that runs both catches an op that

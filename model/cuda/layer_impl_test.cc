@@ -1,11 +1,11 @@
 // The CUDA layers' steps (dense_impl.h, conv_impl.h, lstm_impl.h), run on the
 // CPU through HostExec, against the CPU layers of model/layers/ (which
 // layers/*_test.cc check by finite differences). This is every index, every
-// GEMM argument, every element-wise op and every step order of the CUDA
-// layers, checked on any machine: what a GPU adds is only the launch of each
-// pass (cuda_exec.cuh), the cuBLAS call (cuda_util.cu) and the reduction
-// kernels (cuda_kernels.cu), which the CPU-vs-CUDA tests cover where a
-// device is present.
+// GEMM argument (in the column-major form cuda::Gemm hands to cuBLAS), every
+// element-wise op and every step order of the CUDA layers, checked on any
+// machine: what a GPU adds is only the launch of each pass (cuda_exec.cuh),
+// cuBLAS itself and the reduction kernels (cuda_kernels.cu), which the
+// CPU-vs-CUDA tests cover where a device is present.
 //
 // Each case runs twice, with HostExec visiting the elements of every pass
 // forward and backward: an op that read what another element of its pass
@@ -17,6 +17,8 @@
 //
 // Tolerance: max |impl - cpu| <= 1e-4 * max(1, max |cpu|) per buffer (both
 // run OpenBLAS in fp32; they differ in where the bias is added and in exp).
+#include <cblas.h>
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -68,6 +70,44 @@ void ExpectNear(const std::vector<float>& want, const std::vector<float>& got,
 
 std::string OrderName(Order order) {
   return order == Order::kForward ? "forward order" : "backward order";
+}
+
+// ---------------------------------------------------------------------------
+// The GEMM translation (the column-major call cuda::Gemm makes to cuBLAS).
+
+TEST(LayerImplTest, ColumnMajorGemmIsTheRowMajorProduct) {
+  const int m = 5, n = 7, k = 3, pad = 2;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 1.0f}) {
+        SCOPED_TRACE(testing::Message() << "trans_a " << ta << " trans_b " << tb
+                                        << " beta " << beta);
+        // Stored row-major: A is [m, k] or [k, m], B [k, n] or [n, k], each
+        // with `pad` spare columns; C [m, n] with pad spare columns.
+        const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad;
+        const int ldc = n + pad;
+        const std::vector<float> a = Random(int64_t{ta ? k : m} * lda, 11);
+        const std::vector<float> b = Random(int64_t{tb ? n : k} * ldb, 12);
+        const std::vector<float> c0 = Random(int64_t{m} * ldc, 13);
+        std::vector<float> want = c0;
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                    tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a.data(),
+                    lda, b.data(), ldb, beta, want.data(), ldc);
+        std::vector<float> got = c0;
+        HostExec exec;
+        ASSERT_TRUE(exec.Gemm(ta, tb, m, n, k, a.data(), lda, b.data(), ldb,
+                              beta, got.data(), ldc)
+                        .ok());
+        ExpectNear(want, got, "C");
+        // The spare columns of C are left alone.
+        for (int i = 0; i < m; ++i) {
+          for (int j = n; j < ldc; ++j) {
+            EXPECT_EQ(got[int64_t{i} * ldc + j], c0[int64_t{i} * ldc + j]);
+          }
+        }
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

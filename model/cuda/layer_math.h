@@ -58,6 +58,29 @@ namespace cuda_ops {
 
 enum class Act : int { kIdentity = 0, kRelu = 1, kSigmoid = 2, kTanh = 3 };
 
+// A row-major GEMM, C [m, n] = op(A) op(B) + beta C with leading dimensions
+// lda, ldb, ldc (cblas_sgemm(CblasRowMajor, ...)), as the column-major GEMM
+// that a column-major BLAS (cuBLAS) runs on the same memory: a row-major X
+// read column-major with the same leading dimension is X^T, so row-major C
+// is column-major C^T = op(B)^T op(A)^T, i.e. the column-major product of
+// `first` = B (with B's own transpose flag) and `second` = A (with A's),
+// with m and n exchanged; C and ldc stay as they are. cuda::Gemm calls
+// cuBLAS with these; layer_impl_test checks them with a column-major
+// OpenBLAS call.
+struct ColumnMajorGemm {
+  bool trans_first, trans_second;
+  int m, n, k;
+  const float* first;
+  int ld_first;
+  const float* second;
+  int ld_second;
+};
+inline ColumnMajorGemm AsColumnMajor(bool trans_a, bool trans_b, int m, int n,
+                                     int k, const float* a, int lda,
+                                     const float* b, int ldb) {
+  return {trans_b, trans_a, n, m, k, b, ldb, a, lda};
+}
+
 // The element-wise code of a model activation.
 inline Act ActOf(Activation activation) {
   switch (activation) {
