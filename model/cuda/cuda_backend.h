@@ -32,9 +32,18 @@
 // the call and the CUDA/cuBLAS error; nothing aborts the process. After an
 // error the instance should be discarded.
 //
-// Verification: on a machine without a GPU this code is only compiled; the
-// CPU-vs-CUDA tests (cuda_backend_test.cc, cuda_conv_test.cc,
-// cuda_lstm_test.cc) skip there and run where a device is present.
+// Verification. The CPU-vs-CUDA tests (cuda_backend_test.cc,
+// cuda_conv_test.cc, cuda_lstm_test.cc) run where a device is present and
+// skip elsewhere. Without a device, layer_impl_test.cc still runs every
+// layer's steps (dense_impl.h, conv_impl.h, lstm_impl.h: every index, every
+// element-wise op, every GEMM in the column-major form handed to cuBLAS)
+// on the CPU against model/layers/. Verified only by compilation there: the
+// kernel launches (cuda_exec.cuh), the reduction kernels (cuda_kernels.cu:
+// softmax with cross-entropy, argmax, column and channel sums), the cuBLAS
+// calls themselves, the streams and events of this file, and device memory
+// handling. The dense path of this file and the reduction kernels other
+// than ChannelSums are unchanged from the DNN-only backend, whose
+// CPU-vs-CUDA tests ran on GPUs.
 //
 // Thread-safety: a backend instance owns device buffers, streams and a
 // cuBLAS handle; use it from one thread at a time (one instance per worker

@@ -9,9 +9,10 @@
 // pass) and on the CPU (HostExec, host_exec.h: OpenBLAS and loops), so that
 // layer_impl_test.cc checks every index and every GEMM argument of the CUDA
 // layers against the CPU layers of model/layers/ on any machine, with or
-// without a GPU. What only a GPU can check is then the thin CUDA part: the
-// row-major-to-cuBLAS call (cuda_util.h), the kernel launches, the block
-// reductions (cuda_kernels.cu) and the streams.
+// without a GPU. What only a GPU can check is then the thin CUDA part:
+// cuBLAS itself (the column-major call it gets, AsColumnMajor below, is
+// checked on the CPU too), the kernel launches, the block reductions
+// (cuda_kernels.cu) and the streams.
 //
 // An Exec provides, executed in call order (CudaExec enqueues them on one
 // stream; HostExec runs them at once), all pointers in its memory:
