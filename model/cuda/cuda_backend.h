@@ -41,9 +41,8 @@
 // kernel launches (cuda_exec.cuh), the reduction kernels (cuda_kernels.cu:
 // softmax with cross-entropy, argmax, column and channel sums), the cuBLAS
 // calls themselves, the streams and events of this file, and device memory
-// handling. The dense path of this file and the reduction kernels other
-// than ChannelSums are unchanged from the DNN-only backend, whose
-// CPU-vs-CUDA tests ran on GPUs.
+// handling. (The streams, events, softmax, argmax and column-sum kernels are
+// those of the earlier dense-only backend; ChannelSums is new.)
 //
 // Thread-safety: a backend instance owns device buffers, streams and a
 // cuBLAS handle; use it from one thread at a time (one instance per worker
