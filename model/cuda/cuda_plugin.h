@@ -24,7 +24,8 @@
 
 namespace asgd {
 
-inline constexpr int kCudaPluginAbiVersion = 3;
+// 4: CudaOptions::conv_block_rows; the plugin computes every layer kind.
+inline constexpr int kCudaPluginAbiVersion = 4;
 
 struct CudaPluginApi {
   int abi_version;
