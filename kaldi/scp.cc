@@ -71,6 +71,10 @@ absl::StatusOr<Rxfilename> ParseRxfilename(absl::string_view text,
   if (text.front() == '|') return unsupported("output pipe");
   if (text.back() == '|') return unsupported("input pipe");
   Rxfilename rx;
+  if (text.back() != ']' && text.find('[') != absl::string_view::npos) {
+    return BadDataError(BadDataReason::kMalformedLine, where,
+                        absl::StrCat("range in \"", text, "\" has no ']'"));
+  }
   if (text.back() == ']') {
     const size_t open = text.rfind('[');
     if (open == absl::string_view::npos) {
@@ -133,7 +137,7 @@ absl::Status ApplyRange(const MatrixRange& range, const DataLocation& where,
     c0 = 0;
     c1 = m->cols - 1;
   }
-  // Kaldi accepts a last row up to 2 past the end and clamps it.
+  // Kaldi accepts a last row up to 3 past the last one and clamps it.
   if (range.row_last >= 0 && r1 < int64_t{m->rows} + 3) {
     r1 = std::min(r1, m->rows - 1);
   }

@@ -70,7 +70,7 @@ absl::StatusOr<Rxfilename> ParseRxfilename(absl::string_view text,
                                            const DataLocation& where);
 
 // Selects `range` of a matrix read whole, as Kaldi does: the last row may
-// exceed the matrix by up to 2 rows (clamped: Kaldi's 30 ms tolerance);
+// lie up to 3 rows past the matrix's last (clamped: Kaldi's 30 ms tolerance);
 // anything else outside the matrix is a BadDataError kBadRange at `where`.
 absl::Status ApplyRange(const MatrixRange& range, const DataLocation& where,
                         Matrix* m);
