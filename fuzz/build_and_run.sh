@@ -4,7 +4,7 @@
 # corpus. Exits non-zero when a target crashes (sanitizer report, FUZZ_CHECK,
 # timeout, leak) or cannot be built.
 #
-#   fuzz/build_and_run.sh                  # both targets, 30 s each
+#   fuzz/build_and_run.sh                  # every target, 30 s each
 #   fuzz/build_and_run.sh --seconds=600 --target=push
 #   FUZZ_SECONDS=3600 fuzz/build_and_run.sh --workdir=/tmp/asgd-fuzz
 #   fuzz/build_and_run.sh --write-seeds     # regenerate fuzz/corpus/
@@ -12,7 +12,7 @@
 #
 # Options:
 #   --seconds=N        fuzzing time per target (default $FUZZ_SECONDS or 30)
-#   --target=T         push, chunk or all (default all)
+#   --target=T         push, chunk, kaldi or all (default all)
 #   --workdir=DIR      build and generated corpus here (default: a temp dir,
 #                      removed at exit unless a target crashed). Objects are
 #                      reused while the sources and flags are unchanged.
@@ -25,11 +25,13 @@
 # Targets:
 #   push   push_fuzzer.cc: PushChunk streams -> PushAssembler -> ParamStore
 #   chunk  chunk_fuzzer.cc: layouts and chunk sequences -> ChunkAssembler
+#   kaldi  kaldi_fuzzer.cc: bytes -> the Kaldi archive, scp and object readers
 #
 # Needs: clang++ (Debian packages clang and libclang-rt-14-dev, which holds
 # libFuzzer and the sanitizer runtimes), protoc (protobuf-compiler),
-# libprotobuf-dev, libabsl-dev. The source list below follows the Bazel deps
-# of //server:push_assembler; keep them in step (and fuzz/BUILD's filegroup).
+# libprotobuf-dev, libabsl-dev, zlib1g-dev. The source lists below follow the
+# Bazel deps of //server:push_assembler and //kaldi:archive_reader (with
+# //kaldi:archive_writer); keep them in step (and fuzz/BUILD's filegroup).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -54,8 +56,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$TARGET" in push|chunk) TARGETS=("$TARGET") ;; all) TARGETS=(push chunk) ;;
-  *) echo "build_and_run: --target must be push, chunk or all" >&2; exit 2 ;; esac
+case "$TARGET" in push|chunk|kaldi) TARGETS=("$TARGET") ;; all) TARGETS=(push chunk kaldi) ;;
+  *) echo "build_and_run: --target must be push, chunk, kaldi or all" >&2; exit 2 ;; esac
 [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || { echo "build_and_run: bad --seconds" >&2; exit 2; }
 
 CXX=""
@@ -91,7 +93,14 @@ HDRS=(common/chunking.h common/model_layout.h common/status_macros.h
       common/wire_codec.h common/tensor_messages.h
       server/push_assembler.h server/param_store.h server/shard.h
       server/optimizer.h server/staging_pool.h fuzz/fuzz_common.h)
-FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/make_seeds.cc)
+KALDI_SRCS=(kaldi/bad_data.cc kaldi/input_stream.cc kaldi/compressed_matrix.cc
+            kaldi/object_reader.cc kaldi/scp.cc kaldi/archive_reader.cc
+            kaldi/archive_writer.cc)
+KALDI_HDRS=(kaldi/bad_data.h kaldi/input_stream.h kaldi/compressed_matrix.h
+            kaldi/matrix.h kaldi/object_reader.h kaldi/scp.h
+            kaldi/archive_reader.h kaldi/archive_writer.h kaldi/test_archive.h)
+FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/kaldi_fuzzer.cc
+           fuzz/make_seeds.cc)
 
 # As in third_party/BUILD (Debian's Abseil 20220623).
 ABSL_LIBS=(-labsl_flags_parse -labsl_raw_hash_set -labsl_hash -labsl_city
@@ -110,7 +119,8 @@ CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wno-sign-compare
           "${SAN[@]}" -fsanitize=fuzzer-no-link -I"$ROOT" -I"$BUILD/gen")
 
 # Rebuild only when a source, header, flag or the compiler changed.
-stamp="$({ for f in "${LIB_SRCS[@]}" "${HDRS[@]}" "${FUZZ_SRCS[@]}" proto/asgd.proto; do
+stamp="$({ for f in "${LIB_SRCS[@]}" "${HDRS[@]}" "${KALDI_SRCS[@]}" "${KALDI_HDRS[@]}" \
+                    "${FUZZ_SRCS[@]}" proto/asgd.proto; do
              echo "$f"; cat "$(src "$f")"; done
            echo "${CXXFLAGS[*]}"; "$CXX" --version; } | sha256sum | cut -c1-16)"
 if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
@@ -120,7 +130,7 @@ if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
   # One compiler per core; each object named after the repository file.
   jobs_max="$(nproc 2>/dev/null || echo 2)"
   pids=()
-  for f in proto/asgd.pb.cc "${LIB_SRCS[@]}" "${FUZZ_SRCS[@]}"; do
+  for f in proto/asgd.pb.cc "${LIB_SRCS[@]}" "${KALDI_SRCS[@]}" "${FUZZ_SRCS[@]}"; do
     obj="$BUILD/obj/$(basename "${f%.cc}").o"
     if [ "$f" = proto/asgd.pb.cc ]; then in="$BUILD/gen/$f"; else in="$(src "$f")"; fi
     "$CXX" "${CXXFLAGS[@]}" -c "$in" -o "$obj" &
@@ -141,15 +151,19 @@ if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
     "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "${LIBS[@]}"
   "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
     "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "${LIBS[@]}"
+  KALDI_OBJS=()
+  for f in "${KALDI_SRCS[@]}"; do KALDI_OBJS+=("$O/$(basename "${f%.cc}").o"); done
+  "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/kaldi_fuzzer" "$O/kaldi_fuzzer.o" \
+    "${KALDI_OBJS[@]}" "${LIBS[@]}" -lz
   "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" \
-    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "${LIBS[@]}"
+    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "${LIBS[@]}" -lz
   echo "$stamp" > "$BUILD/stamp"
   echo "build_and_run: built with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
 fi
 
 if [ "$WRITE_SEEDS" = 1 ]; then
-  rm -rf "$ROOT/fuzz/corpus/push" "$ROOT/fuzz/corpus/chunk"
-  mkdir -p "$ROOT/fuzz/corpus/push" "$ROOT/fuzz/corpus/chunk"
+  rm -rf "$ROOT/fuzz/corpus/push" "$ROOT/fuzz/corpus/chunk" "$ROOT/fuzz/corpus/kaldi"
+  mkdir -p "$ROOT/fuzz/corpus/push" "$ROOT/fuzz/corpus/chunk" "$ROOT/fuzz/corpus/kaldi"
   "$BUILD/make_seeds" "$ROOT/fuzz/corpus"
   exit 0
 fi

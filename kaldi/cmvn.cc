@@ -34,19 +34,19 @@ absl::StatusOr<CmvnTransform> MakeCmvnTransform(const DoubleMatrix& stats,
   for (int d = 0; d < dim; ++d) {
     const double mean = stats.at(0, d) / count;
     if (!norm_vars) {
-      t.offset[d] = static_cast<float>(-mean);
-      continue;
+      t.offset[d] = ToReal<float>(-mean);
+    } else {
+      double var = stats.at(1, d) / count - mean * mean;
+      if (var < 1.0e-20) var = 1.0e-20;
+      const double scale = 1.0 / std::sqrt(var);
+      t.scale[d] = ToReal<float>(scale);
+      t.offset[d] = ToReal<float>(-mean * scale);
     }
-    double var = stats.at(1, d) / count - mean * mean;
-    if (var < 1.0e-20) var = 1.0e-20;
-    const double scale = 1.0 / std::sqrt(var);
-    if (!std::isfinite(scale) || !std::isfinite(-mean * scale)) {
+    if (!std::isfinite(t.scale[d]) || !std::isfinite(t.offset[d])) {
       return BadDataError(BadDataReason::kBadCmvn, where,
-                          absl::StrCat("CMVN scale of dimension ", d,
-                                       " is not finite"));
+                          absl::StrCat("the CMVN transform of dimension ", d,
+                                       " is not finite in float"));
     }
-    t.scale[d] = static_cast<float>(scale);
-    t.offset[d] = static_cast<float>(-mean * scale);
   }
   return t;
 }

@@ -41,10 +41,12 @@ inline float CharToFloat(float p0, float p25, float p75, float p100,
 
 // (value - lo) / (hi - lo), or 0 where Kaldi would divide by zero (a column
 // whose quantiles collapse in float; Kaldi's result is undefined there).
+// Clamped to [-1, 2] (the callers clamp the byte anyway) so that no cast
+// below overflows, whatever the floats.
 inline float Fraction(float value, float lo, float hi) {
   const float span = hi - lo;
   if (!(span > 0)) return 0;
-  return (value - lo) / span;
+  return std::clamp((value - lo) / span, -1.0f, 2.0f);
 }
 
 inline uint8_t FloatToChar(float p0, float p25, float p75, float p100,

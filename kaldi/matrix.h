@@ -7,6 +7,8 @@
 #define ASGD_KALDI_MATRIX_H_
 
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace asgd::kaldi {
@@ -27,6 +29,18 @@ struct BasicMatrix {
     data.assign(static_cast<size_t>(int64_t{new_rows} * new_cols), Real(0));
   }
 };
+
+// A value converted to Real; a double beyond float's range becomes ±Inf
+// (a plain cast would be undefined behaviour), NaN stays NaN.
+template <typename Real>
+inline Real ToReal(double v) {
+  if constexpr (std::is_same_v<Real, float>) {
+    constexpr double kMax = std::numeric_limits<float>::max();
+    if (v > kMax) return std::numeric_limits<float>::infinity();
+    if (v < -kMax) return -std::numeric_limits<float>::infinity();
+  }
+  return static_cast<Real>(v);
+}
 
 using Matrix = BasicMatrix<float>;
 using DoubleMatrix = BasicMatrix<double>;

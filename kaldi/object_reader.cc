@@ -118,7 +118,13 @@ class Parser {
     while (true) {
       const int c = in_->Get();
       if (c < 0) return Truncated("a token");
-      if (c == ' ') break;
+      if (c == ' ') {
+        if (token.empty()) {
+          return Error(BadDataReason::kUnknownToken,
+                       "an empty token after the binary header");
+        }
+        break;
+      }
       token.push_back(static_cast<char>(c));
       if (token.size() > 8) {
         return Error(BadDataReason::kUnknownToken,
@@ -171,9 +177,7 @@ class Parser {
         const int64_t n = std::min<int64_t>(chunk.size(), count - done);
         s = Bytes(chunk.data(), n * sizeof(Src), what);
         if (!s.ok()) return s;
-        for (int64_t i = 0; i < n; ++i) {
-          out->push_back(static_cast<Dst>(chunk[i]));
-        }
+        for (int64_t i = 0; i < n; ++i) out->push_back(ToReal<Dst>(chunk[i]));
         done += n;
       }
       return absl::OkStatus();
@@ -215,7 +219,7 @@ class Parser {
                    absl::StrCat("\"", Printable(token),
                                 "\" is not a number"));
     }
-    *value = static_cast<Real>(d);
+    *value = ToReal<Real>(d);
     return absl::OkStatus();
   }
 

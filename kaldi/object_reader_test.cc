@@ -229,6 +229,11 @@ TEST(ObjectReaderTest, UnknownAndUnexpectedTokens) {
             BadDataReason::kUnknownToken);
   EXPECT_EQ(BadDataReasonOf(ReadMatrix("{ 1 2 }", &m)),
             BadDataReason::kUnknownToken);
+  // A space where an int32 vector's size byte belongs (found by fuzzing).
+  in = Mem(testing::BinaryHeader() + " " +
+           testing::Int32VectorObject({1}).substr(2));
+  EXPECT_EQ(BadDataReasonOf(ReadInt32VectorObject(in.get(), {}, "k", &ints)),
+            BadDataReason::kUnknownToken);
 }
 
 TEST(ObjectReaderTest, MalformedObjects) {
