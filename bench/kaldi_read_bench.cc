@@ -33,8 +33,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -61,8 +61,9 @@ ABSL_FLAG(int, repeats, 3, "Passes per throughput row (the best is kept).");
 ABSL_FLAG(int64_t, stream_mb, 1536,
           "FM data of the streaming archive, in MiB (0: skip).");
 ABSL_FLAG(int64_t, budget_mb, 200, "Memory budget of the streaming pass.");
-ABSL_FLAG(bool, limit_as, false,
-          "Also run the streaming pass under RLIMIT_AS = budget + as_slack_mb.");
+ABSL_FLAG(
+    bool, limit_as, false,
+    "Also run the streaming pass under RLIMIT_AS = budget + as_slack_mb.");
 ABSL_FLAG(int64_t, as_slack_mb, 64,
           "Address space allowed beyond the budget with --limit_as.");
 ABSL_FLAG(bool, keep, false, "Keep the generated files.");
@@ -118,8 +119,9 @@ struct Corpus {
 
 // Writes `fm_bytes` of features under dir/<name>/ for every format given
 // (feats.ark, feats.scp) and dir/pdf.ark.
-Corpus Generate(const std::string& dir, int64_t fm_bytes,
-                const std::vector<std::pair<std::string, MatrixFormat>>& formats) {
+Corpus Generate(
+    const std::string& dir, int64_t fm_bytes,
+    const std::vector<std::pair<std::string, MatrixFormat>>& formats) {
   std::vector<std::unique_ptr<ArchiveWriter>> writers;
   for (const auto& [name, format] : formats) {
     const std::string sub = dir + "/" + name;
@@ -143,7 +145,8 @@ Corpus Generate(const std::string& dir, int64_t fm_bytes,
   while (c.frames * kDim * 4 < fm_bytes) {
     gen.Next(&m, &labels);
     char key[32];
-    std::snprintf(key, sizeof(key), "utt%09lld", static_cast<long long>(c.utterances));
+    std::snprintf(key, sizeof(key), "utt%09lld",
+                  static_cast<long long>(c.utterances));
     for (auto& w : writers) {
       absl::Status s = w->WriteMatrix(key, m);
       if (!s.ok()) Fail(s);
@@ -226,11 +229,11 @@ void Throughput(const std::string& dir, int64_t mb, int repeats) {
       {"fm", MatrixFormat::kFloat}, {"cm", MatrixFormat::kCompressedAuto}};
   const Clock::time_point t0 = Clock::now();
   const Corpus c = Generate(dir, mb << 20, formats);
-  std::printf("\n## Throughput: %lld utterances, %lld frames x %d dims (%.1f h "
-              "at 10 ms), generated in %.1f s\n\n",
-              static_cast<long long>(c.utterances),
-              static_cast<long long>(c.frames), kDim, c.frames / 360000.0,
-              SecondsBetween(t0, Clock::now()));
+  std::printf(
+      "\n## Throughput: %lld utterances, %lld frames x %d dims (%.1f h "
+      "at 10 ms), generated in %.1f s\n\n",
+      static_cast<long long>(c.utterances), static_cast<long long>(c.frames),
+      kDim, c.frames / 360000.0, SecondsBetween(t0, Clock::now()));
   std::vector<Row> rows;
   for (const auto& [name, format] : formats) {
     const std::string ark = dir + "/" + name + "/feats.ark";
@@ -250,8 +253,8 @@ void Throughput(const std::string& dir, int64_t mb, int repeats) {
         for (int r = 0; r < repeats; ++r) {
           if (cold) DropFromCache(ark);
           const Clock::time_point start = Clock::now();
-          const int64_t frames = sequential ? SequentialPass(ark)
-                                            : SourcePass(source->get(), r);
+          const int64_t frames =
+              sequential ? SequentialPass(ark) : SourcePass(source->get(), r);
           const double s = SecondsBetween(start, Clock::now());
           if (frames != c.frames) {
             std::fprintf(stderr, "kaldi_read_bench: read %lld of %lld frames\n",
@@ -261,13 +264,14 @@ void Throughput(const std::string& dir, int64_t mb, int repeats) {
           }
           best = std::min(best, s);
         }
-        rows.push_back({name, reader, cache, c.frames / best,
-                        bytes / 1048576.0 / best});
+        rows.push_back(
+            {name, reader, cache, c.frames / best, bytes / 1048576.0 / best});
       }
     }
   }
-  std::printf("\n| format | reader | page cache | frames/s | archive MiB/s | "
-              "frames/s vs FM |\n|---|---|---|---|---|---|\n");
+  std::printf(
+      "\n| format | reader | page cache | frames/s | archive MiB/s | "
+      "frames/s vs FM |\n|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     double fm = 0;
     for (const Row& o : rows) {
@@ -306,24 +310,25 @@ bool ResetPeakRss() {
 }
 
 // Returns the process exit code: 1 when the peak RSS exceeds the budget.
-int Stream(const std::string& dir, int64_t mb, int64_t budget_mb,
-           bool limit_as, int64_t as_slack_mb) {
+int Stream(const std::string& dir, int64_t mb, int64_t budget_mb, bool limit_as,
+           int64_t as_slack_mb) {
   const std::string sub = dir + "/stream";
   ::mkdir(sub.c_str(), 0755);
   const Clock::time_point t0 = Clock::now();
   const Corpus c = Generate(sub, mb << 20, {{"fm", MatrixFormat::kFloat}});
   const std::string ark = sub + "/fm/feats.ark";
   const int64_t budget = budget_mb << 20;
-  std::printf("\n## Streaming: %.1f MiB FM archive (%lld utterances, %lld "
-              "frames), budget %lld MiB (%.1fx smaller), generated in %.1f s\n\n",
-              FileSize(ark) / 1048576.0, static_cast<long long>(c.utterances),
-              static_cast<long long>(c.frames),
-              static_cast<long long>(budget_mb),
-              double(FileSize(ark)) / budget, SecondsBetween(t0, Clock::now()));
+  std::printf(
+      "\n## Streaming: %.1f MiB FM archive (%lld utterances, %lld "
+      "frames), budget %lld MiB (%.1fx smaller), generated in %.1f s\n\n",
+      FileSize(ark) / 1048576.0, static_cast<long long>(c.utterances),
+      static_cast<long long>(c.frames), static_cast<long long>(budget_mb),
+      double(FileSize(ark)) / budget, SecondsBetween(t0, Clock::now()));
   DropFromCache(ark);
   if (!ResetPeakRss()) {
-    std::printf("# cannot reset the peak RSS (/proc/self/clear_refs): the "
-                "figure below includes the generation\n");
+    std::printf(
+        "# cannot reset the peak RSS (/proc/self/clear_refs): the "
+        "figure below includes the generation\n");
   }
   if (limit_as) {
     const rlim_t limit = static_cast<rlim_t>((budget_mb + as_slack_mb) << 20);
@@ -354,31 +359,33 @@ int Stream(const std::string& dir, int64_t mb, int64_t budget_mb,
       "| archive MiB | budget MiB | RSS before MiB | peak RSS MiB | shuffle "
       "buffer peak MiB (utts) | labels in memory MiB | labels spilled | "
       "RLIMIT_AS MiB | frames/s |\n|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| %.0f | %lld | %.1f | %.1f | %.1f (%lld) | %.1f | %s | %s | %.0f |\n",
-              FileSize(ark) / 1048576.0, static_cast<long long>(budget_mb),
-              rss_start / 1048576.0, peak / 1048576.0,
-              stats.peak_buffer_bytes / 1048576.0,
-              static_cast<long long>(stats.peak_buffer_utterances),
-              stats.label_memory_bytes / 1048576.0,
-              stats.labels_spilled ? "yes" : "no",
-              limit_as ? absl::StrCat(budget_mb + as_slack_mb).c_str() : "none",
-              frames / seconds);
+  std::printf(
+      "| %.0f | %lld | %.1f | %.1f | %.1f (%lld) | %.1f | %s | %s | %.0f |\n",
+      FileSize(ark) / 1048576.0, static_cast<long long>(budget_mb),
+      rss_start / 1048576.0, peak / 1048576.0,
+      stats.peak_buffer_bytes / 1048576.0,
+      static_cast<long long>(stats.peak_buffer_utterances),
+      stats.label_memory_bytes / 1048576.0, stats.labels_spilled ? "yes" : "no",
+      limit_as ? absl::StrCat(budget_mb + as_slack_mb).c_str() : "none",
+      frames / seconds);
   std::printf("csv,kaldi_read,stream,%lld,%lld,%lld,%lld,%d,%.0f\n",
               static_cast<long long>(FileSize(ark)),
               static_cast<long long>(budget), static_cast<long long>(peak),
               static_cast<long long>(stats.peak_buffer_bytes),
               stats.labels_spilled ? 1 : 0, frames / seconds);
-  std::printf("\nstreaming: read %lld of %lld frames; peak RSS %.1f MiB %s the "
-              "%lld MiB budget\n",
-              static_cast<long long>(frames), static_cast<long long>(c.frames),
-              peak / 1048576.0, peak <= budget ? "within" : "EXCEEDS",
-              static_cast<long long>(budget_mb));
+  std::printf(
+      "\nstreaming: read %lld of %lld frames; peak RSS %.1f MiB %s the "
+      "%lld MiB budget\n",
+      static_cast<long long>(frames), static_cast<long long>(c.frames),
+      peak / 1048576.0, peak <= budget ? "within" : "EXCEEDS",
+      static_cast<long long>(budget_mb));
   return ok ? 0 : 1;
 }
 
 // Removes what Generate() wrote under `dir` (and nothing else).
 void RemoveGenerated(const std::string& dir) {
-  for (const std::string& sub : std::vector<std::string>{dir, dir + "/stream"}) {
+  for (const std::string& sub :
+       std::vector<std::string>{dir, dir + "/stream"}) {
     for (const char* name : {"fm", "cm"}) {
       for (const char* file : {"feats.ark", "feats.scp"}) {
         std::remove(absl::StrCat(sub, "/", name, "/", file).c_str());
@@ -411,10 +418,9 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   if (absl::GetFlag(FLAGS_stream_mb) > 0) {
-    rc = asgd::bench::Stream(dir, absl::GetFlag(FLAGS_stream_mb),
-                             absl::GetFlag(FLAGS_budget_mb),
-                             absl::GetFlag(FLAGS_limit_as),
-                             absl::GetFlag(FLAGS_as_slack_mb));
+    rc = asgd::bench::Stream(
+        dir, absl::GetFlag(FLAGS_stream_mb), absl::GetFlag(FLAGS_budget_mb),
+        absl::GetFlag(FLAGS_limit_as), absl::GetFlag(FLAGS_as_slack_mb));
   }
   if (!absl::GetFlag(FLAGS_keep)) asgd::bench::RemoveGenerated(dir);
   return rc;

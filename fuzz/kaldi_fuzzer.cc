@@ -70,8 +70,7 @@ std::string Slice(const std::string& data, int64_t begin, int64_t end) {
 
 void CheckMatrix(const Matrix& m) {
   FUZZ_CHECK(m.rows >= 0 && m.cols >= 0);
-  FUZZ_CHECK(static_cast<int64_t>(m.data.size()) ==
-             int64_t{m.rows} * m.cols);
+  FUZZ_CHECK(static_cast<int64_t>(m.data.size()) == int64_t{m.rows} * m.cols);
   FUZZ_CHECK(static_cast<int64_t>(m.data.size()) <= Limits().max_elements);
 }
 
@@ -153,7 +152,8 @@ void Sequential(int mode, const std::string& data) {
     } else {
       std::vector<float> v;
       s = kaldi::ReadFloatVectorObject(in.get(), limits, key, &v, &format);
-      if (s.ok()) FUZZ_CHECK(static_cast<int64_t>(v.size()) <= limits.max_elements);
+      if (s.ok())
+        FUZZ_CHECK(static_cast<int64_t>(v.size()) <= limits.max_elements);
       if (s.ok() && format == ObjectFormat::kFloatVector) {
         kaldi::EncodeFloatVector(v, &reencoded);
         FUZZ_CHECK(reencoded == Slice(data, begin, in->position()));
@@ -225,7 +225,8 @@ void FromFile(const std::string& data) {
   }();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return;
-  const bool written = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  const bool written =
+      std::fwrite(data.data(), 1, data.size(), f) == data.size();
   if (std::fclose(f) != 0 || !written) return;
   auto reader = kaldi::SequentialArchiveReader::Open(path, Limits());
   FUZZ_CHECK(reader.ok());

@@ -2,7 +2,7 @@
 // and Kaldi archives (the paths the fuzzer should start from) and a few
 // invalid ones.
 //
-//   make_seeds OUT_DIR   # writes OUT_DIR/push/*, OUT_DIR/chunk/*, OUT_DIR/kaldi/*
+//   make_seeds OUT_DIR   # writes OUT_DIR/{push,chunk,kaldi}/*
 //
 // fuzz/build_and_run.sh --write-seeds regenerates fuzz/corpus with it.
 #include <cstdio>
@@ -167,9 +167,9 @@ std::vector<std::pair<std::string, std::string>> KaldiSeeds(
   kt::TestArchive matrices;
   matrices.Add("fm", kt::FmObject(2, 3, {1, -2, 3.5f, 0, 1e-3f, 7}));
   matrices.Add("dm", kt::DmObject(1, 2, {0.25, -8}));
-  matrices.Add("cm", kt::CmObject(-1, 4, 5, 2,
-                                  {{0, 100, 30000, 65535}, {5, 6, 7, 8}},
-                                  {0, 64, 128, 192, 255, 1, 2, 3, 4, 5}));
+  matrices.Add("cm",
+               kt::CmObject(-1, 4, 5, 2, {{0, 100, 30000, 65535}, {5, 6, 7, 8}},
+                            {0, 64, 128, 192, 255, 1, 2, 3, 4, 5}));
   matrices.Add("cm2", kt::Cm2Object(0, 2, 2, 2, {0, 1, 65534, 65535}));
   matrices.Add("cm3", kt::Cm3Object(3, 1, 1, 3, {0, 128, 255}));
   matrices.AddRaw("text  [\n 1 2\n 3 4 ]\n");
@@ -191,15 +191,15 @@ std::vector<std::pair<std::string, std::string>> KaldiSeeds(
   std::vector<float> values(12);
   for (int i = 0; i < 12; ++i) values[i] = static_cast<float>(i);
   one.Add("utt", kt::FmObject(4, 3, values));
-  seeds.push_back({"kaldi/rx_range", std::string(1, '\3') +
-                                         "x.ark:4[1:2,0:1]\n" + one.bytes()});
-  seeds.push_back(
-      {"kaldi/rx_cm", std::string(1, '\3') + "x.ark:4[0:3]\n" +
-                          "utt " + kt::Cm3Object(0, 1, 4, 1, {1, 2, 3, 4})});
+  seeds.push_back({"kaldi/rx_range",
+                   std::string(1, '\3') + "x.ark:4[1:2,0:1]\n" + one.bytes()});
+  seeds.push_back({"kaldi/rx_cm", std::string(1, '\3') + "x.ark:4[0:3]\n" +
+                                      "utt " +
+                                      kt::Cm3Object(0, 1, 4, 1, {1, 2, 3, 4})});
   const std::string gz = dir + "/kaldi/alignments.gz.tmp";
   if (kt::WriteGzipFile(gz, ints.bytes())) {
-    seeds.push_back({"kaldi/gzip_alignments",
-                     std::string(1, '\4') + kt::ReadFile(gz)});
+    seeds.push_back(
+        {"kaldi/gzip_alignments", std::string(1, '\4') + kt::ReadFile(gz)});
   }
   std::remove(gz.c_str());
   return seeds;

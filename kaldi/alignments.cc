@@ -60,8 +60,8 @@ absl::StatusOr<bool> AlignmentReader::Next(AlignmentEntry* entry) {
     if (ark_ == nullptr) {
       if (next_file_ >= static_cast<int>(files_.size())) return false;
       current_file_ = next_file_++;
-      auto opened = SequentialArchiveReader::Open(files_[current_file_],
-                                                  limits_);
+      auto opened =
+          SequentialArchiveReader::Open(files_[current_file_], limits_);
       if (!opened.ok()) {
         failed_ = opened.status();
         return failed_;

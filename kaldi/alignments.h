@@ -46,8 +46,8 @@ absl::StatusOr<std::vector<std::string>> ExpandFileList(absl::string_view spec);
 struct AlignmentEntry {
   std::string key;
   std::vector<int32_t> labels;
-  DataLocation where;   // archive and offset of the labels' object
-  int file_index = 0;   // index into the reader's files
+  DataLocation where;  // archive and offset of the labels' object
+  int file_index = 0;  // index into the reader's files
 };
 
 class AlignmentReader {

@@ -23,10 +23,9 @@ TEST_F(AlignmentsTest, ExpandsGlobsAndLists) {
   }
   auto files = ExpandFileList(dir_ + "/pdf.*.gz, " + dir_ + "/other.ark");
   ASSERT_TRUE(files.ok());
-  EXPECT_EQ(*files, std::vector<std::string>({dir_ + "/pdf.1.gz",
-                                              dir_ + "/pdf.10.gz",
-                                              dir_ + "/pdf.2.gz",
-                                              dir_ + "/other.ark"}));
+  EXPECT_EQ(*files, std::vector<std::string>(
+                        {dir_ + "/pdf.1.gz", dir_ + "/pdf.10.gz",
+                         dir_ + "/pdf.2.gz", dir_ + "/other.ark"}));
   EXPECT_EQ(ExpandFileList(dir_ + "/nothing.*").status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(ExpandFileList(" , ").status().code(),

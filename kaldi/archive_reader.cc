@@ -71,21 +71,20 @@ absl::Status SequentialArchiveReader::ReadFloatVector(std::vector<float>* out) {
   return EndRead(ReadFloatVectorObject(in_.get(), limits_, key_, out));
 }
 
-absl::Status SequentialArchiveReader::ReadInt32Vector(
-    std::vector<int32_t>* out, ObjectFormat* format) {
+absl::Status SequentialArchiveReader::ReadInt32Vector(std::vector<int32_t>* out,
+                                                      ObjectFormat* format) {
   absl::Status s = BeginRead();
   if (!s.ok()) return s;
   return EndRead(ReadInt32VectorObject(in_.get(), limits_, key_, out, format));
 }
 
-RxfilenameReader::RxfilenameReader(int max_open_files,
-                                   const ReadLimits& limits)
+RxfilenameReader::RxfilenameReader(int max_open_files, const ReadLimits& limits)
     : max_open_files_(std::max(1, max_open_files)), limits_(limits) {}
 
 RxfilenameReader::~RxfilenameReader() = default;
 
-absl::StatusOr<InputStream*> RxfilenameReader::Position(
-    const Rxfilename& rx, absl::string_view key) {
+absl::StatusOr<InputStream*> RxfilenameReader::Position(const Rxfilename& rx,
+                                                        absl::string_view key) {
   ++clock_;
   OpenFile* file = nullptr;
   for (OpenFile& f : files_) {
@@ -99,11 +98,10 @@ absl::StatusOr<InputStream*> RxfilenameReader::Position(
     if (!stream.ok()) return stream.status();
     ++total_opens_;
     if (static_cast<int>(files_.size()) >= max_open_files_) {
-      auto lru = std::min_element(
-          files_.begin(), files_.end(),
-          [](const OpenFile& a, const OpenFile& b) {
-            return a.last_use < b.last_use;
-          });
+      auto lru = std::min_element(files_.begin(), files_.end(),
+                                  [](const OpenFile& a, const OpenFile& b) {
+                                    return a.last_use < b.last_use;
+                                  });
       files_.erase(lru);
     }
     files_.push_back(OpenFile{rx.path, *std::move(stream), 0});

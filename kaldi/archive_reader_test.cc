@@ -108,11 +108,13 @@ TEST_F(ArchiveReaderTest, OffsetPastTheEnd) {
   rx.path = dir_ + "/f.ark";
   rx.has_offset = true;
   Matrix m;
-  for (int64_t offset : {int64_t{21}, int64_t{22}, int64_t{1} << 40}) {  // 21 bytes
+  for (int64_t offset :
+       {int64_t{21}, int64_t{22}, int64_t{1} << 40}) {  // 21 bytes
     rx.offset = offset;
     const absl::Status s = reader.ReadMatrix(rx, "k", &m);
     EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kOffsetPastEnd) << offset;
-    EXPECT_THAT(s.message(), HasSubstr("f.ark at byte " + std::to_string(offset)));
+    EXPECT_THAT(s.message(),
+                HasSubstr("f.ark at byte " + std::to_string(offset)));
   }
   rx.path = dir_ + "/missing.ark";
   rx.offset = 0;

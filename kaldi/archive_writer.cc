@@ -79,8 +79,8 @@ class ArchiveWriter::Sink {
             std::min<size_t>(data.size(), size_t{1} << 30));
         if (gzwrite(gz_, data.data(), n) != static_cast<int>(n)) {
           int err;
-          return absl::UnavailableError(absl::StrCat(
-              tmp_, ": cannot write: ", gzerror(gz_, &err)));
+          return absl::UnavailableError(
+              absl::StrCat(tmp_, ": cannot write: ", gzerror(gz_, &err)));
         }
         data.remove_prefix(n);
       }
@@ -164,7 +164,8 @@ absl::Status EncodeMatrix(const float* data, int32_t rows, int32_t cols,
   }
   const CompressionMethod method =
       format == MatrixFormat::kCompressedAuto ? CompressionMethod::kAuto
-      : format == MatrixFormat::kCompressedCM ? CompressionMethod::kSpeechFeature
+      : format == MatrixFormat::kCompressedCM
+          ? CompressionMethod::kSpeechFeature
       : format == MatrixFormat::kCompressedCM2 ? CompressionMethod::kTwoByte
                                                : CompressionMethod::kOneByte;
   return EncodeCompressed(data, rows, cols, method, out);
@@ -259,9 +260,8 @@ absl::Status ArchiveWriter::WriteMatrix(absl::string_view key,
   absl::Status s =
       EncodeMatrix(data, rows, cols, options_.matrix_format, &object_);
   if (!s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(options_.ark_path, " (utterance ", key, "): ",
-                     s.message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        options_.ark_path, " (utterance ", key, "): ", s.message()));
   }
   return WriteEntry(key, object_);
 }

@@ -36,8 +36,10 @@ TEST_F(ArchiveWriterTest, WritesTheFormatByteForByte) {
   ASSERT_TRUE(w.ok());
   const std::vector<float> m = {1.5f, -2, 0, 4e-3f, 7, 8};
   ASSERT_TRUE((*w)->WriteMatrix("utt1", m.data(), 2, 3).ok());
-  ASSERT_TRUE((*w)->WriteFloatVector("prior", std::vector<float>{0.25f, 0.75f}).ok());
-  ASSERT_TRUE((*w)->WriteInt32Vector("ali", std::vector<int32_t>{3, 0, -1}).ok());
+  ASSERT_TRUE(
+      (*w)->WriteFloatVector("prior", std::vector<float>{0.25f, 0.75f}).ok());
+  ASSERT_TRUE(
+      (*w)->WriteInt32Vector("ali", std::vector<int32_t>{3, 0, -1}).ok());
   DoubleMatrix stats;
   stats.Resize(2, 2);
   stats.data = {1, 2, 3, 0};

@@ -1,10 +1,9 @@
 #include "kaldi/bad_data.h"
 
-#include "absl/types/optional.h"
-
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/optional.h"
 
 namespace asgd::kaldi {
 namespace {

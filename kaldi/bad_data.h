@@ -6,7 +6,7 @@
 //    status payload (BadDataReasonOf) and a message that names the file, the
 //    byte offset and, where known, the utterance:
 //      "/exp/feats.ark at byte 1234 (utterance spk1-utt7): truncated: the
-//       FM data needs 16000 bytes, the file ends 120 bytes after byte 1250"
+//       FM data needs 16000 bytes from byte 1249, 120 remain"
 //    Callers decide on the code and the reason, never on the text. A
 //    BadDataPolicy chooses between failing with the error and skipping the
 //    utterance (counted in BadDataCounts).

@@ -15,8 +15,9 @@ TEST(BadDataTest, ErrorCarriesReasonAndLocation) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kNonFinite);
   EXPECT_TRUE(IsBadData(s));
-  EXPECT_EQ(s.message(),
-            "/d/feats.ark at byte 1234 (utterance u7): non_finite: row 3 is nan");
+  EXPECT_EQ(
+      s.message(),
+      "/d/feats.ark at byte 1234 (utterance u7): non_finite: row 3 is nan");
   const absl::Status line = BadDataError(BadDataReason::kMalformedLine,
                                          {"feats.scp", 40, 3, ""}, "no path");
   EXPECT_THAT(line.message(), HasSubstr("feats.scp line 3 at byte 40: "));

@@ -23,10 +23,9 @@ absl::StatusOr<CmvnTransform> MakeCmvnTransform(const DoubleMatrix& stats,
   const int dim = stats.cols - 1;
   const double count = stats.at(0, dim);
   if (count < 1.0) {
-    return BadDataError(
-        BadDataReason::kBadCmvn, where,
-        absl::StrCat("CMVN statistics have a frame count of ", count,
-                     " (at least 1 needed)"));
+    return BadDataError(BadDataReason::kBadCmvn, where,
+                        absl::StrCat("CMVN statistics have a frame count of ",
+                                     count, " (at least 1 needed)"));
   }
   CmvnTransform t;
   t.scale.assign(dim, 1.0f);

@@ -8,8 +8,8 @@
 // x' = (x − mean) / stddev, where mean = sum/count and
 // var = sumsq/count − mean², floored at 1e-20 as Kaldi does.
 //
-//   ASGD_ASSIGN_OR_RETURN(CmvnTransform t,
-//                         MakeCmvnTransform(stats, /*norm_vars=*/false, where));
+//   ASGD_ASSIGN_OR_RETURN(
+//       CmvnTransform t, MakeCmvnTransform(stats, /*norm_vars=*/false, where));
 //   ApplyCmvn(t, &features);
 //
 // Thread-safety: the functions are reentrant; a CmvnTransform is a value.

@@ -95,10 +95,10 @@ ColHeader ComputeColHeader(const CompressedHeader& h,
   } else {
     std::sort(s.begin(), s.end());
     c.p0 = std::min<uint16_t>(FloatToUint16(h, s[0]), 65532);
-    c.p25 = n > 1 ? std::min<uint16_t>(
-                        std::max<uint16_t>(FloatToUint16(h, s[1]), up(c.p0)),
-                        65533)
-                  : up(c.p0);
+    c.p25 =
+        n > 1 ? std::min<uint16_t>(
+                    std::max<uint16_t>(FloatToUint16(h, s[1]), up(c.p0)), 65533)
+              : up(c.p0);
     c.p75 = n > 2 ? std::min<uint16_t>(
                         std::max<uint16_t>(FloatToUint16(h, s[2]), up(c.p25)),
                         65534)
@@ -192,9 +192,9 @@ absl::Status EncodeCompressed(const float* data, int32_t rows, int32_t cols,
   const int64_t n = int64_t{rows} * cols;
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(data[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot compress a matrix with NaN or Inf (row ", i / cols,
-          ", column ", i % cols, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot compress a matrix with NaN or Inf (row ",
+                       i / cols, ", column ", i % cols, ")"));
     }
   }
   CompressedFormat format = CompressedFormat::kOneByteWithColHeaders;
@@ -252,7 +252,8 @@ absl::Status EncodeCompressed(const float* data, int32_t rows, int32_t cols,
       unsigned char* bytes = p + 8 * int64_t{cols};
       std::vector<float> column(rows);
       for (int32_t c = 0; c < cols; ++c) {
-        for (int32_t r = 0; r < rows; ++r) column[r] = data[int64_t{r} * cols + c];
+        for (int32_t r = 0; r < rows; ++r)
+          column[r] = data[int64_t{r} * cols + c];
         const ColHeader ch = ComputeColHeader(h, &column);
         unsigned char* hp = p + 8 * int64_t{c};
         const uint16_t q[4] = {ch.p0, ch.p25, ch.p75, ch.p100};
@@ -260,7 +261,8 @@ absl::Status EncodeCompressed(const float* data, int32_t rows, int32_t cols,
           hp[2 * k] = q[k] & 0xff;
           hp[2 * k + 1] = q[k] >> 8;
         }
-        const float p0 = Uint16ToFloat(h, ch.p0), p25 = Uint16ToFloat(h, ch.p25),
+        const float p0 = Uint16ToFloat(h, ch.p0),
+                    p25 = Uint16ToFloat(h, ch.p25),
                     p75 = Uint16ToFloat(h, ch.p75),
                     p100 = Uint16ToFloat(h, ch.p100);
         unsigned char* col = bytes + int64_t{c} * rows;

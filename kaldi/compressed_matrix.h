@@ -58,10 +58,10 @@ void DecodeCompressed(CompressedFormat format, const CompressedHeader& header,
 
 // How Kaldi chooses a format (copy-feats --compress=true uses kAuto).
 enum class CompressionMethod {
-  kAuto,          // CM when rows > 8, else CM2 (Kaldi's kAutomaticMethod)
-  kSpeechFeature, // CM
-  kTwoByte,       // CM2
-  kOneByte,       // CM3
+  kAuto,           // CM when rows > 8, else CM2 (Kaldi's kAutomaticMethod)
+  kSpeechFeature,  // CM
+  kTwoByte,        // CM2
+  kOneByte,        // CM3
 };
 
 // Appends the token with its space, the header and the payload of

@@ -22,10 +22,10 @@ std::string Body(const std::string& object) { return object.substr(2); }
 std::vector<float> Decode(const std::string& body) {
   const size_t space = body.find(' ');
   const std::string token = body.substr(0, space);
-  const CompressedFormat format =
-      token == "CM"    ? CompressedFormat::kOneByteWithColHeaders
-      : token == "CM2" ? CompressedFormat::kTwoByte
-                       : CompressedFormat::kOneByte;
+  const CompressedFormat format = token == "CM"
+                                      ? CompressedFormat::kOneByteWithColHeaders
+                                  : token == "CM2" ? CompressedFormat::kTwoByte
+                                                   : CompressedFormat::kOneByte;
   const unsigned char* p =
       reinterpret_cast<const unsigned char*>(body.data()) + space + 1;
   CompressedHeader h;
@@ -33,8 +33,9 @@ std::vector<float> Decode(const std::string& body) {
   std::memcpy(&h.range, p + 4, 4);
   std::memcpy(&h.rows, p + 8, 4);
   std::memcpy(&h.cols, p + 12, 4);
-  EXPECT_EQ(body.size() - space - 1 - kCompressedHeaderBytes,
-            static_cast<size_t>(CompressedPayloadBytes(format, h.rows, h.cols)));
+  EXPECT_EQ(
+      body.size() - space - 1 - kCompressedHeaderBytes,
+      static_cast<size_t>(CompressedPayloadBytes(format, h.rows, h.cols)));
   std::vector<float> out(int64_t{h.rows} * h.cols);
   DecodeCompressed(format, h, p + kCompressedHeaderBytes, out.data());
   return out;
@@ -47,15 +48,16 @@ constexpr double kDecodeTolerance = 1e-6;
 TEST(CompressedMatrixTest, DecodesCmAsTheFormulaSays) {
   const float min = -2.5f, range = 10.0f;
   const int rows = 9, cols = 3;
-  const std::vector<ColumnHeader> headers = {
-      {0, 10000, 40000, 65535}, {100, 200, 300, 400}, {65000, 65100, 65300, 65535}};
+  const std::vector<ColumnHeader> headers = {{0, 10000, 40000, 65535},
+                                             {100, 200, 300, 400},
+                                             {65000, 65100, 65300, 65535}};
   const std::vector<uint8_t> probe = {0, 1, 63, 64, 65, 128, 192, 193, 255};
   std::vector<uint8_t> bytes;  // column-major
   for (int c = 0; c < cols; ++c) {
     for (int r = 0; r < rows; ++r) bytes.push_back(probe[(r + c) % rows]);
   }
-  const std::vector<float> got = Decode(
-      Body(testing::CmObject(min, range, rows, cols, headers, bytes)));
+  const std::vector<float> got =
+      Decode(Body(testing::CmObject(min, range, rows, cols, headers, bytes)));
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) {
       const double want =
@@ -93,14 +95,15 @@ TEST(CompressedMatrixTest, DecodesCm2AndCm3AsTheFormulaSays) {
 TEST(CompressedMatrixTest, EncodesCm2AndCm3BitExactly) {
   const std::vector<float> data = {0, 1, 2, 3};
   std::string cm2;
-  ASSERT_TRUE(EncodeCompressed(data.data(), 1, 4, CompressionMethod::kTwoByte,
-                               &cm2)
-                  .ok());
-  EXPECT_EQ(cm2, Body(testing::Cm2Object(0, 3, 1, 4, {0, 21845, 43690, 65535})));
+  ASSERT_TRUE(
+      EncodeCompressed(data.data(), 1, 4, CompressionMethod::kTwoByte, &cm2)
+          .ok());
+  EXPECT_EQ(cm2,
+            Body(testing::Cm2Object(0, 3, 1, 4, {0, 21845, 43690, 65535})));
   std::string cm3;
-  ASSERT_TRUE(EncodeCompressed(data.data(), 4, 1, CompressionMethod::kOneByte,
-                               &cm3)
-                  .ok());
+  ASSERT_TRUE(
+      EncodeCompressed(data.data(), 4, 1, CompressionMethod::kOneByte, &cm3)
+          .ok());
   EXPECT_EQ(cm3, Body(testing::Cm3Object(0, 3, 4, 1, {0, 85, 170, 255})));
 }
 
@@ -123,9 +126,11 @@ TEST(CompressedMatrixTest, AutoPicksCmAbove8RowsElseCm2) {
   data[3] = 2.0f;
   std::string nine, eight;
   ASSERT_TRUE(
-      EncodeCompressed(data.data(), 9, 2, CompressionMethod::kAuto, &nine).ok());
+      EncodeCompressed(data.data(), 9, 2, CompressionMethod::kAuto, &nine)
+          .ok());
   ASSERT_TRUE(
-      EncodeCompressed(data.data(), 8, 2, CompressionMethod::kAuto, &eight).ok());
+      EncodeCompressed(data.data(), 8, 2, CompressionMethod::kAuto, &eight)
+          .ok());
   EXPECT_EQ(nine.substr(0, 3), "CM ");
   EXPECT_EQ(eight.substr(0, 4), "CM2 ");
 }
@@ -186,9 +191,9 @@ TEST(CompressedMatrixTest, Cm2RoundTripWithinHalfAStep) {
   std::vector<float> data(7 * 13);
   for (float& v : data) v = u(rng);
   std::string cm2;
-  ASSERT_TRUE(EncodeCompressed(data.data(), 7, 13, CompressionMethod::kAuto,
-                               &cm2)
-                  .ok());
+  ASSERT_TRUE(
+      EncodeCompressed(data.data(), 7, 13, CompressionMethod::kAuto, &cm2)
+          .ok());
   ASSERT_EQ(cm2.substr(0, 4), "CM2 ");
   const std::vector<float> got = Decode(cm2);
   float range;

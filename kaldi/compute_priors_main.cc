@@ -3,7 +3,8 @@
 // hybrid decoder divides the network's posteriors by; see priors.h.
 //
 //   bazel-bin/kaldi/compute_priors --alignments='exp/tri3_ali/pdf.*.gz'
-//       --counts_out=exp/dnn/ali_train_pdf.counts --priors_out=exp/dnn/prior.vec
+//       --counts_out=exp/dnn/ali_train_pdf.counts
+//       --priors_out=exp/dnn/prior.vec
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -26,8 +27,9 @@ ABSL_FLAG(std::string, counts_out, "",
           "format of analyze-counts --binary=false.");
 ABSL_FLAG(std::string, priors_out, "",
           "Write the priors (counts / total) here as a Kaldi float vector.");
-ABSL_FLAG(bool, binary, true,
-          "Priors as a binary vector (\"FV\"); false: text \" [ p0 p1 ... ]\".");
+ABSL_FLAG(
+    bool, binary, true,
+    "Priors as a binary vector (\"FV\"); false: text \" [ p0 p1 ... ]\".");
 ABSL_FLAG(std::string, bad_data, "refuse",
           "`refuse`: a bad alignment is an error; `skip`: it is left out and "
           "counted.");
@@ -65,8 +67,8 @@ int main(int argc, char** argv) {
                  files.status().ToString().c_str());
     return 1;
   }
-  auto counts = asgd::kaldi::CountPdfs(*files, absl::GetFlag(FLAGS_num_classes),
-                                       *policy);
+  auto counts =
+      asgd::kaldi::CountPdfs(*files, absl::GetFlag(FLAGS_num_classes), *policy);
   if (!counts.ok()) {
     std::fprintf(stderr, "compute_priors: error: %s\n",
                  counts.status().ToString().c_str());

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -50,9 +50,9 @@ absl::StatusOr<std::string> AbsolutePath(const std::string& path) {
 // The part files of `split` ("train" or "heldout") listed in corpus.txt.
 absl::StatusOr<std::vector<std::string>> PartFiles(const std::string& dir,
                                                    absl::string_view split) {
-  ASGD_ASSIGN_OR_RETURN(auto table,
-                        TextTableReader::Open(absl::StrCat(dir, "/corpus.txt"),
-                                              1 << 24));
+  ASGD_ASSIGN_OR_RETURN(
+      auto table,
+      TextTableReader::Open(absl::StrCat(dir, "/corpus.txt"), 1 << 24));
   const std::string wanted = absl::StrCat(split, "_files");
   std::string key, value;
   while (true) {
@@ -92,8 +92,8 @@ absl::StatusOr<std::vector<Entry>> SplitEntries(
       absl::StatusOr<bool> more = (*table)->Next(&id, &rest);
       if (!more.ok()) return more.status();
       if (!*more) break;
-      const std::vector<std::string> fields = absl::StrSplit(
-          rest, absl::MaxSplits(absl::ByAnyChar(" \t"), 1));
+      const std::vector<std::string> fields =
+          absl::StrSplit(rest, absl::MaxSplits(absl::ByAnyChar(" \t"), 1));
       if (fields.empty() || fields[0].empty()) {
         return absl::InvalidArgumentError(absl::StrCat(
             txt, " line ", (*table)->line(), ": want `<id> <voice> <text>`"));
@@ -117,9 +117,9 @@ absl::StatusOr<std::vector<Entry>> SplitEntries(
     }
   }
   if (entries.size() != utts.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, ": the ", split, " .txt files list ", entries.size(),
-        " utterances, the .bin files hold ", utts.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": the ", split, " .txt files list ", entries.size(),
+                     " utterances, the .bin files hold ", utts.size()));
   }
   for (size_t i = 0; i < utts.size(); ++i) entries[i].utt = &utts[i];
   std::sort(entries.begin(), entries.end(),
@@ -154,8 +154,8 @@ absl::StatusOr<CorpusExportSplit> ExportSplit(
   std::map<std::string, std::string> speaker_of;
   for (const Entry& e : entries) {
     const corpus::Utterance& u = *e.utt;
-    ASGD_RETURN_IF_ERROR(feats_writer->WriteMatrix(
-        e.key, u.features.data(), u.num_frames, feature_dim));
+    ASGD_RETURN_IF_ERROR(feats_writer->WriteMatrix(e.key, u.features.data(),
+                                                   u.num_frames, feature_dim));
     ASGD_RETURN_IF_ERROR(ali_writer->WriteInt32Vector(e.key, u.labels));
     absl::StrAppend(&utt2spk, e.key, " ", e.speaker, "\n");
     absl::StrAppend(&text, e.key, " ", e.text, "\n");

@@ -45,9 +45,8 @@ class CorpusExportTest : public ::testing::Test {
     train_ = {Utt(1, 12, 0.0f), Utt(0, 9, 5.0f), Utt(1, 20, -3.0f),
               Utt(2, 3, 1.0f), Utt(0, 15, 2.0f)};
     heldout_ = {Utt(2, 11, 4.0f), Utt(0, 7, -1.0f)};
-    ASSERT_TRUE(corpus::WriteUtteranceFile(
-                    corpus_ + "/train-00.bin", kDim,
-                    {train_[0], train_[1], train_[2]})
+    ASSERT_TRUE(corpus::WriteUtteranceFile(corpus_ + "/train-00.bin", kDim,
+                                           {train_[0], train_[1], train_[2]})
                     .ok());
     ASSERT_TRUE(corpus::WriteUtteranceFile(corpus_ + "/train-01.bin", kDim,
                                            {train_[3], train_[4]})
@@ -61,8 +60,9 @@ class CorpusExportTest : public ::testing::Test {
                        "train-000002 awb one two three\n");
     testing::WriteFile(corpus_ + "/train-01.txt",
                        "train-000003 rms four\ntrain-000004 kal16 five six\n");
-    testing::WriteFile(corpus_ + "/heldout-00.txt",
-                       "heldout-000000 rms seven\nheldout-000001 kal16 eight\n");
+    testing::WriteFile(
+        corpus_ + "/heldout-00.txt",
+        "heldout-000000 rms seven\nheldout-000001 kal16 eight\n");
     testing::WriteFile(corpus_ + "/corpus.txt",
                        "format asgd-corpus-1\nfeature_dim 4\nnum_classes 3\n"
                        "classes a b pau\nmean 0 0 0 0\nstddev 1 1 1 1\n"
@@ -210,7 +210,8 @@ TEST_F(CorpusExportTest, MismatchedTextFilesAndMissingCorpusAreErrors) {
   EXPECT_EQ(ExportCorpusToKaldi(o).status().code(),
             absl::StatusCode::kInvalidArgument);
   o.corpus_dir = dir_ + "/no-corpus";
-  EXPECT_EQ(ExportCorpusToKaldi(o).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ExportCorpusToKaldi(o).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -27,10 +27,11 @@ ABSL_FLAG(bool, gzip_alignments, false,
 namespace {
 
 void PrintSplit(const char* name, const asgd::kaldi::CorpusExportSplit& s) {
-  std::printf("%s: %lld utterances, %lld frames, %d speakers, feats.ark %.1f MiB\n",
-              name, static_cast<long long>(s.utterances),
-              static_cast<long long>(s.frames), s.speakers,
-              s.feature_bytes / 1048576.0);
+  std::printf(
+      "%s: %lld utterances, %lld frames, %d speakers, feats.ark %.1f MiB\n",
+      name, static_cast<long long>(s.utterances),
+      static_cast<long long>(s.frames), s.speakers,
+      s.feature_bytes / 1048576.0);
 }
 
 }  // namespace

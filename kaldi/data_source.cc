@@ -32,7 +32,7 @@ struct KaldiDataSource::Record {
   int64_t offset = 0;
   MatrixRange range;
   int64_t scp_line = 0;
-  int32_t speaker = -1;  // index into speakers_
+  int32_t speaker = -1;   // index into speakers_
   int32_t ali_file = -1;  // index into alignment_files_
   int64_t ali_offset = -1;
   LabelStore::Handle labels;
@@ -50,8 +50,7 @@ struct KaldiDataSource::Record {
 };
 
 KaldiDataSource::KaldiDataSource(const KaldiDataOptions& options)
-    : options_(options),
-      reader_(options.max_open_files, options.limits) {}
+    : options_(options), reader_(options.max_open_files, options.limits) {}
 
 KaldiDataSource::~KaldiDataSource() = default;
 
@@ -79,8 +78,7 @@ absl::StatusOr<std::unique_ptr<KaldiDataSource>> KaldiDataSource::Create(
         "max_num_classes), read_block, shuffle_buffer_utterances, "
         "max_open_files >= 1, shuffle_buffer_bytes >= 0");
   }
-  auto source =
-      std::unique_ptr<KaldiDataSource>(new KaldiDataSource(options));
+  auto source = std::unique_ptr<KaldiDataSource>(new KaldiDataSource(options));
   ASGD_RETURN_IF_ERROR(source->Index());
   source->StartEpoch(0);
   return source;
@@ -117,9 +115,8 @@ absl::Status KaldiDataSource::ReadScp(std::vector<ScpEntry>* first_entries) {
   ScpOptions scp_options;
   scp_options.base_dir = options_.scp_base_dir;
   ASGD_ASSIGN_OR_RETURN(
-      auto scp,
-      ScpReader::Open(absl::StrCat(options_.data_dir, "/feats.scp"),
-                      scp_options));
+      auto scp, ScpReader::Open(absl::StrCat(options_.data_dir, "/feats.scp"),
+                                scp_options));
   absl::flat_hash_map<std::string, int32_t> path_index;
   ScpEntry e;
   while (true) {
@@ -146,8 +143,8 @@ absl::Status KaldiDataSource::ReadScp(std::vector<ScpEntry>* first_entries) {
     }
     Record r;
     r.key = e.key;
-    const auto [p, added] = path_index.emplace(
-        e.rx.path, static_cast<int32_t>(paths_.size()));
+    const auto [p, added] =
+        path_index.emplace(e.rx.path, static_cast<int32_t>(paths_.size()));
     if (added) paths_.push_back(e.rx.path);
     r.path = p->second;
     r.has_offset = e.rx.has_offset;
@@ -200,10 +197,10 @@ absl::Status KaldiDataSource::ReadSpeakers() {
     if (record == nullptr) continue;
     if (value.empty() || value.find_first_of(" \t") != std::string::npos) {
       ASGD_RETURN_IF_ERROR(Reject(
-          record, BadDataError(BadDataReason::kMalformedLine,
-                               {utt2spk, table->line_offset(), table->line(),
-                                key},
-                               "want `utterance speaker`")));
+          record,
+          BadDataError(BadDataReason::kMalformedLine,
+                       {utt2spk, table->line_offset(), table->line(), key},
+                       "want `utterance speaker`")));
       continue;
     }
     record->speaker = intern(value);
@@ -258,8 +255,8 @@ absl::Status KaldiDataSource::ReadCmvn() {
       problem[spk] = s;
       continue;
     }
-    absl::StatusOr<CmvnTransform> t = MakeCmvnTransform(
-        stats, options_.norm_vars, {e.rx.path, e.rx.offset});
+    absl::StatusOr<CmvnTransform> t =
+        MakeCmvnTransform(stats, options_.norm_vars, {e.rx.path, e.rx.offset});
     if (!t.ok()) {
       problem[spk] = t.status();
       continue;
@@ -275,10 +272,10 @@ absl::Status KaldiDataSource::ReadCmvn() {
     const BadDataReason reason =
         p.ok() ? BadDataReason::kMissingSpeaker : BadDataReasonOf(p);
     const std::string what =
-        p.ok() ? absl::StrCat(cmvn_path, " has no statistics for speaker ",
-                              speakers_[r.speaker])
-               : absl::StrCat("speaker ", speakers_[r.speaker], ": ",
-                              p.message());
+        p.ok()
+            ? absl::StrCat(cmvn_path, " has no statistics for speaker ",
+                           speakers_[r.speaker])
+            : absl::StrCat("speaker ", speakers_[r.speaker], ": ", p.message());
     ASGD_RETURN_IF_ERROR(Reject(
         &r, BadDataError(reason, {paths_[r.path], r.offset, 0, r.key}, what)));
   }
@@ -287,8 +284,7 @@ absl::Status KaldiDataSource::ReadCmvn() {
 }
 
 absl::Status KaldiDataSource::ReadAlignments() {
-  ASGD_ASSIGN_OR_RETURN(alignment_files_,
-                        ExpandFileList(options_.alignments));
+  ASGD_ASSIGN_OR_RETURN(alignment_files_, ExpandFileList(options_.alignments));
   ASGD_ASSIGN_OR_RETURN(
       auto reader, AlignmentReader::Open(alignment_files_, options_.limits));
   labels_ = std::make_unique<LabelStore>(options_.max_label_memory_bytes,
@@ -334,21 +330,19 @@ absl::Status KaldiDataSource::ReadAlignments() {
                      [limit](int32_t l) { return l < 0 || l >= limit; });
     if (bad_label != e.labels.end()) {
       ASGD_RETURN_IF_ERROR(Reject(
-          &r,
-          BadDataError(BadDataReason::kLabelOutOfRange, e.where,
-                       absl::StrCat("label ", *bad_label, " at frame ",
-                                    bad_label - e.labels.begin(),
-                                    " is outside [0, ", limit, ")",
-                                    options_.num_classes > 0
-                                        ? " (the class count)"
-                                        : " (max_num_classes)"))));
+          &r, BadDataError(BadDataReason::kLabelOutOfRange, e.where,
+                           absl::StrCat("label ", *bad_label, " at frame ",
+                                        bad_label - e.labels.begin(),
+                                        " is outside [0, ", limit, ")",
+                                        options_.num_classes > 0
+                                            ? " (the class count)"
+                                            : " (max_num_classes)"))));
       continue;
     }
     ASGD_ASSIGN_OR_RETURN(r.labels, labels_->Append(e.labels));
   }
-  num_classes_ = options_.num_classes > 0
-                     ? options_.num_classes
-                     : static_cast<int32_t>(max_label + 1);
+  num_classes_ = options_.num_classes > 0 ? options_.num_classes
+                                          : static_cast<int32_t>(max_label + 1);
   if (num_classes_ <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "no labels in the alignments (", absl::StrJoin(alignment_files_, ", "),
@@ -356,18 +350,16 @@ absl::Status KaldiDataSource::ReadAlignments() {
   }
   for (Record& r : records_) {
     if (r.bad != BadDataReason::kNone || r.ali_file >= 0) continue;
-    std::string what = absl::StrCat("feats.scp line ", r.scp_line,
-                                    ": no alignment in ",
-                                    alignment_files_.size(), " file(s) (",
-                                    alignment_files_.front(),
-                                    alignment_files_.size() > 1 ? ", ..." : "",
-                                    ")");
+    std::string what = absl::StrCat(
+        "feats.scp line ", r.scp_line, ": no alignment in ",
+        alignment_files_.size(), " file(s) (", alignment_files_.front(),
+        alignment_files_.size() > 1 ? ", ..." : "", ")");
     if (!first_file_error.ok()) {
       absl::StrAppend(&what, "; note: ", first_file_error.message());
     }
-    ASGD_RETURN_IF_ERROR(Reject(
-        &r, BadDataError(BadDataReason::kMissingAlignment,
-                         {paths_[r.path], r.offset, 0, r.key}, what)));
+    ASGD_RETURN_IF_ERROR(
+        Reject(&r, BadDataError(BadDataReason::kMissingAlignment,
+                                {paths_[r.path], r.offset, 0, r.key}, what)));
   }
   return absl::OkStatus();
 }
@@ -379,8 +371,9 @@ absl::Status KaldiDataSource::FindFeatureDim(
     return absl::OkStatus();
   }
   absl::Status last = absl::InvalidArgumentError(
-      absl::StrCat(options_.data_dir, "/feats.scp has no usable entry: "
-                                      "cannot tell the feature dimension"));
+      absl::StrCat(options_.data_dir,
+                   "/feats.scp has no usable entry: "
+                   "cannot tell the feature dimension"));
   Matrix m;
   for (const ScpEntry& e : first_entries) {
     absl::Status s = reader_.ReadMatrix(e.rx, e.key, &m);
@@ -395,11 +388,10 @@ absl::Status KaldiDataSource::FindFeatureDim(
 }
 
 void KaldiDataSource::StartEpoch(uint64_t epoch) {
-  std::seed_seq seq{static_cast<uint32_t>(options_.seed),
-                    static_cast<uint32_t>(options_.seed >> 32),
-                    static_cast<uint32_t>(epoch),
-                    static_cast<uint32_t>(epoch >> 32),
-                    static_cast<uint32_t>(options_.part)};
+  std::seed_seq seq{
+      static_cast<uint32_t>(options_.seed),
+      static_cast<uint32_t>(options_.seed >> 32), static_cast<uint32_t>(epoch),
+      static_cast<uint32_t>(epoch >> 32), static_cast<uint32_t>(options_.part)};
   rng_.seed(seq);
   order_.clear();
   order_.reserve(records_.size());
@@ -438,10 +430,9 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
   }
   for (size_t i = 0; i < f.data.size(); ++i) {
     if (!std::isfinite(f.data[i])) {
-      return BadDataError(
-          BadDataReason::kNonFinite, where,
-          absl::StrCat("feature row ", i / f.cols, ", column ", i % f.cols,
-                       " is ", f.data[i]));
+      return BadDataError(BadDataReason::kNonFinite, where,
+                          absl::StrCat("feature row ", i / f.cols, ", column ",
+                                       i % f.cols, " is ", f.data[i]));
     }
   }
   s = labels_->Read(r.labels, &out->labels);
@@ -493,10 +484,9 @@ absl::StatusOr<bool> KaldiDataSource::Next(KaldiUtterance* out) {
       has_pending_ = true;
     }
     const int64_t bytes = pending_.bytes();
-    const bool fits =
-        buffer_.empty() ||
-        (buffer_.size() < max_utterances &&
-         buffer_bytes_ + bytes <= options_.shuffle_buffer_bytes);
+    const bool fits = buffer_.empty() ||
+                      (buffer_.size() < max_utterances &&
+                       buffer_bytes_ + bytes <= options_.shuffle_buffer_bytes);
     if (!fits) break;
     buffer_.push_back(std::move(pending_));
     has_pending_ = false;

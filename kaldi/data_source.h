@@ -208,8 +208,8 @@ class KaldiDataSource {
   std::vector<std::string> paths_;  // archive paths, interned
   std::vector<Record> records_;
   absl::flat_hash_map<std::string, int64_t> by_key_;
-  std::vector<std::string> speakers_;          // interned speaker ids
-  std::vector<CmvnTransform> transforms_;      // per speaker, when applied
+  std::vector<std::string> speakers_;      // interned speaker ids
+  std::vector<CmvnTransform> transforms_;  // per speaker, when applied
   std::vector<std::string> alignment_files_;
   std::unique_ptr<LabelStore> labels_;
   RxfilenameReader reader_;

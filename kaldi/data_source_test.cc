@@ -428,14 +428,13 @@ TEST_P(BadDataTest, SkipDropsExactlyThatUtteranceAndCountsIt) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, BadDataTest, ::testing::ValuesIn(BadCases()),
-    [](const ::testing::TestParamInfo<BadCase>& info) {
-      return info.param.name;
-    });
+INSTANTIATE_TEST_SUITE_P(Cases, BadDataTest, ::testing::ValuesIn(BadCases()),
+                         [](const ::testing::TestParamInfo<BadCase>& info) {
+                           return info.param.name;
+                         });
 
 TEST_F(DataSourceTest, DuplicateScpKeyIsSkippedOnce) {
-  data_->utts().push_back(data_->utts()[2]);  // the same key again
+  data_->utts().push_back(data_->utts()[2]);   // the same key again
   data_->utts().back().has_alignment = false;  // (one alignment for both)
   data_->Write();
   KaldiDataOptions o = OptionsFor(*data_);
@@ -454,7 +453,8 @@ TEST_F(DataSourceTest, DuplicateScpKeyIsSkippedOnce) {
 
 TEST_F(DataSourceTest, BadCmvnStatsDropTheirSpeaker) {
   // spk1's stats with a frame count of 0.
-  data_->cmvn_override()["spk1"] = testing::DmObject(2, 4, {1, 2, 3, 0, 1, 1, 1, 0});
+  data_->cmvn_override()["spk1"] =
+      testing::DmObject(2, 4, {1, 2, 3, 0, 1, 1, 1, 0});
   data_->Write();
   KaldiDataOptions o = OptionsFor(*data_);
   o.policy = BadDataPolicy::kRefuse;
@@ -467,7 +467,8 @@ TEST_F(DataSourceTest, BadCmvnStatsDropTheirSpeaker) {
   ASSERT_TRUE(source.ok());
   auto utts = Pass(source->get(), 0);
   ASSERT_TRUE(utts.ok());
-  for (const KaldiUtterance& u : *utts) EXPECT_THAT(u.key, ::testing::Not(HasSubstr("spk1")));
+  for (const KaldiUtterance& u : *utts)
+    EXPECT_THAT(u.key, ::testing::Not(HasSubstr("spk1")));
   EXPECT_EQ(utts->size(), 8u);
   EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kBadCmvn), 4);
 }
@@ -509,15 +510,16 @@ TEST(DataSourceMemoryTest, BoundedBufferAndOpenFiles) {
     const std::string key = absl::StrCat("u", 1000 + i);
     std::vector<float> f(kRows * kCols, static_cast<float>(i));
     arks[i % kArchives].Add(key, testing::FmObject(kRows, kCols, f));
-    ali.Add(key, testing::Int32VectorObject(std::vector<int32_t>(kRows, i % 7)));
+    ali.Add(key,
+            testing::Int32VectorObject(std::vector<int32_t>(kRows, i % 7)));
   }
   for (int a = 0; a < kArchives; ++a) {
     testing::WriteFile(absl::StrCat(dir, "/f", a, ".ark"), arks[a].bytes());
   }
   for (int i = 0; i < kUtts; ++i) {
     const std::string key = absl::StrCat("u", 1000 + i);
-    absl::StrAppend(&scp, key, " ", dir, "/f", i % kArchives, ".ark:",
-                    arks[i % kArchives].offset(key), "\n");
+    absl::StrAppend(&scp, key, " ", dir, "/f", i % kArchives,
+                    ".ark:", arks[i % kArchives].offset(key), "\n");
   }
   testing::WriteFile(dir + "/feats.scp", scp);
   testing::WriteFile(dir + "/ali.ark", ali.bytes());

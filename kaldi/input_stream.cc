@@ -189,8 +189,7 @@ absl::StatusOr<std::unique_ptr<InputStream>> InputStream::OpenSequential(
         absl::StrCat(path, ": cannot start gzip decompression"));
   }
   gzbuffer(file, 128 * 1024);
-  return std::unique_ptr<InputStream>(
-      new GzipStream(path, file, buffer_bytes));
+  return std::unique_ptr<InputStream>(new GzipStream(path, file, buffer_bytes));
 }
 
 std::unique_ptr<InputStream> InputStream::FromMemory(std::string name,
@@ -205,13 +204,12 @@ absl::Status InputStream::Seek(int64_t offset) {
         absl::StrCat(name_, ": cannot seek in a gzip stream"));
   }
   if (offset < 0 || offset > size_) {
-    return absl::OutOfRangeError(absl::StrCat(
-        name_, ": offset ", offset, " is outside the file (", size_,
-        " bytes)"));
+    return absl::OutOfRangeError(absl::StrCat(name_, ": offset ", offset,
+                                              " is outside the file (", size_,
+                                              " bytes)"));
   }
   // Within the buffered bytes: move the cursor only.
-  const int64_t buffer_begin_pos =
-      buffer_end_pos_ - static_cast<int64_t>(end_);
+  const int64_t buffer_begin_pos = buffer_end_pos_ - static_cast<int64_t>(end_);
   if (offset >= buffer_begin_pos && offset <= buffer_end_pos_ &&
       io_status_.ok()) {
     begin_ = static_cast<size_t>(offset - buffer_begin_pos);

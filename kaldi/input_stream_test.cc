@@ -12,7 +12,8 @@ namespace {
 
 std::string Pattern(size_t n) {
   std::string s(n, '\0');
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 7 + i / 251) & 0xff);
+  for (size_t i = 0; i < n; ++i)
+    s[i] = static_cast<char>((i * 7 + i / 251) & 0xff);
   return s;
 }
 

@@ -65,9 +65,9 @@ absl::Status LabelStore::Spill() {
 
 absl::Status LabelStore::Flush() {
   if (pending_.empty()) return absl::OkStatus();
-  absl::Status s = WriteAll(
-      fd_, reinterpret_cast<const char*>(pending_.data()),
-      pending_.size() * sizeof(int32_t), flushed_ * 4, "label spill file");
+  absl::Status s = WriteAll(fd_, reinterpret_cast<const char*>(pending_.data()),
+                            pending_.size() * sizeof(int32_t), flushed_ * 4,
+                            "label spill file");
   if (!s.ok()) return s;
   flushed_ += static_cast<int64_t>(pending_.size());
   pending_.clear();
@@ -77,9 +77,8 @@ absl::Status LabelStore::Flush() {
 absl::StatusOr<LabelStore::Handle> LabelStore::Append(
     absl::Span<const int32_t> labels) {
   Handle h{size_, static_cast<int32_t>(labels.size())};
-  if (fd_ < 0 &&
-      static_cast<int64_t>((memory_.size() + labels.size()) * 4) >
-          max_memory_bytes_) {
+  if (fd_ < 0 && static_cast<int64_t>((memory_.size() + labels.size()) * 4) >
+                     max_memory_bytes_) {
     absl::Status s = Spill();
     if (!s.ok()) return s;
   }

@@ -52,10 +52,10 @@ class LabelStore {
 
   int64_t max_memory_bytes_;
   std::string temp_dir_;
-  std::vector<int32_t> memory_;  // all labels while not spilled
-  std::vector<int32_t> pending_; // spilled: labels not yet written
-  int64_t size_ = 0;             // labels appended
-  int64_t flushed_ = 0;          // spilled: labels in the file
+  std::vector<int32_t> memory_;   // all labels while not spilled
+  std::vector<int32_t> pending_;  // spilled: labels not yet written
+  int64_t size_ = 0;              // labels appended
+  int64_t flushed_ = 0;           // spilled: labels in the file
   int fd_ = -1;
 };
 

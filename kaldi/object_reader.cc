@@ -71,7 +71,7 @@ class Parser {
     if (left >= 0 && left < bytes) {
       return Error(BadDataReason::kTruncated,
                    absl::StrCat(what, " needs ", bytes, " bytes from byte ",
-                                in_->position(), ", the file has ", left));
+                                in_->position(), ", ", left, " remain"));
     }
     return absl::OkStatus();
   }
@@ -127,9 +127,9 @@ class Parser {
       }
       token.push_back(static_cast<char>(c));
       if (token.size() > 8) {
-        return Error(BadDataReason::kUnknownToken,
-                     absl::StrCat("unknown token starting \"",
-                                  Printable(token), "\""));
+        return Error(
+            BadDataReason::kUnknownToken,
+            absl::StrCat("unknown token starting \"", Printable(token), "\""));
       }
     }
     return token;
@@ -203,9 +203,10 @@ class Parser {
       if (c < 0 || IsSpace(c) || c == ']' || c == ';') break;
       token.push_back(static_cast<char>(in_->Get()));
       if (token.size() > 64) {
-        return Error(BadDataReason::kMalformedObject,
-                     absl::StrCat("text value \"", Printable(token.substr(0, 20)),
-                                  "...\" is too long"));
+        return Error(
+            BadDataReason::kMalformedObject,
+            absl::StrCat("text value \"", Printable(token.substr(0, 20)),
+                         "...\" is too long"));
       }
     }
     return token;
@@ -216,8 +217,7 @@ class Parser {
     double d;
     if (token.empty() || !absl::SimpleAtod(token, &d)) {
       return Error(BadDataReason::kMalformedObject,
-                   absl::StrCat("\"", Printable(token),
-                                "\" is not a number"));
+                   absl::StrCat("\"", Printable(token), "\" is not a number"));
     }
     *value = ToReal<Real>(d);
     return absl::OkStatus();
@@ -241,8 +241,8 @@ class Parser {
       if (cols < 0) cols = in_row;
       if (in_row != cols) {
         return Error(BadDataReason::kMalformedObject,
-                     absl::StrCat("text matrix row ", rows + 1, " has ",
-                                  in_row, " values, row 1 has ", cols));
+                     absl::StrCat("text matrix row ", rows + 1, " has ", in_row,
+                                  " values, row 1 has ", cols));
       }
       ++rows;
       in_row = 0;
@@ -360,9 +360,9 @@ absl::Status ReadCompressed(Parser& p, CompressedFormat format,
   std::memcpy(&h.rows, raw + 8, 4);
   std::memcpy(&h.cols, raw + 12, 4);
   if (h.rows < 0 || h.cols < 0) {
-    return p.Error(BadDataReason::kMalformedObject,
-                   absl::StrCat("compressed matrix of ", h.rows, " x ",
-                                h.cols));
+    return p.Error(
+        BadDataReason::kMalformedObject,
+        absl::StrCat("compressed matrix of ", h.rows, " x ", h.cols));
   }
   const int64_t count = int64_t{h.rows} * h.cols;
   s = p.CheckCount(count, "the compressed matrix");
@@ -403,10 +403,10 @@ absl::Status ReadMatrixT(InputStream* in, const ReadLimits& limits,
   auto token = p.Token();
   if (!token.ok()) return token.status();
   if (*token == "CM" || *token == "CM2" || *token == "CM3") {
-    const CompressedFormat f =
-        *token == "CM"    ? CompressedFormat::kOneByteWithColHeaders
-        : *token == "CM2" ? CompressedFormat::kTwoByte
-                          : CompressedFormat::kOneByte;
+    const CompressedFormat f = *token == "CM"
+                                   ? CompressedFormat::kOneByteWithColHeaders
+                               : *token == "CM2" ? CompressedFormat::kTwoByte
+                                                 : CompressedFormat::kOneByte;
     if (format != nullptr) {
       *format = *token == "CM"    ? ObjectFormat::kCompressedCM
                 : *token == "CM2" ? ObjectFormat::kCompressedCM2
@@ -545,7 +545,8 @@ absl::Status ReadInt32VectorObject(InputStream* in, const ReadLimits& limits,
       if (!token.ok()) return token.status();
       int32_t v;
       if (token->empty() || !absl::SimpleAtoi(*token, &v)) {
-        if (token->empty()) token = std::string(1, static_cast<char>(in->Get()));
+        if (token->empty())
+          token = std::string(1, static_cast<char>(in->Get()));
         return p.Error(BadDataReason::kMalformedObject,
                        absl::StrCat("\"", Printable(*token),
                                     "\" is not an int32 in a text int32 "
@@ -584,8 +585,10 @@ absl::Status ReadInt32VectorObject(InputStream* in, const ReadLimits& limits,
     const unsigned char* e = raw.data() + 5 * int64_t{i};
     if (e[0] != 4) {
       return p.Error(BadDataReason::kMalformedObject,
-                     absl::StrCat("element ", i, " of the int32 vector has "
-                                  "size byte ", int{e[0]}, ", not 4"));
+                     absl::StrCat("element ", i,
+                                  " of the int32 vector has "
+                                  "size byte ",
+                                  int{e[0]}, ", not 4"));
     }
     std::memcpy(&(*out)[i], e + 1, 4);
   }

@@ -59,11 +59,11 @@ struct ReadLimits {
 
 // How an object was stored (for tests and statistics).
 enum class ObjectFormat {
-  kFloatMatrix,   // FM
-  kDoubleMatrix,  // DM
-  kCompressedCM,  // CM
-  kCompressedCM2, // CM2
-  kCompressedCM3, // CM3
+  kFloatMatrix,    // FM
+  kDoubleMatrix,   // DM
+  kCompressedCM,   // CM
+  kCompressedCM2,  // CM2
+  kCompressedCM3,  // CM3
   kTextMatrix,
   kFloatVector,   // FV
   kDoubleVector,  // DV

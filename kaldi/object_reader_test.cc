@@ -13,9 +13,9 @@
 namespace asgd::kaldi {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Bytes;
 using testing::ColumnHeader;
+using ::testing::HasSubstr;
 
 std::unique_ptr<InputStream> Mem(const std::string& data) {
   return InputStream::FromMemory("mem.ark", data);
@@ -61,26 +61,26 @@ TEST(ObjectReaderTest, ReadsCompressedMatricesAsTheFormulaSays) {
   const std::vector<uint8_t> bytes = {0, 64, 192, 255, 10, 100, 200, 250};
   Matrix m;
   ObjectFormat format;
-  ASSERT_TRUE(ReadMatrix(testing::CmObject(min, range, rows, cols, headers,
-                                           bytes),
-                         &m, &format)
-                  .ok());
+  ASSERT_TRUE(
+      ReadMatrix(testing::CmObject(min, range, rows, cols, headers, bytes), &m,
+                 &format)
+          .ok());
   EXPECT_EQ(format, ObjectFormat::kCompressedCM);
   ASSERT_EQ(m.rows, rows);
   ASSERT_EQ(m.cols, cols);
   // Tolerance: float rounding of the decode formula, 1e-6 of the range.
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) {
-      EXPECT_NEAR(m.at(r, c),
-                  testing::CmByteValue(min, range, headers[c],
-                                       bytes[c * rows + r]),
-                  1e-6 * range);
+      EXPECT_NEAR(
+          m.at(r, c),
+          testing::CmByteValue(min, range, headers[c], bytes[c * rows + r]),
+          1e-6 * range);
     }
   }
 
   const std::vector<uint16_t> q2 = {0, 65535, 1, 40000, 20000, 3};
-  ASSERT_TRUE(ReadMatrix(testing::Cm2Object(min, range, 3, 2, q2), &m, &format)
-                  .ok());
+  ASSERT_TRUE(
+      ReadMatrix(testing::Cm2Object(min, range, 3, 2, q2), &m, &format).ok());
   EXPECT_EQ(format, ObjectFormat::kCompressedCM2);
   EXPECT_EQ(m.rows, 3);
   for (size_t i = 0; i < q2.size(); ++i) {
@@ -89,8 +89,8 @@ TEST(ObjectReaderTest, ReadsCompressedMatricesAsTheFormulaSays) {
   }
 
   const std::vector<uint8_t> q3 = {0, 255, 17, 128};
-  ASSERT_TRUE(ReadMatrix(testing::Cm3Object(min, range, 1, 4, q3), &m, &format)
-                  .ok());
+  ASSERT_TRUE(
+      ReadMatrix(testing::Cm3Object(min, range, 1, 4, q3), &m, &format).ok());
   EXPECT_EQ(format, ObjectFormat::kCompressedCM3);
   EXPECT_EQ(m.cols, 4);
   for (size_t i = 0; i < q3.size(); ++i) {
@@ -101,8 +101,7 @@ TEST(ObjectReaderTest, ReadsCompressedMatricesAsTheFormulaSays) {
 TEST(ObjectReaderTest, ReadsTextMatrix) {
   Matrix m;
   ObjectFormat format;
-  ASSERT_TRUE(
-      ReadMatrix(" [\n  1 2.5 -3\n  4e2 5 6 ]\n", &m, &format).ok());
+  ASSERT_TRUE(ReadMatrix(" [\n  1 2.5 -3\n  4e2 5 6 ]\n", &m, &format).ok());
   EXPECT_EQ(format, ObjectFormat::kTextMatrix);
   EXPECT_EQ(m.rows, 2);
   EXPECT_EQ(m.cols, 3);
@@ -214,9 +213,8 @@ TEST(ObjectReaderTest, UnknownAndUnexpectedTokens) {
       ReadMatrix(testing::BinaryHeader() + "XM " + std::string(10, '\0'), &m);
   EXPECT_EQ(BadDataReasonOf(unknown), BadDataReason::kUnknownToken);
   EXPECT_THAT(unknown.message(), HasSubstr("\"XM\""));
-  EXPECT_EQ(BadDataReasonOf(ReadMatrix(testing::BinaryHeader() +
-                                           "ABCDEFGHIJKLMNOP",
-                                       &m)),
+  EXPECT_EQ(BadDataReasonOf(
+                ReadMatrix(testing::BinaryHeader() + "ABCDEFGHIJKLMNOP", &m)),
             BadDataReason::kUnknownToken);
   const absl::Status vector = ReadMatrix(testing::FvObject({1}), &m);
   EXPECT_EQ(BadDataReasonOf(vector), BadDataReason::kUnknownToken);
@@ -244,11 +242,12 @@ TEST(ObjectReaderTest, MalformedObjects) {
             BadDataReason::kMalformedObject);
   EXPECT_EQ(BadDataReasonOf(ReadMatrix(testing::FmObject(-1, 2, {}), &m)),
             BadDataReason::kMalformedObject);
-  EXPECT_EQ(BadDataReasonOf(ReadMatrix(testing::Cm2Object(0, 1, 2, -3, {}), &m)),
-            BadDataReason::kMalformedObject);
-  EXPECT_EQ(BadDataReasonOf(ReadMatrix(
-                testing::Cm3Object(NAN, 1, 1, 1, {0}), &m)),
-            BadDataReason::kMalformedObject);
+  EXPECT_EQ(
+      BadDataReasonOf(ReadMatrix(testing::Cm2Object(0, 1, 2, -3, {}), &m)),
+      BadDataReason::kMalformedObject);
+  EXPECT_EQ(
+      BadDataReasonOf(ReadMatrix(testing::Cm3Object(NAN, 1, 1, 1, {0}), &m)),
+      BadDataReason::kMalformedObject);
   EXPECT_EQ(BadDataReasonOf(ReadMatrix(std::string("\0C", 2), &m)),
             BadDataReason::kMalformedObject);
   EXPECT_EQ(BadDataReasonOf(ReadMatrix("[ 1 2\n 3 ]", &m)),
@@ -271,13 +270,13 @@ TEST(ObjectReaderTest, LimitsAndClaimsBeyondTheData) {
   ReadLimits small;
   small.max_elements = 10;
   Matrix m;
-  EXPECT_EQ(BadDataReasonOf(ReadMatrix(testing::FmObject(4, 4, {}), &m,
-                                       nullptr, small)),
+  EXPECT_EQ(BadDataReasonOf(
+                ReadMatrix(testing::FmObject(4, 4, {}), &m, nullptr, small)),
             BadDataReason::kTooLarge);
   // 2^14 × 2^14 floats claimed, 8 bytes present: refused before allocating.
-  EXPECT_EQ(BadDataReasonOf(ReadMatrix(testing::FmObject(16384, 16384, {1, 2}),
-                                       &m)),
-            BadDataReason::kTruncated);
+  EXPECT_EQ(
+      BadDataReasonOf(ReadMatrix(testing::FmObject(16384, 16384, {1, 2}), &m)),
+      BadDataReason::kTruncated);
   std::string key;
   auto in = Mem(std::string(5000, 'k') + " x");
   EXPECT_EQ(BadDataReasonOf(ReadArchiveKey(in.get(), {}, &key).status()),

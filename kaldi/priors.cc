@@ -37,10 +37,10 @@ absl::StatusOr<PdfCounts> CountPdfs(const std::vector<std::string>& files,
     for (size_t t = 0; t < e.labels.size(); ++t) {
       const int32_t l = e.labels[t];
       if (l >= 0 && l < limit) continue;
-      const absl::Status s = BadDataError(
-          BadDataReason::kLabelOutOfRange, e.where,
-          absl::StrCat("label ", l, " at frame ", t, " is outside [0, ", limit,
-                       ")"));
+      const absl::Status s =
+          BadDataError(BadDataReason::kLabelOutOfRange, e.where,
+                       absl::StrCat("label ", l, " at frame ", t,
+                                    " is outside [0, ", limit, ")"));
       if (policy == BadDataPolicy::kRefuse) return s;
       out.bad.Add(BadDataReason::kLabelOutOfRange);
       bad = true;
@@ -48,7 +48,8 @@ absl::StatusOr<PdfCounts> CountPdfs(const std::vector<std::string>& files,
     }
     if (bad) continue;
     for (int32_t l : e.labels) {
-      if (l >= static_cast<int32_t>(out.counts.size())) out.counts.resize(l + 1);
+      if (l >= static_cast<int32_t>(out.counts.size()))
+        out.counts.resize(l + 1);
       ++out.counts[l];
     }
     ++out.utterances;

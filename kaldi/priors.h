@@ -28,7 +28,7 @@ struct PdfCounts {
   std::vector<int64_t> counts;  // per pdf
   int64_t utterances = 0;       // alignments counted
   int64_t frames = 0;
-  BadDataCounts bad;            // alignments skipped (kSkip)
+  BadDataCounts bad;  // alignments skipped (kSkip)
 };
 
 // Counts the labels of every alignment in `files` (alignments.h).

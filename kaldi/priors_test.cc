@@ -36,9 +36,9 @@ TEST_F(PriorsTest, CountsLikeAnalyzeCounts) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->counts.size(), 7u);
   // A label beyond the class count: refused, or that alignment skipped.
-  EXPECT_EQ(BadDataReasonOf(CountPdfs(Files(), 4, BadDataPolicy::kRefuse)
-                                .status()),
-            BadDataReason::kLabelOutOfRange);
+  EXPECT_EQ(
+      BadDataReasonOf(CountPdfs(Files(), 4, BadDataPolicy::kRefuse).status()),
+      BadDataReason::kLabelOutOfRange);
   c = CountPdfs(Files(), 4, BadDataPolicy::kSkip);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->counts, std::vector<int64_t>({3, 0, 4, 0}));

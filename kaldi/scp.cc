@@ -81,7 +81,8 @@ absl::StatusOr<Rxfilename> ParseRxfilename(absl::string_view text,
       return BadDataError(BadDataReason::kMalformedLine, where,
                           absl::StrCat("range in \"", text, "\" has no '['"));
     }
-    const absl::string_view spec = text.substr(open + 1, text.size() - open - 2);
+    const absl::string_view spec =
+        text.substr(open + 1, text.size() - open - 2);
     const std::vector<absl::string_view> parts = absl::StrSplit(spec, ',');
     bool ok = parts.size() == 1 || parts.size() == 2;
     if (ok) {
@@ -112,9 +113,9 @@ absl::StatusOr<Rxfilename> ParseRxfilename(absl::string_view text,
       text = text.substr(0, colon);
     } else if (!tail.empty() &&
                absl::ascii_isdigit(static_cast<unsigned char>(tail[0]))) {
-      return BadDataError(BadDataReason::kMalformedLine, where,
-                          absl::StrCat("offset \"", tail,
-                                       "\" is not a number"));
+      return BadDataError(
+          BadDataReason::kMalformedLine, where,
+          absl::StrCat("offset \"", tail, "\" is not a number"));
     }
   }
   if (text.empty()) {
@@ -199,10 +200,9 @@ absl::StatusOr<bool> TextTableReader::Next(std::string* key,
                  ? std::string()
                  : std::string(absl::StripAsciiWhitespace(text.substr(split)));
     if (too_long) {
-      return BadDataError(BadDataReason::kMalformedLine,
-                          {path(), start, line_, *key},
-                          absl::StrCat("line longer than ", max_line_bytes_,
-                                       " bytes"));
+      return BadDataError(
+          BadDataReason::kMalformedLine, {path(), start, line_, *key},
+          absl::StrCat("line longer than ", max_line_bytes_, " bytes"));
     }
     return true;
   }
@@ -212,8 +212,7 @@ absl::StatusOr<std::unique_ptr<ScpReader>> ScpReader::Open(
     const std::string& path, const ScpOptions& options) {
   auto table = TextTableReader::Open(path, options.max_line_bytes);
   if (!table.ok()) return table.status();
-  return std::unique_ptr<ScpReader>(
-      new ScpReader(*std::move(table), options));
+  return std::unique_ptr<ScpReader>(new ScpReader(*std::move(table), options));
 }
 
 absl::StatusOr<bool> ScpReader::Next(ScpEntry* entry) {

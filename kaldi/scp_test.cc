@@ -50,8 +50,8 @@ TEST(RxfilenameTest, ParsesOffsetsAndRanges) {
 }
 
 TEST(RxfilenameTest, RefusesPipesAndStdinNamingTheLine) {
-  for (const char* text : {"compute-fbank-feats scp:wav.scp ark:- |", "-",
-                           "| gzip -c > x"}) {
+  for (const char* text :
+       {"compute-fbank-feats scp:wav.scp ark:- |", "-", "| gzip -c > x"}) {
     const absl::Status s = ParseRxfilename(text, kWhere).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << text;
     EXPECT_THAT(s.message(), HasSubstr("data/feats.scp line 7")) << text;

@@ -119,8 +119,8 @@ inline std::string CmObject(float min, float range, int32_t rows, int32_t cols,
 }
 
 // "CM2 ": uint16 values row-major.
-inline std::string Cm2Object(float min, float range, int32_t rows,
-                             int32_t cols, const std::vector<uint16_t>& q) {
+inline std::string Cm2Object(float min, float range, int32_t rows, int32_t cols,
+                             const std::vector<uint16_t>& q) {
   Bytes b;
   b.Raw(BinaryHeader()).Raw("CM2 ").F32(min).F32(range).I32(rows).I32(cols);
   for (uint16_t v : q) b.U16(v);
@@ -128,8 +128,8 @@ inline std::string Cm2Object(float min, float range, int32_t rows,
 }
 
 // "CM3 ": uint8 values row-major.
-inline std::string Cm3Object(float min, float range, int32_t rows,
-                             int32_t cols, const std::vector<uint8_t>& q) {
+inline std::string Cm3Object(float min, float range, int32_t rows, int32_t cols,
+                             const std::vector<uint8_t>& q) {
   Bytes b;
   b.Raw(BinaryHeader()).Raw("CM3 ").F32(min).F32(range).I32(rows).I32(cols);
   for (uint8_t v : q) b.U8(v);

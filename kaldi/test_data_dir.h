@@ -22,18 +22,18 @@ namespace asgd::kaldi::testing {
 struct UttSpec {
   std::string key;
   std::string speaker;
-  std::string archive;          // file name inside the directory
-  std::string object;           // the stored feature object
-  int rows = 0;                 // rows of the stored object
+  std::string archive;  // file name inside the directory
+  std::string object;   // the stored feature object
+  int rows = 0;         // rows of the stored object
   int cols = 0;
-  std::vector<double> values;   // rows × cols, decoded (formula, double)
-  int range_first = -1;         // row range read through the scp, or -1
+  std::vector<double> values;  // rows × cols, decoded (formula, double)
+  int range_first = -1;        // row range read through the scp, or -1
   int range_last = -1;
   std::vector<int32_t> labels;  // one per frame read
   bool has_alignment = true;
   bool in_utt2spk = true;
-  std::string scp_rx;           // replaces the scp rxfilename when set
-  std::string scp_range;        // replaces the scp range ("[1:20]") when set
+  std::string scp_rx;     // replaces the scp rxfilename when set
+  std::string scp_range;  // replaces the scp range ("[1:20]") when set
 
   int frames() const {
     return range_first < 0 ? rows : range_last - range_first + 1;
@@ -61,15 +61,11 @@ class TestDataDir {
   std::string alignments() const {
     return dir_ + "/pdf.1.gz," + dir_ + "/pdf.2.txt";
   }
-  std::string path(const std::string& name) const {
-    return dir_ + "/" + name;
-  }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
   // Bytes cut from the end of an archive when written.
   std::map<std::string, size_t>& cut() { return cut_; }
   // Replaces a speaker's CMVN statistics object.
-  std::map<std::string, std::string>& cmvn_override() {
-    return cmvn_override_;
-  }
+  std::map<std::string, std::string>& cmvn_override() { return cmvn_override_; }
 
   // Writes everything; afterwards offset(key) is the object's offset.
   void Write() {
@@ -209,14 +205,14 @@ class TestDataDir {
         std::vector<ColumnHeader> headers;
         std::vector<uint8_t> bytes;  // column-major
         for (int c = 0; c < kCols; ++c) {
-          const ColumnHeader h = {
-              static_cast<uint16_t>(1000 * c),
-              static_cast<uint16_t>(20000 + 1000 * c),
-              static_cast<uint16_t>(40000 + 1000 * c),
-              static_cast<uint16_t>(60000 + 1000 * c)};
+          const ColumnHeader h = {static_cast<uint16_t>(1000 * c),
+                                  static_cast<uint16_t>(20000 + 1000 * c),
+                                  static_cast<uint16_t>(40000 + 1000 * c),
+                                  static_cast<uint16_t>(60000 + 1000 * c)};
           headers.push_back(h);
           for (int r = 0; r < u.rows; ++r) {
-            const uint8_t b = static_cast<uint8_t>((i * 13 + r * 29 + c * 7) % 256);
+            const uint8_t b =
+                static_cast<uint8_t>((i * 13 + r * 29 + c * 7) % 256);
             bytes.push_back(b);
             u.values[r * kCols + c] = CmByteValue(-3.0f, 6.0f, h, b);
           }
