@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "kaldi/input_stream.h"
 
 #if !defined(ABSL_IS_LITTLE_ENDIAN)
@@ -45,12 +46,13 @@ absl::Status CheckKey(absl::string_view key) {
 
 }  // namespace
 
-// A file written under a temporary name, plain or gzip'd.
-class ArchiveWriter::Sink {
+// A file written under a temporary name, plain or gzip'd, renamed into place
+// by Commit() and removed when abandoned.
+class AtomicFile {
  public:
-  static absl::StatusOr<std::unique_ptr<Sink>> Open(const std::string& path,
-                                                    bool gzip) {
-    auto sink = std::unique_ptr<Sink>(new Sink(path));
+  static absl::StatusOr<std::unique_ptr<AtomicFile>> Open(
+      const std::string& path, bool gzip) {
+    auto sink = std::unique_ptr<AtomicFile>(new AtomicFile(path));
     if (gzip) {
       sink->gz_ = gzopen(sink->tmp_.c_str(), "wb6");
       if (sink->gz_ == nullptr) return ErrnoStatus(sink->tmp_, "create", errno);
@@ -64,7 +66,7 @@ class ArchiveWriter::Sink {
     }
     return sink;
   }
-  ~Sink() {
+  ~AtomicFile() {
     if (file_ != nullptr || gz_ != nullptr) {
       Abandon();
     }
@@ -128,7 +130,7 @@ class ArchiveWriter::Sink {
   }
 
  private:
-  explicit Sink(std::string path)
+  explicit AtomicFile(std::string path)
       : path_(std::move(path)), tmp_(absl::StrCat(path_, ".tmp")) {}
 
   std::string path_;
@@ -203,11 +205,11 @@ absl::StatusOr<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(
         ": a gzip'd archive cannot have an scp (offsets would point into "
         "compressed data)"));
   }
-  auto ark = Sink::Open(options.ark_path, gzip);
+  auto ark = AtomicFile::Open(options.ark_path, gzip);
   if (!ark.ok()) return ark.status();
-  std::unique_ptr<Sink> scp;
+  std::unique_ptr<AtomicFile> scp;
   if (!options.scp_path.empty()) {
-    auto opened = Sink::Open(options.scp_path, false);
+    auto opened = AtomicFile::Open(options.scp_path, false);
     if (!opened.ok()) return opened.status();
     scp = *std::move(opened);
   }
@@ -216,8 +218,8 @@ absl::StatusOr<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(
 }
 
 ArchiveWriter::ArchiveWriter(ArchiveWriterOptions options,
-                             std::unique_ptr<Sink> ark,
-                             std::unique_ptr<Sink> scp)
+                             std::unique_ptr<AtomicFile> ark,
+                             std::unique_ptr<AtomicFile> scp)
     : options_(std::move(options)), ark_(std::move(ark)), scp_(std::move(scp)) {
   if (options_.scp_ark_name.empty()) options_.scp_ark_name = options_.ark_path;
 }
@@ -304,21 +306,9 @@ absl::Status ArchiveWriter::Close() {
 
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view data) {
-  const std::string tmp = absl::StrCat(path, ".tmp");
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return ErrnoStatus(tmp, "create", errno);
-  const bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-  const int err = errno;
-  if (std::fclose(f) != 0 || !ok) {
-    std::remove(tmp.c_str());
-    return ErrnoStatus(tmp, "write", ok ? errno : err);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    return ErrnoStatus(path, "rename into", e);
-  }
-  return absl::OkStatus();
+  ASGD_ASSIGN_OR_RETURN(auto sink, AtomicFile::Open(path, /*gzip=*/false));
+  ASGD_RETURN_IF_ERROR(sink->Write(data));
+  return sink->Commit();
 }
 
 absl::Status WriteFloatVectorFile(const std::string& path,

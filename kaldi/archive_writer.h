@@ -42,6 +42,8 @@
 
 namespace asgd::kaldi {
 
+class AtomicFile;  // archive_writer.cc
+
 enum class MatrixFormat {
   kFloat,           // FM
   kCompressedAuto,  // CM for more than 8 rows, else CM2 (Kaldi's default)
@@ -102,16 +104,15 @@ class ArchiveWriter {
   int64_t bytes_written() const { return offset_; }
 
  private:
-  class Sink;
-  ArchiveWriter(ArchiveWriterOptions options, std::unique_ptr<Sink> ark,
-                std::unique_ptr<Sink> scp);
+  ArchiveWriter(ArchiveWriterOptions options, std::unique_ptr<AtomicFile> ark,
+                std::unique_ptr<AtomicFile> scp);
   // Checks the state and the key; clears object_.
   absl::Status BeginEntry(absl::string_view key);
   absl::Status WriteEntry(absl::string_view key, const std::string& object);
 
   ArchiveWriterOptions options_;
-  std::unique_ptr<Sink> ark_;
-  std::unique_ptr<Sink> scp_;
+  std::unique_ptr<AtomicFile> ark_;
+  std::unique_ptr<AtomicFile> scp_;
   std::string object_;  // reused encoding buffer
   int64_t offset_ = 0;
   int64_t entries_ = 0;
