@@ -12,7 +12,8 @@
 #
 # Options:
 #   --seconds=N        fuzzing time per target (default $FUZZ_SECONDS or 30)
-#   --target=T         push, chunk, kaldi or all (default all)
+#   --target=T         push, chunk, kaldi, a comma-separated list of them, or
+#                      all (default): only what they need is built
 #   --workdir=DIR      build and generated corpus here (default: a temp dir,
 #                      removed at exit unless a target crashed). Objects are
 #                      reused while the sources and flags are unchanged.
@@ -56,8 +57,23 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$TARGET" in push|chunk|kaldi) TARGETS=("$TARGET") ;; all) TARGETS=(push chunk kaldi) ;;
-  *) echo "build_and_run: --target must be push, chunk, kaldi or all" >&2; exit 2 ;; esac
+TARGETS=()
+[ "$TARGET" = all ] && TARGET=push,chunk,kaldi
+IFS=, read -r -a requested <<<"$TARGET"
+for t in "${requested[@]}"; do
+  case "$t" in push|chunk|kaldi) TARGETS+=("$t") ;;
+    *) echo "build_and_run: --target takes push, chunk, kaldi (comma-separated) or all" >&2
+       exit 2 ;; esac
+done
+[ "${#TARGETS[@]}" -gt 0 ] || { echo "build_and_run: no --target" >&2; exit 2; }
+# Two build groups: the parameter-server sources (push, chunk and the seed
+# generator) and the Kaldi readers (kaldi).
+BUILD_PS=0
+BUILD_KALDI=0
+for t in "${TARGETS[@]}"; do
+  case "$t" in push|chunk) BUILD_PS=1 ;; kaldi) BUILD_KALDI=1 ;; esac
+done
+[ "$WRITE_SEEDS" = 1 ] && BUILD_PS=1
 [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || { echo "build_and_run: bad --seconds" >&2; exit 2; }
 
 CXX=""
@@ -99,8 +115,7 @@ KALDI_SRCS=(kaldi/bad_data.cc kaldi/input_stream.cc kaldi/compressed_matrix.cc
 KALDI_HDRS=(kaldi/bad_data.h kaldi/input_stream.h kaldi/compressed_matrix.h
             kaldi/matrix.h kaldi/object_reader.h kaldi/scp.h
             kaldi/archive_reader.h kaldi/archive_writer.h kaldi/test_archive.h)
-FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/kaldi_fuzzer.cc
-           fuzz/make_seeds.cc)
+PS_FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/make_seeds.cc)
 
 # As in third_party/BUILD (Debian's Abseil 20220623).
 ABSL_LIBS=(-labsl_flags_parse -labsl_raw_hash_set -labsl_hash -labsl_city
@@ -118,20 +133,16 @@ SAN=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wno-sign-compare
           "${SAN[@]}" -fsanitize=fuzzer-no-link -I"$ROOT" -I"$BUILD/gen")
 
-# Rebuild only when a source, header, flag or the compiler changed.
-stamp="$({ for f in "${LIB_SRCS[@]}" "${HDRS[@]}" "${KALDI_SRCS[@]}" "${KALDI_HDRS[@]}" \
-                    "${FUZZ_SRCS[@]}" proto/asgd.proto; do
-             echo "$f"; cat "$(src "$f")"; done
-           echo "${CXXFLAGS[*]}"; "$CXX" --version; } | sha256sum | cut -c1-16)"
-if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
-  start=$(date +%s)
-  rm -f "$BUILD/stamp" "$BUILD"/obj/*.o
-  protoc --proto_path="$ROOT" --cpp_out="$BUILD/gen" "$ROOT/proto/asgd.proto"
-  # One compiler per core; each object named after the repository file.
+LIBS=(-lprotobuf "${ABSL_LIBS[@]}" -lpthread)
+O="$BUILD/obj"
+
+# Compiles the given repository files (proto/asgd.pb.cc: the generated one),
+# one compiler per core; each object is named after its file.
+compile() {
+  local jobs_max pids=() f obj in p
   jobs_max="$(nproc 2>/dev/null || echo 2)"
-  pids=()
-  for f in proto/asgd.pb.cc "${LIB_SRCS[@]}" "${KALDI_SRCS[@]}" "${FUZZ_SRCS[@]}"; do
-    obj="$BUILD/obj/$(basename "${f%.cc}").o"
+  for f in "$@"; do
+    obj="$O/$(basename "${f%.cc}").o"
     if [ "$f" = proto/asgd.pb.cc ]; then in="$BUILD/gen/$f"; else in="$(src "$f")"; fi
     "$CXX" "${CXXFLAGS[@]}" -c "$in" -o "$obj" &
     pids+=($!)
@@ -143,22 +154,51 @@ if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
   for p in "${pids[@]}"; do
     wait "$p" || { echo "build_and_run: compiling failed" >&2; exit 1; }
   done
-  O="$BUILD/obj"
-  LIBS=(-lprotobuf "${ABSL_LIBS[@]}" -lpthread)
-  "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/push_fuzzer" "$O/push_fuzzer.o" \
-    "$O/push_assembler.o" "$O/param_store.o" "$O/shard.o" "$O/optimizer.o" \
-    "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
-    "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "${LIBS[@]}"
-  "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
-    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "${LIBS[@]}"
-  KALDI_OBJS=()
-  for f in "${KALDI_SRCS[@]}"; do KALDI_OBJS+=("$O/$(basename "${f%.cc}").o"); done
-  "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/kaldi_fuzzer" "$O/kaldi_fuzzer.o" \
-    "${KALDI_OBJS[@]}" "${LIBS[@]}" -lz
-  "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" \
-    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "${LIBS[@]}" -lz
-  echo "$stamp" > "$BUILD/stamp"
-  echo "build_and_run: built with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
+}
+
+# The stamp of a build group: its files, the flags and the compiler. A group is
+# rebuilt only when its stamp changed.
+stamp_of() {
+  { for f in "$@"; do echo "$f"; cat "$(src "$f")"; done
+    echo "${CXXFLAGS[*]}"; "$CXX" --version; } | sha256sum | cut -c1-16
+}
+
+if [ "$BUILD_PS" = 1 ]; then
+  stamp="$(stamp_of "${LIB_SRCS[@]}" "${HDRS[@]}" "${PS_FUZZ_SRCS[@]}" \
+                    kaldi/test_archive.h proto/asgd.proto)"
+  if [ "$(cat "$BUILD/stamp-ps" 2>/dev/null)" != "$stamp" ]; then
+    start=$(date +%s)
+    rm -f "$BUILD/stamp-ps"
+    protoc --proto_path="$ROOT" --cpp_out="$BUILD/gen" "$ROOT/proto/asgd.proto"
+    compile proto/asgd.pb.cc "${LIB_SRCS[@]}" "${PS_FUZZ_SRCS[@]}"
+    "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/push_fuzzer" "$O/push_fuzzer.o" \
+      "$O/push_assembler.o" "$O/param_store.o" "$O/shard.o" "$O/optimizer.o" \
+      "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
+      "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "${LIBS[@]}"
+    "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
+      "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "${LIBS[@]}"
+    "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" \
+      "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" \
+      "${LIBS[@]}" -lz
+    echo "$stamp" > "$BUILD/stamp-ps"
+    echo "build_and_run: built push, chunk, make_seeds with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
+  fi
+fi
+if [ "$BUILD_KALDI" = 1 ]; then
+  # (kaldi_fuzzer.cc includes fuzz_common.h and with it the server headers.)
+  stamp="$(stamp_of "${KALDI_SRCS[@]}" "${KALDI_HDRS[@]}" "${HDRS[@]}" \
+                    fuzz/kaldi_fuzzer.cc)"
+  if [ "$(cat "$BUILD/stamp-kaldi" 2>/dev/null)" != "$stamp" ]; then
+    start=$(date +%s)
+    rm -f "$BUILD/stamp-kaldi"
+    compile "${KALDI_SRCS[@]}" fuzz/kaldi_fuzzer.cc
+    KALDI_OBJS=()
+    for f in "${KALDI_SRCS[@]}"; do KALDI_OBJS+=("$O/$(basename "${f%.cc}").o"); done
+    "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/kaldi_fuzzer" "$O/kaldi_fuzzer.o" \
+      "${KALDI_OBJS[@]}" "${LIBS[@]}" -lz
+    echo "$stamp" > "$BUILD/stamp-kaldi"
+    echo "build_and_run: built kaldi with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
+  fi
 fi
 
 if [ "$WRITE_SEEDS" = 1 ]; then
