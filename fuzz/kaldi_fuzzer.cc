@@ -214,15 +214,24 @@ void RandomAccess(const std::string& data) {
   }
 }
 
-// Through a file, so that gzip input goes through zlib.
-void FromFile(const std::string& data) {
-  static const std::string path = [] {
-    std::string p = "/tmp/kaldi_fuzzer.XXXXXX";
-    const int fd = ::mkstemp(p.data());
+// The file mode 4 writes, removed at exit.
+const std::string& ScratchFile() {
+  static const std::string* path = [] {
+    const char* tmp = std::getenv("TMPDIR");
+    auto* p = new std::string(std::string(tmp != nullptr ? tmp : "/tmp") +
+                              "/kaldi_fuzzer.XXXXXX");
+    const int fd = ::mkstemp(p->data());
     FUZZ_CHECK(fd >= 0);
     ::close(fd);
+    std::atexit([] { std::remove(ScratchFile().c_str()); });
     return p;
   }();
+  return *path;
+}
+
+// Through a file, so that gzip input goes through zlib.
+void FromFile(const std::string& data) {
+  const std::string& path = ScratchFile();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return;
   const bool written =
