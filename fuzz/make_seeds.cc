@@ -1,8 +1,8 @@
 // Writes the seed corpus of the fuzz targets: valid pushes, chunk sequences
-// and compressed chunks (the paths the fuzzer should start from) and a few
-// invalid ones.
+// and compressed chunks and Kaldi archives (the paths the fuzzer should
+// start from) and a few invalid ones.
 //
-//   make_seeds OUT_DIR   # writes OUT_DIR/push/*, OUT_DIR/chunk/*, OUT_DIR/codec/*
+//   make_seeds OUT_DIR   # writes OUT_DIR/{push,chunk,codec,kaldi}/*
 //
 // fuzz/build_and_run.sh --write-seeds regenerates fuzz/corpus with it.
 #include <cstdio>
@@ -11,12 +11,14 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/chunking.h"
 #include "common/model_layout.h"
 #include "compression/grad_codec.h"
 #include "fuzz/fuzz_common.h"
+#include "kaldi/test_archive.h"
 #include "proto/asgd.pb.h"
 
 namespace asgd {
@@ -200,6 +202,53 @@ std::string CodecEncodeInput(uint8_t flags, bool top_k, int param, int first,
   return CodecInput(flags | 1, w.str());
 }
 
+// Kaldi archives (kaldi_fuzzer.cc: byte 0 is the mode), written with the
+// tests' independent writer of the format.
+std::vector<std::pair<std::string, std::string>> KaldiSeeds(
+    const std::string& dir) {
+  namespace kt = asgd::kaldi::testing;
+  std::vector<std::pair<std::string, std::string>> seeds;
+  kt::TestArchive matrices;
+  matrices.Add("fm", kt::FmObject(2, 3, {1, -2, 3.5f, 0, 1e-3f, 7}));
+  matrices.Add("dm", kt::DmObject(1, 2, {0.25, -8}));
+  matrices.Add("cm",
+               kt::CmObject(-1, 4, 5, 2, {{0, 100, 30000, 65535}, {5, 6, 7, 8}},
+                            {0, 64, 128, 192, 255, 1, 2, 3, 4, 5}));
+  matrices.Add("cm2", kt::Cm2Object(0, 2, 2, 2, {0, 1, 65534, 65535}));
+  matrices.Add("cm3", kt::Cm3Object(3, 1, 1, 3, {0, 128, 255}));
+  matrices.AddRaw("text  [\n 1 2\n 3 4 ]\n");
+  seeds.push_back({"kaldi/matrices", std::string(1, '\0') + matrices.bytes()});
+  seeds.push_back({"kaldi/bad_truncated_fm",
+                   std::string(1, '\0') +
+                       matrices.bytes().substr(0, matrices.offset("fm") + 15)});
+  kt::TestArchive ints;
+  ints.Add("u1", kt::Int32VectorObject({0, 5, 5, 2}));
+  ints.Add("u2", kt::Int32VectorObject({}));
+  ints.AddRaw("u3 1 2 3\nu4 7\n");
+  seeds.push_back({"kaldi/alignments", std::string(1, '\1') + ints.bytes()});
+  kt::TestArchive vectors;
+  vectors.Add("fv", kt::FvObject({0.5f, 0.25f}));
+  vectors.Add("dv", kt::DvObject({3, 4}));
+  vectors.AddRaw("text [ 1 2 3 ]\n");
+  seeds.push_back({"kaldi/vectors", std::string(1, '\2') + vectors.bytes()});
+  kt::TestArchive one;
+  std::vector<float> values(12);
+  for (int i = 0; i < 12; ++i) values[i] = static_cast<float>(i);
+  one.Add("utt", kt::FmObject(4, 3, values));
+  seeds.push_back({"kaldi/rx_range",
+                   std::string(1, '\3') + "x.ark:4[1:2,0:1]\n" + one.bytes()});
+  seeds.push_back({"kaldi/rx_cm", std::string(1, '\3') + "x.ark:4[0:3]\n" +
+                                      "utt " +
+                                      kt::Cm3Object(0, 1, 4, 1, {1, 2, 3, 4})});
+  const std::string gz = dir + "/kaldi/alignments.gz.tmp";
+  if (kt::WriteGzipFile(gz, ints.bytes())) {
+    seeds.push_back(
+        {"kaldi/gzip_alignments", std::string(1, '\4') + kt::ReadFile(gz)});
+  }
+  std::remove(gz.c_str());
+  return seeds;
+}
+
 int Main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: make_seeds OUT_DIR\n");
@@ -324,6 +373,7 @@ int Main(int argc, char** argv) {
   files.push_back(
       {"codec/encode_onebit", CodecEncodeInput(2, false, 14, 3, 40)});
   files.push_back({"codec/encode_topk", CodecEncodeInput(0, true, 7, 0, 40)});
+  for (auto& seed : KaldiSeeds(dir)) files.push_back(std::move(seed));
 
   for (const auto& [name, bytes] : files) {
     if (!WriteFile(dir + "/" + name, bytes)) {
