@@ -3,6 +3,9 @@
 // run, for 1..cores threads: Optimizer::Apply called directly on disjoint
 // slices (one thread each), and through ParamStore (num_shards apply threads,
 // many concurrent Submit()s of a large gradient, timed until all applied).
+// The "untracked" path runs the same loops without the largest-|w|/|v|
+// tracking that keeps the model finite (the kernel as it was before it),
+// back to back with "direct": their ratio in one run is the tracking's cost.
 //
 //   bazel run //bench:apply_bench
 //   apply_bench --params=16777216 --threads=1,2 --reps=3 --store_pushes=6
@@ -47,9 +50,10 @@ ABSL_FLAG(std::string, threads, "",
           "Comma-separated thread / shard counts (default: 1..cores).");
 ABSL_FLAG(std::string, optimizers, "sgd,momentum",
           "Optimizers to time: sgd, momentum.");
-ABSL_FLAG(std::string, paths, "direct,store",
-          "direct: Optimizer::Apply on per-thread slices; store: ParamStore "
-          "with num_shards = threads and concurrent Submit()s.");
+ABSL_FLAG(std::string, paths, "direct,untracked,store",
+          "direct: Optimizer::Apply on per-thread slices; untracked: the same "
+          "loops without the max |w|, |v| tracking; store: ParamStore with "
+          "num_shards = threads and concurrent Submit()s.");
 ABSL_FLAG(
     int, reps, 4,
     "Passes over the whole buffer per memcpy / direct-apply measurement.");
@@ -62,49 +66,23 @@ namespace asgd::bench {
 namespace {
 
 constexpr double kGB = 1e9;
+// Every gradient element (small: no update comes near overflow).
+constexpr float kGradient = 1e-6f;
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "apply_bench: %s\n", status.ToString().c_str());
   return 1;
 }
 
-// Runs body(thread) on `threads` threads started together; returns the wall
-// time from the start to the end of the last.
-template <typename Body>
-double TimeThreads(int threads, Body body) {
-  StartGate gate(threads);
-  std::vector<Clock::time_point> starts(threads), ends(threads);
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      starts[t] = gate.Arrive();
-      body(t);
-      ends[t] = Clock::now();
-    });
-  }
-  for (std::thread& th : pool) th.join();
-  return SecondsBetween(starts[0], *std::max_element(ends.begin(), ends.end()));
-}
-
-// [begin, end) of thread t's slice of n elements, 16-float aligned.
-std::pair<int64_t, int64_t> SliceOf(int64_t n, int threads, int t) {
-  auto bound = [&](int k) {
-    return k == threads ? n : (n / threads * k) / 16 * 16;
-  };
-  return {bound(t), bound(t + 1)};
-}
-
-// memcpy bytes/s (2 x bytes copied per second) with `threads` threads.
-double MemcpyRate(const std::vector<float>& src, std::vector<float>& dst,
-                  int threads, int reps) {
-  const int64_t n = src.size();
+// Parameters/s of `apply(begin, end, rep)` run by `threads` threads on
+// disjoint slices of n parameters, `reps` passes each.
+template <typename Apply>
+double SliceRate(int64_t n, int threads, int reps, Apply apply) {
   const double s = TimeThreads(threads, [&](int t) {
-    const auto [b, e] = SliceOf(n, threads, t);
-    for (int r = 0; r < reps; ++r) {
-      std::memcpy(dst.data() + b, src.data() + b, (e - b) * sizeof(float));
-    }
+    const auto [b, e] = ThreadSlice(n, threads, t);
+    for (int r = 0; r < reps; ++r) apply(b, e, r);
   });
-  return 2.0 * 4.0 * n * reps / s;
+  return static_cast<double>(n) * reps / s;
 }
 
 // Parameters/s of Optimizer::Apply with `threads` threads on disjoint slices.
@@ -112,17 +90,38 @@ double DirectRate(
     const Optimizer& opt, std::vector<float>& w, std::vector<float>& v,
     const std::vector<std::shared_ptr<const std::vector<float>>>& g,
     int threads, int reps) {
-  const int64_t n = w.size();
-  const double s = TimeThreads(threads, [&](int t) {
-    const auto [b, e] = SliceOf(n, threads, t);
+  return SliceRate(w.size(), threads, reps, [&](int64_t b, int64_t e, int r) {
     UpdateContext ctx;
-    for (int r = 0; r < reps; ++r) {
-      ctx.step = r;
-      opt.Apply(w.data() + b, opt.has_state() ? v.data() + b : nullptr,
-                g[r % g.size()]->data() + b, e - b, ctx);
-    }
+    ctx.step = r;
+    opt.Apply(w.data() + b, opt.has_state() ? v.data() + b : nullptr,
+              g[r % g.size()]->data() + b, e - b, ctx);
   });
-  return static_cast<double>(n) * reps / s;
+}
+
+// Optimizer::Apply's SGD and momentum loops without the largest-|w| and
+// |v| tracking (the kernel before it): the in-run baseline of its cost.
+void UntrackedApply(float lr, float mu, float* __restrict w,
+                    float* __restrict v, const float* __restrict g, int64_t n) {
+  if (mu == 0.0f) {
+    for (int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float vi = mu * v[i] + g[i];
+    v[i] = vi;
+    w[i] -= lr * vi;
+  }
+}
+
+// Parameters/s of UntrackedApply, as DirectRate.
+double UntrackedRate(
+    const OptimizerOptions& o, std::vector<float>& w, std::vector<float>& v,
+    const std::vector<std::shared_ptr<const std::vector<float>>>& g,
+    int threads, int reps) {
+  return SliceRate(w.size(), threads, reps, [&](int64_t b, int64_t e, int r) {
+    UntrackedApply(o.learning_rate, o.momentum, w.data() + b, v.data() + b,
+                   g[r % g.size()]->data() + b, e - b);
+  });
 }
 
 // Parameters/s through ParamStore: `pushes` updates submitted by several
@@ -153,6 +152,8 @@ absl::StatusOr<double> StoreRate(
           PushRequest request;
           request.worker_id = i;
           request.values = g[(first + i) % g.size()];
+          // As the receive path does: the decode measured the magnitude.
+          request.max_abs = kGradient;
           absl::Status s =
               (*store)->Submit(std::move(request), [&](const PushResult&) {
                 if (left.fetch_sub(1) == 1) all_done.Notify();
@@ -218,19 +219,21 @@ int Run() {
           absl::StrCat("--optimizers: unknown '", o, "' (sgd, momentum)")));
     }
   }
-  bool direct = false, store = false;
+  bool direct = false, untracked = false, store = false;
   for (absl::string_view p :
        absl::StrSplit(absl::GetFlag(FLAGS_paths), ',', absl::SkipEmpty())) {
     if (p == "direct") {
       direct = true;
+    } else if (p == "untracked") {
+      untracked = true;
     } else if (p == "store") {
       store = true;
     } else {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--paths: unknown '", p, "' (direct, store)")));
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "--paths: unknown '", p, "' (direct, untracked, store)")));
     }
   }
-  if (optimizers.empty() || (!direct && !store)) {
+  if (optimizers.empty() || (!direct && !untracked && !store)) {
     return Fail(absl::InvalidArgumentError("nothing to measure"));
   }
 
@@ -251,12 +254,18 @@ int Run() {
   Fill(v.data(), n, 0.0f);
   std::vector<std::shared_ptr<const std::vector<float>>> grads;
   for (int k = 0; k < ngrad; ++k) {
-    grads.push_back(std::make_shared<const std::vector<float>>(n, 1e-6f));
+    grads.push_back(std::make_shared<const std::vector<float>>(n, kGradient));
   }
   const std::vector<float> initial(n, 0.01f);
   MemcpyRate(src, dst, 1, 1);  // warm-up
 
   std::vector<Row> rows;
+  struct Tracking {
+    std::string optimizer;
+    int threads;
+    double ratio;  // direct / untracked, parameters/s
+  };
+  std::vector<Tracking> tracking;
   std::printf(
       "\n| optimizer | path | threads (shards) | Mparams/s | apply GB/s | "
       "memcpy GB/s | apply / memcpy |\n|---|---|---|---|---|---|---|\n");
@@ -269,22 +278,45 @@ int Run() {
       auto opt = Optimizer::Create(oo);
       if (!opt.ok()) return Fail(opt.status());
       const double bytes_per_param = momentum > 0 ? 20.0 : 12.0;
-      for (const char* path : {"direct", "store"}) {
-        const bool is_direct = std::string(path) == "direct";
-        if ((is_direct && !direct) || (!is_direct && !store)) continue;
-        Row row{name, path, T, 0, 0, 0};
+      // direct and untracked alternate round by round, so that both see
+      // the same machine load; their ratio is the tracking's cost.
+      Row direct_row{name, "direct", T, 0, 0, 0};
+      Row untracked_row{name, "untracked", T, 0, 0, 0};
+      if (direct || untracked) {
+        for (int r = 0; r < rounds; ++r) {
+          memcpy_rate = std::max(memcpy_rate, MemcpyRate(src, dst, T, reps));
+          if (direct) {
+            direct_row.params_per_s =
+                std::max(direct_row.params_per_s,
+                         DirectRate(*opt, w, v, grads, T, reps));
+          }
+          if (untracked) {
+            untracked_row.params_per_s =
+                std::max(untracked_row.params_per_s,
+                         UntrackedRate(oo, w, v, grads, T, reps));
+          }
+        }
+      }
+      for (Row* row : {&direct_row, &untracked_row}) {
+        if ((row == &direct_row && !direct) ||
+            (row == &untracked_row && !untracked)) {
+          continue;
+        }
+        row->bytes_per_s = row->params_per_s * bytes_per_param;
+        rows.push_back(*row);
+      }
+      if (direct && untracked) {
+        tracking.push_back(
+            {name, T, direct_row.params_per_s / untracked_row.params_per_s});
+      }
+      if (store) {
+        Row row{name, "store", T, 0, 0, 0};
         for (int r = 0; r < rounds; ++r) {
           // memcpy right before each apply measurement, same threads.
           memcpy_rate = std::max(memcpy_rate, MemcpyRate(src, dst, T, reps));
-          double rate = 0;
-          if (is_direct) {
-            rate = DirectRate(*opt, w, v, grads, T, reps);
-          } else {
-            auto s = StoreRate(oo, T, pushes, initial, grads);
-            if (!s.ok()) return Fail(s.status());
-            rate = *s;
-          }
-          row.params_per_s = std::max(row.params_per_s, rate);
+          auto s = StoreRate(oo, T, pushes, initial, grads);
+          if (!s.ok()) return Fail(s.status());
+          row.params_per_s = std::max(row.params_per_s, *s);
         }
         row.bytes_per_s = row.params_per_s * bytes_per_param;
         rows.push_back(row);
@@ -324,6 +356,16 @@ int Run() {
       "# target apply/memcpy >= 0.7: met at %d of %zu rows (lowest %.2f); "
       "reported, not enforced\n",
       met, rows.size(), worst);
+  if (!tracking.empty()) {
+    std::printf("\n# csv,tracking,optimizer,threads,direct_over_untracked\n");
+    for (const Tracking& t : tracking) {
+      std::printf("csv,tracking,%s,%d,%.4f\n", t.optimizer.c_str(), t.threads,
+                  t.ratio);
+    }
+    std::printf(
+        "# the max |w|, |v| tracking: apply with it / without it, same run "
+        "(1.00 = no cost)\n");
+  }
   std::printf("# apply_bench: load average at end: %s\n",
               LoadAverage().c_str());
   return 0;

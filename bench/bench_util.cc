@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -121,6 +122,25 @@ Clock::time_point StartGate::Arrive() {
   };
   mu_.Await(absl::Condition(&released));
   return start_;
+}
+
+std::pair<int64_t, int64_t> ThreadSlice(int64_t n, int threads, int t) {
+  auto bound = [&](int k) {
+    return k == threads ? n : (n / threads * k) / 16 * 16;
+  };
+  return {bound(t), bound(t + 1)};
+}
+
+double MemcpyRate(const std::vector<float>& src, std::vector<float>& dst,
+                  int threads, int reps) {
+  const int64_t n = src.size();
+  const double s = TimeThreads(threads, [&](int t) {
+    const auto [b, e] = ThreadSlice(n, threads, t);
+    for (int r = 0; r < reps; ++r) {
+      std::memcpy(dst.data() + b, src.data() + b, (e - b) * sizeof(float));
+    }
+  });
+  return 2.0 * 4.0 * n * reps / s;
 }
 
 double ProcessCpuSeconds() {

@@ -12,9 +12,12 @@
 #ifndef ASGD_BENCH_BENCH_UTIL_H_
 #define ASGD_BENCH_BENCH_UTIL_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -68,6 +71,37 @@ class StartGate {
   int remaining_ ABSL_GUARDED_BY(mu_);
   Clock::time_point start_ ABSL_GUARDED_BY(mu_);
 };
+
+// Runs body(t) for t in [0, threads) on `threads` threads released together
+// by a StartGate; returns the wall seconds from the release to the end of
+// the last.
+template <typename Body>
+double TimeThreads(int threads, Body body) {
+  StartGate gate(threads);
+  std::vector<Clock::time_point> ends(threads);
+  std::vector<std::thread> pool;
+  Clock::time_point start;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      const Clock::time_point s = gate.Arrive();
+      if (t == 0) start = s;
+      body(t);
+      ends[t] = Clock::now();
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  return SecondsBetween(start, *std::max_element(ends.begin(), ends.end()));
+}
+
+// [begin, end) of thread t's slice of n elements (boundaries 16-element
+// aligned, as shard boundaries are).
+std::pair<int64_t, int64_t> ThreadSlice(int64_t n, int threads, int t);
+
+// memcpy bandwidth in bytes/s, counted as 2 bytes (read + write) per byte
+// copied: `threads` threads each copy their ThreadSlice of src to dst, `reps`
+// times.
+double MemcpyRate(const std::vector<float>& src, std::vector<float>& dst,
+                  int threads, int reps);
 
 // User + system CPU seconds used by this process so far (all threads).
 // cpu seconds / wall seconds over an interval = cores kept busy.

@@ -1,26 +1,36 @@
-// dnn_step_bench: times ModelBackend::ComputeGradient, one minibatch step of the
-// worker (forward, softmax cross-entropy, backward; no optimizer), on the
-// backends asked for, and prints a markdown table and CSV lines.
+// dnn_step_bench: times ModelBackend::ComputeGradient, one minibatch step of
+// the worker (forward, softmax cross-entropy, backward; no optimizer), of a
+// DNN, CNN, LSTM or BLSTM on the backends asked for, and prints a markdown
+// table and CSV lines.
 //
 //   bazel run -c opt //bench:dnn_step_bench -- --backends=cpu,cuda
+//   dnn_step_bench --models=dnn,cnn,lstm,blstm --backends=cpu,cuda
 //   dnn_step_bench --backends=cpu --iters=3 --hidden=512,512 --num_classes=40
 //
-// The default model is the seed recipe's: 440 inputs (11 frames x 40 log-mel),
-// 5 hidden layers of 2048, 2000 outputs; batches of 256 and 1024.
+// Models (--models, comma-separated):
+//   dnn    the MLP of --input_dim, --hidden, --num_classes (default: the seed
+//          recipe's 440 inputs = 11 frames x 40 log-mel, 5 hidden layers of
+//          2048, 2000 outputs), timed on batches of --batches rows;
+//   cnn    the servers' --model presets (model/model_presets.h) with
+//   lstm   --feature_dim, --context, --conv_filters, --lstm_cells,
+//   blstm  --lstm_layers, --lstm_projection, --cell_clip, --preset_hidden and
+//          --num_classes. cnn is a frame model (batches of --batches rows);
+//          lstm and blstm see --sequences sequences of --steps steps each.
 //
 // Each configuration runs --warmup untimed steps, then --iters timed steps;
 // std::chrono::steady_clock brackets the whole timed loop (ComputeGradient is
 // synchronous: the gradient is in host memory when it returns).
 //   minibatches/s = iters / elapsed
-//   TFLOP/s       = 6 * batch * weights * minibatches/s / 1e12
-// where weights = sum over layers of out * in (biases not counted): 2 FLOPs per
-// weight and row in each of the forward GEMM, the input-gradient GEMM and the
-// weight-gradient GEMM. (The first layer's input gradient is not computed, so
-// this slightly overstates the work done; activations, softmax and bias sums
-// are not counted.)
+//   TFLOP/s       = 2 * TrainingMacsPerRow(spec) * rows * minibatches/s / 1e12
+// TrainingMacsPerRow (model/model_spec.h) counts 3 multiply-adds per weight
+// use per row (forward, input gradient, weight gradient; for a DNN, 3 x
+// weights) and a conv layer's multiply-adds at every output position before
+// pooling. Biases, activations, pooling, the LSTM cell updates and the
+// softmax are not counted; the first layer's input gradient, which is not
+// computed, is, so the rate slightly overstates the work done.
 //
-// The CUDA step includes what the ModelBackend interface implies: uploading the
-// parameters and the batch, and downloading the gradient (2 x 4 bytes per
+// The CUDA step includes what the ModelBackend interface implies: uploading
+// the parameters and the batch, and downloading the gradient (2 x 4 bytes per
 // parameter per step), so at large widths it measures the host<->device link
 // as much as the GEMMs. bench/torch_dnn_step.py prints the same table for
 // PyTorch, with and without those copies.
@@ -43,22 +53,43 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
-#include "model/model_spec.h"
-#include "model/backend_factory.h"
 #include "model/backend.h"
+#include "model/backend_factory.h"
+#include "model/model_presets.h"
+#include "model/model_spec.h"
 
 ABSL_FLAG(std::string, backends, "cpu,cuda",
           "Comma-separated backends to time: cpu, cuda, auto. A cuda backend "
           "on a machine without a CUDA device is skipped with a message.");
+ABSL_FLAG(std::string, models, "dnn",
+          "Comma-separated models to time: dnn, cnn, lstm, blstm.");
 ABSL_FLAG(int, input_dim, 440,
-          "Input values per row (11 stacked frames of 40 log-mel).");
+          "dnn: input values per row (11 stacked frames of 40 log-mel).");
 ABSL_FLAG(std::string, hidden, "2048,2048,2048,2048,2048",
-          "Hidden layer widths, comma-separated (empty: none).");
-ABSL_FLAG(int, num_classes, 2000, "Output classes.");
+          "dnn: hidden layer widths, comma-separated (empty: none).");
+ABSL_FLAG(int, num_classes, 2000, "Output classes (every model).");
 ABSL_FLAG(std::string, activation, "relu",
-          "Hidden activation: relu, sigmoid or tanh.");
+          "Hidden activation: relu, sigmoid or tanh (every model).");
+ABSL_FLAG(int, feature_dim, 40, "cnn, lstm, blstm: features per frame.");
+ABSL_FLAG(int, context, -1,
+          "cnn, lstm, blstm: frames of context each side (-1: the preset's "
+          "default, 5 for cnn, 0 for lstm and blstm).");
+ABSL_FLAG(int, conv_filters, 128,
+          "cnn: filters of the first conv layer (the second has twice as "
+          "many).");
+ABSL_FLAG(int, lstm_cells, 512, "lstm, blstm: cells per layer (direction).");
+ABSL_FLAG(int, lstm_layers, 3, "lstm, blstm: recurrent layers.");
+ABSL_FLAG(int, lstm_projection, 256,
+          "lstm, blstm: recurrent projection (0: none).");
+ABSL_FLAG(double, cell_clip, 0.0, "lstm, blstm: cell clip (0: none).");
+ABSL_FLAG(std::string, preset_hidden, "auto",
+          "cnn, lstm, blstm: dense layers after the conv or recurrent ones "
+          "(auto: the preset's, 512 for cnn, none for lstm and blstm).");
 ABSL_FLAG(std::string, batches, "256,1024",
-          "Comma-separated minibatch sizes to time.");
+          "dnn, cnn: comma-separated minibatch sizes (rows) to time.");
+ABSL_FLAG(std::string, sequences, "16,64",
+          "lstm, blstm: comma-separated sequences per minibatch to time.");
+ABSL_FLAG(int, steps, 20, "lstm, blstm: steps (frames) per sequence.");
 ABSL_FLAG(int, warmup, 3, "Untimed steps before each measurement.");
 ABSL_FLAG(int, iters, 20, "Timed steps per measurement.");
 ABSL_FLAG(std::string, cuda_math, "tf32,fp32",
@@ -71,11 +102,17 @@ namespace asgd {
 namespace {
 
 struct Row {
+  std::string model;
   std::string backend;
   std::string math;
-  int batch = 0;
+  int sequences = 0;
+  int steps = 1;
   int iters = 0;
   double seconds = 0;
+  int64_t macs_per_row = 0;
+  int rows() const { return sequences * steps; }
+  double per_s() const { return iters / seconds; }
+  double tflops() const { return 2.0 * macs_per_row * rows() * per_s() / 1e12; }
 };
 
 absl::StatusOr<std::vector<int>> ParsePositiveList(absl::string_view flag,
@@ -95,24 +132,64 @@ absl::StatusOr<std::vector<int>> ParsePositiveList(absl::string_view flag,
   return values;
 }
 
+// The model named `kind` from the flags.
+absl::StatusOr<ModelSpec> ModelFor(absl::string_view kind) {
+  auto activation = ParseActivation(absl::GetFlag(FLAGS_activation));
+  if (!activation.ok()) return activation.status();
+  if (kind == "dnn") {
+    // One row of input_dim values (no context to add).
+    ModelSpec spec;
+    spec.feature_dim = absl::GetFlag(FLAGS_input_dim);
+    spec.context = 0;
+    spec.num_classes = absl::GetFlag(FLAGS_num_classes);
+    auto hidden = ParseLayerSizes(absl::GetFlag(FLAGS_hidden));
+    if (!hidden.ok()) return hidden.status();
+    for (int h : *hidden) {
+      spec.layers.push_back(LayerSpec::Dense(h, *activation));
+    }
+    absl::Status status = ValidateModelSpec(spec);
+    if (!status.ok()) return status;
+    return spec;
+  }
+  if (kind != "cnn" && kind != "lstm" && kind != "blstm") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--models: unknown model \"", kind, "\" (dnn, cnn, lstm, blstm)"));
+  }
+  ModelShapeOptions o;
+  o.kind = std::string(kind);
+  o.feature_dim = absl::GetFlag(FLAGS_feature_dim);
+  o.context = absl::GetFlag(FLAGS_context);
+  o.num_classes = absl::GetFlag(FLAGS_num_classes);
+  o.hidden = absl::GetFlag(FLAGS_preset_hidden);
+  o.activation = absl::GetFlag(FLAGS_activation);
+  o.conv_filters = absl::GetFlag(FLAGS_conv_filters);
+  o.lstm_cells = absl::GetFlag(FLAGS_lstm_cells);
+  o.lstm_layers = absl::GetFlag(FLAGS_lstm_layers);
+  o.lstm_projection = absl::GetFlag(FLAGS_lstm_projection);
+  o.cell_clip = static_cast<float>(absl::GetFlag(FLAGS_cell_clip));
+  return PresetModel(o);
+}
+
 // Times `iters` calls of ComputeGradient after `warmup` untimed ones.
-absl::StatusOr<double> TimeSteps(ModelBackend& dnn,
+absl::StatusOr<double> TimeSteps(ModelBackend& backend,
                                  const std::vector<float>& params,
                                  const std::vector<float>& inputs,
-                                 const std::vector<int32_t>& labels, int batch,
-                                 int warmup, int iters) {
+                                 const std::vector<int32_t>& labels,
+                                 int sequences, int steps, int warmup,
+                                 int iters) {
   std::vector<float> grad(params.size());
-  const Batch step{batch, 1,
-                   absl::MakeConstSpan(inputs).first(
-                       static_cast<size_t>(batch) * dnn.spec().input_dim()),
-                   absl::MakeConstSpan(labels).first(batch)};
+  const size_t rows = static_cast<size_t>(sequences) * steps;
+  const Batch batch{
+      sequences, steps,
+      absl::MakeConstSpan(inputs).first(rows * backend.spec().input_dim()),
+      absl::MakeConstSpan(labels).first(rows)};
   for (int i = 0; i < warmup; ++i) {
-    auto r = dnn.ComputeGradient(params, step, absl::MakeSpan(grad));
+    auto r = backend.ComputeGradient(params, batch, absl::MakeSpan(grad));
     if (!r.ok()) return r.status();
   }
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) {
-    auto r = dnn.ComputeGradient(params, step, absl::MakeSpan(grad));
+    auto r = backend.ComputeGradient(params, batch, absl::MakeSpan(grad));
     if (!r.ok()) return r.status();
   }
   const auto end = std::chrono::steady_clock::now();
@@ -125,26 +202,15 @@ int Fail(const absl::Status& status) {
 }
 
 int Run() {
-  // The DNN as a model of one row of input_dim values (no context to add).
-  ModelSpec spec;
-  spec.feature_dim = absl::GetFlag(FLAGS_input_dim);
-  spec.context = 0;
-  spec.num_classes = absl::GetFlag(FLAGS_num_classes);
-  auto hidden = ParseLayerSizes(absl::GetFlag(FLAGS_hidden));
-  if (!hidden.ok()) return Fail(hidden.status());
-  auto activation = ParseActivation(absl::GetFlag(FLAGS_activation));
-  if (!activation.ok()) return Fail(activation.status());
-  for (int h : *hidden) spec.layers.push_back(LayerSpec::Dense(h, *activation));
-  if (absl::Status s = ValidateModelSpec(spec); !s.ok()) return Fail(s);
-
-  auto batches = ParsePositiveList("batches", absl::GetFlag(FLAGS_batches));
-  if (!batches.ok()) return Fail(batches.status());
   const int warmup = absl::GetFlag(FLAGS_warmup);
   const int iters = absl::GetFlag(FLAGS_iters);
   if (warmup < 0 || iters < 1) {
     return Fail(
         absl::InvalidArgumentError("--warmup must be >= 0 and --iters >= 1"));
   }
+  const int steps = absl::GetFlag(FLAGS_steps);
+  if (steps < 1)
+    return Fail(absl::InvalidArgumentError("--steps must be >= 1"));
   std::vector<CudaOptions::MathMode> maths;
   for (absl::string_view m :
        absl::StrSplit(absl::GetFlag(FLAGS_cuda_math), ',', absl::SkipEmpty())) {
@@ -155,86 +221,122 @@ int Run() {
   if (maths.empty()) {
     return Fail(absl::InvalidArgumentError("--cuda_math is empty"));
   }
+  // Every model is built before anything is timed, so that a bad flag is an
+  // error rather than half a table.
+  std::vector<std::pair<std::string, ModelSpec>> models;
+  for (absl::string_view kind :
+       absl::StrSplit(absl::GetFlag(FLAGS_models), ',', absl::SkipEmpty())) {
+    auto spec = ModelFor(kind);
+    if (!spec.ok()) return Fail(spec.status());
+    models.emplace_back(std::string(kind), *spec);
+  }
+  if (models.empty()) {
+    return Fail(absl::InvalidArgumentError("--models is empty"));
+  }
+  std::vector<std::string> backends =
+      absl::StrSplit(absl::GetFlag(FLAGS_backends), ',', absl::SkipEmpty());
+  for (const std::string& name : backends) {
+    if (name != "cpu" && name != "cuda" && name != "auto") {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--backends: unknown backend \"", name, "\" (",
+                       kBackendChoices, ")")));
+    }
+  }
+  auto frame_batches =
+      ParsePositiveList("batches", absl::GetFlag(FLAGS_batches));
+  if (!frame_batches.ok()) return Fail(frame_batches.status());
+  auto sequence_batches =
+      ParsePositiveList("sequences", absl::GetFlag(FLAGS_sequences));
+  if (!sequence_batches.ok()) return Fail(sequence_batches.status());
   if (absl::GetFlag(FLAGS_blas_threads) > 0) {
     SetBlasThreads(absl::GetFlag(FLAGS_blas_threads));
   }
 
-  int max_batch = 0;
-  for (int b : *batches) max_batch = std::max(max_batch, b);
-  const int64_t weights = TrainingMacsPerRow(spec) / 3;
-  const std::vector<float> params = InitialParams(spec, 1);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal;
-  std::uniform_int_distribution<int32_t> label(0, spec.num_classes - 1);
-  std::vector<float> inputs(static_cast<size_t>(max_batch) * spec.input_dim());
-  for (float& v : inputs) v = normal(rng);
-  std::vector<int32_t> labels(max_batch);
-  for (int32_t& v : labels) v = label(rng);
-
   std::printf(
-      "# DNN step (ComputeGradient): %s; %lld weights, %lld parameters\n",
-      DescribeModel(spec).c_str(), static_cast<long long>(weights),
-      static_cast<long long>(ModelParamCount(spec)));
-  std::printf(
-      "# FLOPs per step = 6 x batch x weights; %d warm-up + %d timed "
-      "steps per row\n",
+      "# Training step (ComputeGradient); FLOPs per step = 2 x "
+      "TrainingMacsPerRow x rows; %d warm-up + %d timed steps per row\n",
       warmup, iters);
-
   std::vector<Row> rows;
-  for (absl::string_view name :
-       absl::StrSplit(absl::GetFlag(FLAGS_backends), ',', absl::SkipEmpty())) {
-    const bool cpu_only = name == "cpu";
-    // The CPU backend has one math mode; CUDA (and "auto") one per --cuda_math.
-    const size_t modes = cpu_only ? 1 : maths.size();
-    for (size_t m = 0; m < modes; ++m) {
-      CudaOptions options;
-      options.device = absl::GetFlag(FLAGS_cuda_device);
-      options.math = maths[m];
-      std::string note;
-      auto dnn = CreateBackend(name, spec, max_batch, &note, options);
-      if (!dnn.ok()) {
-        if (dnn.status().code() == absl::StatusCode::kUnavailable) {
-          std::printf("# %s: skipped (%s)\n", std::string(name).c_str(),
-                      std::string(dnn.status().message()).c_str());
-          break;
+  for (const auto& [kind, spec] : models) {
+    const bool sequence = spec.is_sequence();
+    // Minibatches as sequences x steps: frame models one step per row.
+    const std::vector<int>& counts =
+        sequence ? *sequence_batches : *frame_batches;
+    const int model_steps = sequence ? steps : 1;
+    int max_rows = 0;
+    for (int c : counts) max_rows = std::max(max_rows, c * model_steps);
+    const int64_t macs = TrainingMacsPerRow(spec);
+    std::printf(
+        "# %s: %s; %lld parameters, %lld training multiply-adds per row\n",
+        kind.c_str(), DescribeModel(spec).c_str(),
+        static_cast<long long>(ModelParamCount(spec)),
+        static_cast<long long>(macs));
+
+    const std::vector<float> params = InitialParams(spec, 1);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal;
+    std::uniform_int_distribution<int32_t> label(0, spec.num_classes - 1);
+    std::vector<float> inputs(static_cast<size_t>(max_rows) * spec.input_dim());
+    for (float& v : inputs) v = normal(rng);
+    std::vector<int32_t> labels(max_rows);
+    for (int32_t& v : labels) v = label(rng);
+
+    for (const std::string& name : backends) {
+      const bool cpu_only = name == "cpu";
+      // The CPU backend has one math mode; CUDA (and "auto") one per
+      // --cuda_math.
+      const size_t modes = cpu_only ? 1 : maths.size();
+      for (size_t m = 0; m < modes; ++m) {
+        CudaOptions options;
+        options.device = absl::GetFlag(FLAGS_cuda_device);
+        options.math = maths[m];
+        std::string note;
+        auto backend = CreateBackend(name, spec, max_rows, &note, options);
+        if (!backend.ok()) {
+          if (backend.status().code() == absl::StatusCode::kUnavailable) {
+            std::printf("# %s %s: skipped (%s)\n", kind.c_str(), name.c_str(),
+                        std::string(backend.status().message()).c_str());
+            break;
+          }
+          return Fail(backend.status());
         }
-        return Fail(dnn.status());
+        std::printf("# %s %s: %s\n", kind.c_str(), name.c_str(), note.c_str());
+        const std::string backend_name((*backend)->name());
+        const std::string math = backend_name == "cuda"
+                                     ? std::string(CudaMathModeName(maths[m]))
+                                     : "fp32";
+        for (int count : counts) {
+          std::fflush(stdout);
+          std::fprintf(stderr, "timing %s %s %s %d x %d ...\n", kind.c_str(),
+                       backend_name.c_str(), math.c_str(), count, model_steps);
+          auto seconds = TimeSteps(**backend, params, inputs, labels, count,
+                                   model_steps, warmup, iters);
+          if (!seconds.ok()) return Fail(seconds.status());
+          rows.push_back({kind, backend_name, math, count, model_steps, iters,
+                          *seconds, macs});
+        }
+        if (backend_name == "cpu") break;  // "auto" fell back: one mode only
       }
-      std::printf("# %s: %s\n", std::string(name).c_str(), note.c_str());
-      const std::string math = (*dnn)->name() == "cuda"
-                                   ? std::string(CudaMathModeName(maths[m]))
-                                   : "fp32";
-      for (int batch : *batches) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "timing %s %s batch %d ...\n",
-                     std::string((*dnn)->name()).c_str(), math.c_str(), batch);
-        auto seconds =
-            TimeSteps(**dnn, params, inputs, labels, batch, warmup, iters);
-        if (!seconds.ok()) return Fail(seconds.status());
-        rows.push_back(
-            {std::string((*dnn)->name()), math, batch, iters, *seconds});
-      }
-      if ((*dnn)->name() == "cpu") break;  // "auto" fell back: one mode only
     }
   }
 
   std::printf(
-      "\n| backend | math | batch | minibatches/s | ms/step | TFLOP/s |\n");
-  std::printf("|---|---|---:|---:|---:|---:|\n");
+      "\n| model | backend | math | sequences x steps | rows | minibatches/s "
+      "| ms/step | TFLOP/s |\n");
+  std::printf("|---|---|---|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
-    const double per_s = r.iters / r.seconds;
-    std::printf("| %s | %s | %d | %.2f | %.3f | %.3f |\n", r.backend.c_str(),
-                r.math.c_str(), r.batch, per_s, 1e3 / per_s,
-                6.0 * r.batch * weights * per_s / 1e12);
+    std::printf("| %s | %s | %s | %d x %d | %d | %.2f | %.3f | %.3f |\n",
+                r.model.c_str(), r.backend.c_str(), r.math.c_str(), r.sequences,
+                r.steps, r.rows(), r.per_s(), 1e3 / r.per_s(), r.tflops());
   }
   std::printf(
-      "\ncsv,backend,math,batch,iters,seconds,minibatches_per_s,"
-      "ms_per_step,tflops\n");
+      "\ncsv,model,backend,math,sequences,steps,rows,iters,seconds,"
+      "minibatches_per_s,ms_per_step,tflops\n");
   for (const Row& r : rows) {
-    const double per_s = r.iters / r.seconds;
-    std::printf("csv,%s,%s,%d,%d,%.6f,%.4f,%.4f,%.5f\n", r.backend.c_str(),
-                r.math.c_str(), r.batch, r.iters, r.seconds, per_s, 1e3 / per_s,
-                6.0 * r.batch * weights * per_s / 1e12);
+    std::printf("csv,%s,%s,%s,%d,%d,%d,%d,%.6f,%.4f,%.4f,%.5f\n",
+                r.model.c_str(), r.backend.c_str(), r.math.c_str(), r.sequences,
+                r.steps, r.rows(), r.iters, r.seconds, r.per_s(),
+                1e3 / r.per_s(), r.tflops());
   }
   return 0;
 }
@@ -244,8 +346,10 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Times ModelBackend::ComputeGradient on the given backends.\n"
-      "  dnn_step_bench --backends=cpu,cuda --batches=256,1024 --iters=20");
+      "Times ModelBackend::ComputeGradient of a DNN, CNN, LSTM or BLSTM on "
+      "the given backends.\n"
+      "  dnn_step_bench --models=dnn,cnn,lstm,blstm --backends=cpu,cuda "
+      "--iters=20");
   absl::ParseCommandLine(argc, argv);
   return asgd::Run();
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Smoke test of //bench:dnn_step_bench: runs it on a tiny model with a couple
-# of steps and checks the table, the CSV lines, and that a cuda backend is
-# either timed or skipped with a reason. Usage: dnn_step_bench_smoke_test.sh BIN
+# Smoke test of //bench:dnn_step_bench: runs it on a tiny model of each kind
+# (dnn, cnn, lstm, blstm) with a couple of steps and checks the table, the CSV
+# lines (numeric fields), and that a cuda backend is either timed or skipped
+# with a reason for each model. It never looks at a time.
+# Usage: dnn_step_bench_smoke_test.sh BIN
 set -euo pipefail
 bench="$1"
 
@@ -10,23 +12,52 @@ fail() {
   exit 1
 }
 
-out=$("$bench" --backends=cpu,cuda --input_dim=12 --hidden=16,8 \
-  --num_classes=5 --batches=4,9 --warmup=1 --iters=2 --blas_threads=1) ||
-  fail "bench exited with $?"
+tiny=(--models=dnn,cnn,lstm,blstm --backends=cpu,cuda --input_dim=12
+  --hidden=16,8 --num_classes=5 --batches=4,9 --feature_dim=20 --context=2
+  --conv_filters=2 --preset_hidden=7 --lstm_cells=6 --lstm_layers=1
+  --lstm_projection=3 --cell_clip=1 --sequences=2,3 --steps=3 --warmup=1
+  --iters=2 --blas_threads=1)
+out=$("$bench" "${tiny[@]}") || fail "bench exited with $?"
 echo "$out"
 
 grep -q "minibatches/s" <<<"$out" || fail "no table header"
-grep -q "^| cpu | fp32 | 4 | " <<<"$out" || fail "no cpu row for batch 4"
-grep -q "^| cpu | fp32 | 9 | " <<<"$out" || fail "no cpu row for batch 9"
-grep -q "^csv,cpu,fp32,9,2," <<<"$out" || fail "no csv line for cpu batch 9"
-grep -q "6 x batch x weights" <<<"$out" || fail "FLOP formula not stated"
-if ! grep -q "^| cuda | tf32 | 4 | " <<<"$out"; then
-  grep -qE "^# cuda: skipped \(.*(no CUDA device|built without CUDA support)" <<<"$out" ||
-    fail "cuda neither timed nor skipped with a reason"
-fi
+grep -q "FLOPs per step = 2 x TrainingMacsPerRow x rows" <<<"$out" ||
+  fail "FLOP formula not stated"
+for model in dnn cnn; do
+  grep -q "^| $model | cpu | fp32 | 4 x 1 | 4 | " <<<"$out" ||
+    fail "no cpu row for $model batch 4"
+  grep -q "^| $model | cpu | fp32 | 9 x 1 | 9 | " <<<"$out" ||
+    fail "no cpu row for $model batch 9"
+done
+for model in lstm blstm; do
+  grep -q "^| $model | cpu | fp32 | 2 x 3 | 6 | " <<<"$out" ||
+    fail "no cpu row for $model 2 x 3"
+  grep -q "^| $model | cpu | fp32 | 3 x 3 | 9 | " <<<"$out" ||
+    fail "no cpu row for $model 3 x 3"
+done
+grep -q "^# cnn: conv(2,3x8,pool 1x3,relu) conv(4,3x4,pool 1x1,relu) dense(7,relu)" <<<"$out" ||
+  fail "cnn is not the preset"
+grep -q "^# blstm: blstm(6,proj 3,clip 1) dense(7,relu)" <<<"$out" ||
+  fail "blstm is not the preset"
+for key in dnn,cpu,fp32,9,1,9 cnn,cpu,fp32,4,1,4 lstm,cpu,fp32,3,3,9 blstm,cpu,fp32,2,3,6; do
+  line=$(grep "^csv,$key,2," <<<"$out") || fail "no csv line for $key"
+  awk -F, '{ for (i = 5; i <= NF; ++i) if ($i !~ /^[0-9]+(\.[0-9]+)?$/) exit 1 }' \
+    <<<"$line" || fail "non-numeric field in: $line"
+  # A step that does work has a positive rate.
+  awk -F, '{ exit !($NF > 0) }' <<<"$line" || fail "no FLOP rate in: $line"
+done
+for model in dnn cnn lstm blstm; do
+  if ! grep -q "^| $model | cuda | tf32 | " <<<"$out"; then
+    grep -qE "^# $model cuda: skipped \(.*(no CUDA device|built without CUDA support)" <<<"$out" ||
+      fail "cuda neither timed nor skipped with a reason for $model"
+  fi
+done
 
-# A bad flag is an error, not a table.
+# Bad flags are errors, not tables.
 if "$bench" --backends=tpu --iters=1 >/dev/null 2>&1; then
   fail "--backends=tpu was accepted"
+fi
+if "$bench" --models=rnn --iters=1 >/dev/null 2>&1; then
+  fail "--models=rnn was accepted"
 fi
 echo "PASS"

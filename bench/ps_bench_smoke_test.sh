@@ -5,7 +5,7 @@
 # asked for), and that a bad flag is an error. It never looks at the value of
 # a time, a rate or a ratio: the machine is shared and noisy.
 #
-# Usage: ps_bench_smoke_test.sh transport|apply|capacity|gbench BINARY
+# Usage: ps_bench_smoke_test.sh transport|apply|capacity|gbench|codec BINARY
 set -euo pipefail
 which="$1"
 bench="$2"
@@ -66,14 +66,15 @@ case "$which" in
     echo "$out"
     grep -q "| apply / memcpy |" <<<"$out" || fail "no table header"
     for opt in sgd momentum; do
-      for path in direct store; do
+      for path in direct untracked store; do
         for t in 1 2; do
           grep -q "^csv,apply,$opt,$path,$t," <<<"$out" ||
             fail "no csv line for $opt $path $t"
         done
       done
     done
-    check_csv "csv,apply" 8 5
+    check_csv "csv,apply" 12 5
+    check_csv "csv,tracking" 4 4
     grep -q "12 B/param" <<<"$out" || fail "byte convention not stated"
     bad=(--optimizers=adam)
     ;;
@@ -85,6 +86,28 @@ case "$which" in
     check_csv "csv,capacity" 2 3
     grep -q "^# saturation: " <<<"$out" || fail "no saturation line"
     bad=(--workers=0)
+    ;;
+  codec)
+    out=$("$bench" --params=65536 --threads=1,2 --reps=1 --rounds=1 \
+      --encodings=fp32,onebit,topk:0.01) || fail "bench exited with $?"
+    echo "$out"
+    grep -q "| encoding | wire bytes per push | bits per parameter |" <<<"$out" ||
+      fail "no wire table header"
+    grep -q "| optimizer | encoding | path | threads | ms per push |" <<<"$out" ||
+      fail "no apply table header"
+    for opt in sgd momentum; do
+      for t in 1 2; do
+        for row in fp32,apply fp32,decode+apply onebit,fused topk:0.01,fused; do
+          grep -q "^csv,codec_apply,$opt,$row,$t," <<<"$out" ||
+            fail "no csv line for $opt $row $t"
+        done
+      done
+    done
+    check_csv "csv,codec_wire" 3 4
+    check_csv "csv,codec_apply" 16 6
+    check_csv "csv,codec_server" 6 5
+    grep -q "12 B/param" <<<"$out" || fail "byte convention not stated"
+    bad=(--encodings=fp16)
     ;;
   gbench)
     out=$("$bench" --benchmark_filter='/65536/' --benchmark_min_time=0.01 \

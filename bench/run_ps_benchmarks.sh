@@ -13,7 +13,8 @@ out="${1:-/tmp/asgd-bench}"
 mkdir -p "$out"
 
 bazel build //bench:transport_bench //bench:apply_bench \
-  //bench:server_capacity_bench //bench:optimizer_apply_gbench
+  //bench:server_capacity_bench //bench:optimizer_apply_gbench \
+  //bench:codec_bench
 bin=bazel-bin/bench
 
 run() {
@@ -54,4 +55,12 @@ run capacity_compute100 "$bin/server_capacity_bench" --workers=1,2,4,8 \
   --duration_s=3 --compute_ms=100
 run capacity_bf16 "$bin/server_capacity_bench" --workers=1,2,4,8 \
   --duration_s=3 --wire_dtype=bf16
+# 4. gradient encodings of the seed's DNN: wire bytes, the worker's encode
+#    cost, fused decode+apply vs memcpy (also with non-temporal memcpy, and on
+#    256 MiB buffers), the server's time per push.
+run codec "$bin/codec_bench" --reps=4 --rounds=3
+run codec_nt env GLIBC_TUNABLES=glibc.cpu.x86_non_temporal_threshold=0x1000000 \
+  "$bin/codec_bench" --reps=4 --rounds=3 --encodings=fp32,onebit,topk:0.01
+run codec_64m "$bin/codec_bench" --params=67108864 --reps=2 --rounds=3 \
+  --encodings=fp32,onebit,topk:0.01
 echo "== done; outputs in $out (load: $(cat /proc/loadavg))"

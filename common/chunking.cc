@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/text_quote.h"
 
 namespace asgd {
 
@@ -65,8 +66,9 @@ absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
   }
   const int t = layout_->FindTensor(tensor);
   if (t < 0) {
-    return Fail(ChunkError::kUnknownTensor,
-                absl::StrCat("unknown tensor '", tensor, "'"));
+    return Fail(
+        ChunkError::kUnknownTensor,
+        absl::StrCat("unknown tensor '", EscapeForMessage(tensor), "'"));
   }
   bool held = false;
   for (const Slice& s : slices_) held |= (s.tensor == t);
@@ -136,7 +138,8 @@ absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
       carried += static_cast<int>(take);
       piece.remove_prefix(take);
       if (carried < width) continue;
-      if (DecodeFloats(carry, 1, dtype, out + done, check_finite_) >= 0) {
+      if (DecodeFloats(carry, 1, dtype, out + done, check_finite_, &max_abs_) >=
+          0) {
         bad = done;
         break;
       }
@@ -144,8 +147,8 @@ absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
       carried = 0;
     }
     const int64_t whole = static_cast<int64_t>(piece.size() / width);
-    const int64_t at =
-        DecodeFloats(piece.data(), whole, dtype, out + done, check_finite_);
+    const int64_t at = DecodeFloats(piece.data(), whole, dtype, out + done,
+                                    check_finite_, &max_abs_);
     if (at >= 0) {
       bad = done + at;
       break;

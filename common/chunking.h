@@ -78,11 +78,12 @@ class ChunkAssembler {
                  int64_t max_elements, float* dst, bool check_finite);
 
   // Accepts the next chunk. On error returns InvalidArgument saying what was
-  // wrong, sets error(), and rejects every later call. Values of a rejected
-  // chunk may have been partly copied into dst: callers stage into a buffer
-  // they discard on error.
-  // `dtype` is the chunk's element encoding, as the int on the wire (an
-  // unknown value is rejected as kBadSize).
+  // wrong (a tensor name from the sender is escaped and cut to a few dozen
+  // bytes, see text_quote.h), sets error(), and rejects every later call.
+  // Values of a rejected chunk may have been partly copied into dst: callers
+  // stage into a buffer they discard on error. `dtype` is the chunk's element
+  // encoding, as the int on the wire (an unknown value is rejected as
+  // kBadSize).
   absl::Status Add(absl::string_view tensor, uint64_t offset,
                    absl::Span<const absl::string_view> data, int dtype);
   absl::Status Add(absl::string_view tensor, uint64_t offset,
@@ -99,6 +100,9 @@ class ChunkAssembler {
 
   int64_t chunks_received() const { return chunks_; }
   ChunkError error() const { return error_; }
+  // The largest |value| accepted so far (0 before any chunk), taken by the
+  // decode pass itself.
+  float max_abs() const { return max_abs_; }
 
  private:
   absl::Status Fail(ChunkError error, std::string message);
@@ -112,6 +116,7 @@ class ChunkAssembler {
   size_t slice_ = 0;       // current slice
   int64_t next_ = 0;       // next expected element offset inside the tensor
   int64_t chunks_ = 0;
+  float max_abs_ = 0.0f;
   ChunkError error_ = ChunkError::kNone;
 };
 

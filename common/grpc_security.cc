@@ -394,6 +394,12 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
       return grpc::CreateCustomChannel(
           address, grpc::InsecureChannelCredentials(), args);
     }
+    if (!options.allow_cleartext_token) {
+      return absl::InvalidArgumentError(
+          "--auth_token_file without TLS would send the bearer token in clear "
+          "text: turn TLS on with --tls_ca, or pass --allow_cleartext_token "
+          "if this network is trusted");
+    }
     std::vector<
         std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
         interceptors;

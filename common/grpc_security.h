@@ -19,8 +19,9 @@
 // credentials with the token attached as call credentials; gRPC sends call
 // credentials only over TLS, so a token without TLS needs MakeChannel().
 //
-// Token-only (no TLS) is accepted for trusted private networks: the token
-// then travels in clear text.
+// Token-only (no TLS) is accepted for trusted private networks, where the
+// token travels in clear text: a client refuses to send it that way unless
+// allow_cleartext_token says so explicitly (--allow_cleartext_token).
 //
 // Thread-safety: pure functions; the returned objects are thread-safe.
 //
@@ -73,7 +74,8 @@ MakeChannelCredentials(const SecurityOptions& options);
 // tls_server_name as the expected certificate name, and the token on every
 // call (as call credentials over TLS, through a client interceptor without
 // TLS). `args` are used as given otherwise. Errors as MakeChannelCredentials
-// except that a token without TLS is allowed.
+// except that a token without TLS is allowed when allow_cleartext_token is
+// set (InvalidArgument naming both ways out otherwise).
 //
 //   ASGD_ASSIGN_OR_RETURN(auto channel, MakeChannel(address, security, args));
 //   auto stub = asgd::v1::ParameterServer::NewStub(channel);

@@ -1,6 +1,8 @@
 #include "common/metrics_endpoint.h"
 
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/gauge.h"
@@ -13,7 +15,11 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   auto endpoint = std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint());
   const std::string address = absl::StrCat(host, ":", port);
   try {  // prometheus-cpp reports bind errors as exceptions
-    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(address);
+    endpoint->exposer_ =
+        std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+            "listening_ports", address, "num_threads",
+            absl::StrCat(kMetricsThreads), "request_timeout_ms",
+            absl::StrCat(kMetricsRequestTimeoutMs), "linger_timeout_ms", "0"});
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
         "cannot serve metrics on ", address, ": ", e.what()));

@@ -1,6 +1,13 @@
 // MetricsEndpoint: serves a Prometheus registry over HTTP at /metrics (one
 // prometheus-cpp Exposer per process), read-only.
 //
+// The HTTP server (civetweb) gives each connection a thread; a connection
+// that sends half a request and waits would hold its thread for civetweb's
+// default 30 s. Here there are kMetricsThreads threads and every read or
+// write times out after kMetricsRequestTimeoutMs, so idle or half-sent
+// connections delay a scrape by at most that, and only when they outnumber
+// the threads.
+//
 //   auto registry = std::make_shared<prometheus::Registry>();
 //   AddBuildInfo(*registry, "server");
 //   auto endpoint = MetricsEndpoint::Start("0.0.0.0", 9100, registry);
@@ -20,6 +27,9 @@ namespace asgd {
 
 // The version reported by asgd_build_info.
 inline constexpr char kAsgdVersion[] = "0.1.0";
+
+inline constexpr int kMetricsThreads = 8;
+inline constexpr int kMetricsRequestTimeoutMs = 2000;
 
 class MetricsEndpoint {
  public:

@@ -21,6 +21,10 @@ ABSL_FLAG(std::string, tls_server_name, "",
 ABSL_FLAG(std::string, auth_token_file, "",
           "File holding a shared bearer token. Server: every call must carry "
           "it (else UNAUTHENTICATED). Client: sent with every call.");
+ABSL_FLAG(bool, allow_cleartext_token, false,
+          "Client: send the --auth_token_file token without TLS, in clear "
+          "text (a trusted network only). Without it a client with a token "
+          "and no --tls_ca refuses to start.");
 
 namespace asgd {
 
@@ -31,6 +35,7 @@ absl::StatusOr<SecurityOptions> SecurityOptionsFromFlags() {
   o.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   o.require_client_cert = absl::GetFlag(FLAGS_require_client_cert);
   o.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  o.allow_cleartext_token = absl::GetFlag(FLAGS_allow_cleartext_token);
   if (const std::string path = absl::GetFlag(FLAGS_auth_token_file);
       !path.empty()) {
     auto token = ReadTokenFile(path);

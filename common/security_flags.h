@@ -1,7 +1,7 @@
 // The transport-security flags shared by asgd_server, asgd_worker and
 // asgd_eval (defined once, in security_flags.cc):
 //   --tls_cert, --tls_key, --tls_ca, --require_client_cert,
-//   --tls_server_name, --auth_token_file
+//   --tls_server_name, --auth_token_file, --allow_cleartext_token
 // See common/grpc_security.h for what they mean on each side.
 #ifndef ASGD_COMMON_SECURITY_FLAGS_H_
 #define ASGD_COMMON_SECURITY_FLAGS_H_

@@ -23,6 +23,9 @@ struct SecurityOptions {
   std::string tls_server_name;
   // Shared bearer token (empty: none). Read from a file by the mains.
   std::string token;
+  // Client: send the token without TLS (in clear text). Off: MakeChannel()
+  // refuses a token without tls_ca.
+  bool allow_cleartext_token = false;
 };
 
 }  // namespace asgd

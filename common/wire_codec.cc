@@ -118,14 +118,22 @@ ASGD_VECTOR_CLONES void DecodeBf16(const char* src, int64_t count,
   }
 }
 
-// The largest exponent field of `count` floats: kExponentMask means a NaN
-// or Inf is among them.
-ASGD_VECTOR_CLONES uint32_t MaxExponent(const float* values, int64_t count) {
-  uint32_t max_exponent = 0;
+// The largest magnitude of `count` floats as bits (sign cleared): for
+// non-negative floats the bit patterns order like the values, so this is an
+// integer max that vectorizes. kExponentMask or more means a NaN or Inf is
+// among them.
+ASGD_VECTOR_CLONES uint32_t MaxAbsBits(const float* values, int64_t count) {
+  uint32_t max_bits = 0;
   for (int64_t i = 0; i < count; ++i) {
-    max_exponent = std::max(max_exponent, Bits(values[i]) & kExponentMask);
+    max_bits = std::max(max_bits, Bits(values[i]) & 0x7fffffffu);
   }
-  return max_exponent;
+  return max_bits;
+}
+
+inline float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
 }
 
 }  // namespace
@@ -140,9 +148,11 @@ void EncodeFloats(const float* src, int64_t count, WireDtype dtype,
 }
 
 int64_t DecodeFloats(const char* src, int64_t count, WireDtype dtype,
-                     float* dst, bool check_finite) {
+                     float* dst, bool check_finite, float* max_abs) {
   // Block by block: the copy (glibc's memcpy, or the widening loop), then
-  // the check over the block while it is still in L1.
+  // the check and the maximum over the block while it is still in L1.
+  const bool scan = check_finite || max_abs != nullptr;
+  uint32_t max_bits = 0;
   for (int64_t begin = 0; begin < count; begin += kBlock) {
     const int64_t n = std::min(count - begin, kBlock);
     if (dtype == WireDtype::kFloat32) {
@@ -150,13 +160,26 @@ int64_t DecodeFloats(const char* src, int64_t count, WireDtype dtype,
     } else {
       DecodeBf16(src + 2 * begin, n, dst + begin);
     }
-    if (check_finite && MaxExponent(dst + begin, n) == kExponentMask) {
+    if (!scan) continue;
+    const uint32_t block_bits = MaxAbsBits(dst + begin, n);
+    if (check_finite && block_bits >= kExponentMask) {
       for (int64_t i = begin; i < begin + n; ++i) {
         if (!std::isfinite(dst[i])) return i;
       }
     }
+    max_bits = std::max(max_bits, block_bits);
   }
+  if (max_abs != nullptr) *max_abs = std::max(*max_abs, FromBits(max_bits));
   return -1;
+}
+
+float MaxAbs(const float* x, int64_t n) {
+  uint32_t max_bits = 0;
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    max_bits =
+        std::max(max_bits, MaxAbsBits(x + begin, std::min(n - begin, kBlock)));
+  }
+  return FromBits(max_bits);
 }
 
 }  // namespace asgd

@@ -8,9 +8,9 @@
 // finite gradient never becomes Inf on the wire; NaN stays a (quiet) NaN.
 //
 // The decode kernel is the receive path's only pass over memory: it copies
-// (widening bfloat16) 8 KiB at a time and checks each block for NaN/Inf while
-// it is still in L1; the loops vectorize, and are also compiled for AVX2 and
-// picked at load time.
+// (widening bfloat16) 8 KiB at a time and checks each block for NaN/Inf, and
+// takes its largest magnitude, while it is still in L1; the loops vectorize,
+// and are also compiled for AVX2 and picked at load time.
 //
 // Thread-safety: every function is pure (writes only its output arguments).
 #ifndef ASGD_COMMON_WIRE_CODEC_H_
@@ -54,9 +54,15 @@ void EncodeFloats(const float* src, int64_t count, WireDtype dtype,
 // Reads `count` elements of `dtype` from `src` (count * WireBytes(dtype)
 // bytes, no alignment needed) into `dst` as float32. With `check_finite`,
 // returns the index of the first NaN or Inf (dst may then be partly
-// written), else -1. Without it, always -1.
+// written), else -1. Without it, always -1. When `max_abs` is set and the
+// values are finite, raises *max_abs to the largest |value| decoded (the
+// same pass over each block as the check: nearly free).
 int64_t DecodeFloats(const char* src, int64_t count, WireDtype dtype,
-                     float* dst, bool check_finite);
+                     float* dst, bool check_finite, float* max_abs = nullptr);
+
+// The largest |x[i]| of n floats (+Inf or NaN's magnitude if any is not
+// finite; 0 for n == 0). Vectorized.
+float MaxAbs(const float* x, int64_t n);
 
 }  // namespace asgd
 

@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "common/text_quote.h"
 
 namespace asgd::corpus {
 namespace {
@@ -137,8 +138,9 @@ absl::StatusOr<MetadataLines> ParseMetadata(const std::string& path,
     std::string key = std::move(words.front());
     words.erase(words.begin());
     if (!lines.emplace(key, std::move(words)).second) {
-      return FileError(path, absl::StrCat("line ", line_number,
-                                          ": duplicate key \"", key, "\""));
+      return FileError(path,
+                       absl::StrCat("line ", line_number, ": duplicate key \"",
+                                    EscapeForMessage(key), "\""));
     }
   }
   return lines;
@@ -176,7 +178,7 @@ absl::StatusOr<int> PositiveInt(const std::string& path,
   if (!absl::SimpleAtoi(text, &value) || value <= 0) {
     return FileError(
         path, absl::StrCat("key \"", key, "\" needs a positive integer, got \"",
-                           text, "\""));
+                           EscapeForMessage(text), "\""));
   }
   return value;
 }
@@ -199,7 +201,7 @@ absl::StatusOr<std::vector<float>> FloatVector(const std::string& path,
       return FileError(
           path, absl::StrCat("key \"", key, "\" value ", i, " is not a ",
                              positive ? "positive " : "", "finite number: \"",
-                             text, "\""));
+                             EscapeForMessage(text), "\""));
     }
   }
   return result;
@@ -213,8 +215,9 @@ absl::StatusOr<std::vector<std::string>> FileList(const std::string& path,
                         Values(path, lines, key));
   for (const std::string& name : *values) {
     if (name == "." || name == ".." || name.find('/') != std::string::npos) {
-      return FileError(path, absl::StrCat("key \"", key, "\": \"", name,
-                                          "\" is not a plain file name"));
+      return FileError(
+          path, absl::StrCat("key \"", key, "\": \"", EscapeForMessage(name),
+                             "\" is not a plain file name"));
     }
   }
   return *values;
@@ -232,12 +235,14 @@ absl::StatusOr<CorpusInfo> ParseCorpusInfo(const std::string& path,
     bool known = false;
     for (absl::string_view k : kKeys) known = known || key == k;
     if (!known)
-      return FileError(path, absl::StrCat("unknown key \"", key, "\""));
+      return FileError(
+          path, absl::StrCat("unknown key \"", EscapeForMessage(key), "\""));
   }
   ASGD_ASSIGN_OR_RETURN(std::string format, SingleValue(path, lines, "format"));
   if (format != kFormat) {
-    return FileError(path, absl::StrCat("format is \"", format,
-                                        "\", expected \"", kFormat, "\""));
+    return FileError(path,
+                     absl::StrCat("format is \"", EscapeForMessage(format),
+                                  "\", expected \"", kFormat, "\""));
   }
   CorpusInfo info;
   ASGD_ASSIGN_OR_RETURN(info.feature_dim,
@@ -258,8 +263,8 @@ absl::StatusOr<CorpusInfo> ParseCorpusInfo(const std::string& path,
       info.stddev, FloatVector(path, lines, "stddev", info.feature_dim, true));
   ASGD_ASSIGN_OR_RETURN(std::string seed, SingleValue(path, lines, "seed"));
   if (!absl::SimpleAtoi(seed, &info.seed)) {
-    return FileError(
-        path, absl::StrCat("seed \"", seed, "\" is not an unsigned integer"));
+    return FileError(path, absl::StrCat("seed \"", EscapeForMessage(seed),
+                                        "\" is not an unsigned integer"));
   }
   ASGD_ASSIGN_OR_RETURN(*train, FileList(path, lines, "train_files"));
   if (train->empty()) return FileError(path, "\"train_files\" lists no file");
@@ -277,9 +282,10 @@ absl::Status ReadSplit(const std::string& dir, const std::string& metadata_path,
     absl::StatusOr<std::vector<Utterance>> part =
         ReadUtteranceFile(path, info.feature_dim, info.num_classes);
     if (absl::IsNotFound(part.status())) {
-      return FileError(metadata_path,
-                       absl::StrCat("lists \"", name, "\", which is missing (",
-                                    part.status().message(), ")"));
+      return FileError(
+          metadata_path,
+          absl::StrCat("lists \"", EscapeForMessage(name),
+                       "\", which is missing (", part.status().message(), ")"));
     }
     if (!part.ok()) return part.status();
     for (Utterance& utterance : *part) {

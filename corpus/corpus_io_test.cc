@@ -287,6 +287,27 @@ TEST_F(CorpusIoTest, MalformedMetadata) {
   }
 }
 
+// A corpus.txt of binary garbage: the error names what is wrong with the
+// bytes escaped and cut short, never raw binary or a whole line.
+TEST_F(CorpusIoTest, GarbageMetadataIsEscapedAndShortInTheError) {
+  std::string garbage(4096, '\0');
+  for (size_t i = 0; i < garbage.size(); ++i) {
+    garbage[i] = static_cast<char>((i * 131 + 7) % 256);
+  }
+  garbage[0] = 'x';  // a first word, then binary
+  for (char& c : garbage) {
+    if (c == '\n' || c == ' ' || c == '\t') c = 'y';
+  }
+  WriteFile(Path("corpus.txt"), garbage);
+  const absl::Status s = LoadCorpus(dir_).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(s.message().size(), 512u) << s.message().size();
+  for (char c : s.message()) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << static_cast<int>(c);
+  }
+  EXPECT_THAT(std::string(s.message()), HasSubstr("4096 bytes"));
+}
+
 TEST_F(CorpusIoTest, CorpusDimMismatchNamesThePart) {
   // corpus.txt says 2 dims; the parts have 3.
   ExpectInvalid(LoadWithMetadata("feature_dim 3\nnum_classes 4\n"

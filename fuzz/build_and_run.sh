@@ -4,7 +4,7 @@
 # corpus. Exits non-zero when a target crashes (sanitizer report, FUZZ_CHECK,
 # timeout, leak) or cannot be built.
 #
-#   fuzz/build_and_run.sh                  # both targets, 30 s each
+#   fuzz/build_and_run.sh                  # every target, 30 s each
 #   fuzz/build_and_run.sh --seconds=600 --target=push
 #   FUZZ_SECONDS=3600 fuzz/build_and_run.sh --workdir=/tmp/asgd-fuzz
 #   fuzz/build_and_run.sh --write-seeds     # regenerate fuzz/corpus/
@@ -12,7 +12,8 @@
 #
 # Options:
 #   --seconds=N        fuzzing time per target (default $FUZZ_SECONDS or 30)
-#   --target=T         push, chunk or all (default all)
+#   --target=T         push, chunk, codec, kaldi, a comma-separated list of
+#                      them, or all (default): only what they need is built
 #   --workdir=DIR      build and generated corpus here (default: a temp dir,
 #                      removed at exit unless a target crashed). Objects are
 #                      reused while the sources and flags are unchanged.
@@ -25,11 +26,14 @@
 # Targets:
 #   push   push_fuzzer.cc: PushChunk streams -> PushAssembler -> ParamStore
 #   chunk  chunk_fuzzer.cc: layouts and chunk sequences -> ChunkAssembler
+#   codec  codec_fuzzer.cc: compressed gradient chunks -> decoders, fused apply
+#   kaldi  kaldi_fuzzer.cc: bytes -> the Kaldi archive, scp and object readers
 #
 # Needs: clang++ (Debian packages clang and libclang-rt-14-dev, which holds
 # libFuzzer and the sanitizer runtimes), protoc (protobuf-compiler),
-# libprotobuf-dev, libabsl-dev. The source list below follows the Bazel deps
-# of //server:push_assembler; keep them in step (and fuzz/BUILD's filegroup).
+# libprotobuf-dev, libabsl-dev, zlib1g-dev. The source lists below follow the
+# Bazel deps of //server:push_assembler and //kaldi:archive_reader (with
+# //kaldi:archive_writer); keep them in step (and fuzz/BUILD's filegroup).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -54,8 +58,23 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$TARGET" in push|chunk) TARGETS=("$TARGET") ;; all) TARGETS=(push chunk) ;;
-  *) echo "build_and_run: --target must be push, chunk or all" >&2; exit 2 ;; esac
+TARGETS=()
+[ "$TARGET" = all ] && TARGET=push,chunk,codec,kaldi
+IFS=, read -r -a requested <<<"$TARGET"
+for t in "${requested[@]}"; do
+  case "$t" in push|chunk|codec|kaldi) TARGETS+=("$t") ;;
+    *) echo "build_and_run: --target takes push, chunk, codec, kaldi (comma-separated) or all" >&2
+       exit 2 ;; esac
+done
+[ "${#TARGETS[@]}" -gt 0 ] || { echo "build_and_run: no --target" >&2; exit 2; }
+# Two build groups: the parameter-server sources (push, chunk, codec and the
+# seed generator) and the Kaldi readers (kaldi).
+BUILD_PS=0
+BUILD_KALDI=0
+for t in "${TARGETS[@]}"; do
+  case "$t" in push|chunk|codec) BUILD_PS=1 ;; kaldi) BUILD_KALDI=1 ;; esac
+done
+[ "$WRITE_SEEDS" = 1 ] && BUILD_PS=1
 [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || { echo "build_and_run: bad --seconds" >&2; exit 2; }
 
 CXX=""
@@ -84,14 +103,23 @@ mkdir -p "$BUILD/gen" "$BUILD/obj" "$ARTIFACTS"
 src() { if [ -n "${OVERRIDE[$1]:-}" ]; then echo "${OVERRIDE[$1]}"; else echo "$ROOT/$1"; fi; }
 
 LIB_SRCS=(common/chunking.cc common/model_layout.cc common/wire_codec.cc
-          common/tensor_messages.cc server/push_assembler.cc
-          server/param_store.cc server/shard.cc server/optimizer.cc
-          server/staging_pool.cc)
+          common/tensor_messages.cc common/refusal.cc common/text_quote.cc
+          server/push_assembler.cc server/param_store.cc server/shard.cc
+          server/optimizer.cc server/staging_pool.cc compression/grad_codec.cc
+          server/compressed_apply.cc)
 HDRS=(common/chunking.h common/model_layout.h common/status_macros.h
-      common/wire_codec.h common/tensor_messages.h
-      server/push_assembler.h server/param_store.h server/shard.h
-      server/optimizer.h server/staging_pool.h fuzz/fuzz_common.h)
-FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/make_seeds.cc)
+      common/wire_codec.h common/tensor_messages.h common/refusal.h
+      common/text_quote.h server/push_assembler.h server/param_store.h
+      server/shard.h server/optimizer.h server/staging_pool.h
+      fuzz/fuzz_common.h compression/grad_codec.h server/compressed_apply.h)
+KALDI_SRCS=(kaldi/bad_data.cc kaldi/input_stream.cc kaldi/compressed_matrix.cc
+            kaldi/object_reader.cc kaldi/scp.cc kaldi/archive_reader.cc
+            kaldi/archive_writer.cc)
+KALDI_HDRS=(kaldi/bad_data.h kaldi/input_stream.h kaldi/compressed_matrix.h
+            kaldi/matrix.h kaldi/object_reader.h kaldi/scp.h
+            kaldi/archive_reader.h kaldi/archive_writer.h kaldi/test_archive.h)
+PS_FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/codec_fuzzer.cc
+              fuzz/make_seeds.cc)
 
 # As in third_party/BUILD (Debian's Abseil 20220623).
 ABSL_LIBS=(-labsl_flags_parse -labsl_raw_hash_set -labsl_hash -labsl_city
@@ -109,20 +137,16 @@ SAN=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wno-sign-compare
           "${SAN[@]}" -fsanitize=fuzzer-no-link -I"$ROOT" -I"$BUILD/gen")
 
-# Rebuild only when a source, header, flag or the compiler changed.
-stamp="$({ for f in "${LIB_SRCS[@]}" "${HDRS[@]}" "${FUZZ_SRCS[@]}" proto/asgd.proto proto/model.proto; do
-             echo "$f"; cat "$(src "$f")"; done
-           echo "${CXXFLAGS[*]}"; "$CXX" --version; } | sha256sum | cut -c1-16)"
-if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
-  start=$(date +%s)
-  rm -f "$BUILD/stamp" "$BUILD"/obj/*.o
-  protoc --proto_path="$ROOT" --cpp_out="$BUILD/gen" "$ROOT/proto/asgd.proto" \
-    "$ROOT/proto/model.proto"
-  # One compiler per core; each object named after the repository file.
+LIBS=(-lprotobuf "${ABSL_LIBS[@]}" -lpthread)
+O="$BUILD/obj"
+
+# Compiles the given repository files (proto/*.pb.cc: the generated ones),
+# one compiler per core; each object is named after its file.
+compile() {
+  local jobs_max pids=() f obj in p
   jobs_max="$(nproc 2>/dev/null || echo 2)"
-  pids=()
-  for f in proto/asgd.pb.cc proto/model.pb.cc "${LIB_SRCS[@]}" "${FUZZ_SRCS[@]}"; do
-    obj="$BUILD/obj/$(basename "${f%.cc}").o"
+  for f in "$@"; do
+    obj="$O/$(basename "${f%.cc}").o"
     case "$f" in
       proto/*.pb.cc) in="$BUILD/gen/$f" ;;
       *) in="$(src "$f")" ;;
@@ -137,23 +161,64 @@ if [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$stamp" ]; then
   for p in "${pids[@]}"; do
     wait "$p" || { echo "build_and_run: compiling failed" >&2; exit 1; }
   done
-  O="$BUILD/obj"
-  LIBS=(-lprotobuf "${ABSL_LIBS[@]}" -lpthread)
-  "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/push_fuzzer" "$O/push_fuzzer.o" \
-    "$O/push_assembler.o" "$O/param_store.o" "$O/shard.o" "$O/optimizer.o" \
-    "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
-    "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
-  "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
-    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "${LIBS[@]}"
-  "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" \
-    "$O/chunking.o" "$O/wire_codec.o" "$O/model_layout.o" "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
-  echo "$stamp" > "$BUILD/stamp"
-  echo "build_and_run: built with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
+}
+
+# The stamp of a build group: its files, the flags and the compiler. A group is
+# rebuilt only when its stamp changed.
+stamp_of() {
+  { for f in "$@"; do echo "$f"; cat "$(src "$f")"; done
+    echo "${CXXFLAGS[*]}"; "$CXX" --version; } | sha256sum | cut -c1-16
+}
+
+if [ "$BUILD_PS" = 1 ]; then
+  stamp="$(stamp_of "${LIB_SRCS[@]}" "${HDRS[@]}" "${PS_FUZZ_SRCS[@]}" \
+                    kaldi/test_archive.h proto/asgd.proto proto/model.proto)"
+  if [ "$(cat "$BUILD/stamp-ps" 2>/dev/null)" != "$stamp" ]; then
+    start=$(date +%s)
+    rm -f "$BUILD/stamp-ps"
+    protoc --proto_path="$ROOT" --cpp_out="$BUILD/gen" "$ROOT/proto/asgd.proto" \
+      "$ROOT/proto/model.proto"
+    compile proto/asgd.pb.cc proto/model.pb.cc "${LIB_SRCS[@]}" \
+      "${PS_FUZZ_SRCS[@]}"
+    "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/push_fuzzer" "$O/push_fuzzer.o" \
+      "$O/push_assembler.o" "$O/param_store.o" "$O/shard.o" "$O/optimizer.o" \
+      "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
+      "$O/text_quote.o" "$O/refusal.o" "$O/wire_codec.o" "$O/model_layout.o" \
+      "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
+    "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
+      "$O/chunking.o" "$O/text_quote.o" "$O/wire_codec.o" "$O/model_layout.o" \
+      "${LIBS[@]}"
+    "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/codec_fuzzer" "$O/codec_fuzzer.o" \
+      "$O/compressed_apply.o" "$O/grad_codec.o" "$O/optimizer.o" "${LIBS[@]}"
+    "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" "$O/grad_codec.o" \
+      "$O/chunking.o" "$O/text_quote.o" "$O/wire_codec.o" "$O/model_layout.o" \
+      "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}" -lz
+    echo "$stamp" > "$BUILD/stamp-ps"
+    echo "build_and_run: built push, chunk, codec, make_seeds with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
+  fi
+fi
+if [ "$BUILD_KALDI" = 1 ]; then
+  # (kaldi_fuzzer.cc includes fuzz_common.h and with it the server headers.)
+  stamp="$(stamp_of "${KALDI_SRCS[@]}" "${KALDI_HDRS[@]}" "${HDRS[@]}" \
+                    fuzz/kaldi_fuzzer.cc)"
+  if [ "$(cat "$BUILD/stamp-kaldi" 2>/dev/null)" != "$stamp" ]; then
+    start=$(date +%s)
+    rm -f "$BUILD/stamp-kaldi"
+    compile "${KALDI_SRCS[@]}" fuzz/kaldi_fuzzer.cc
+    KALDI_OBJS=()
+    for f in "${KALDI_SRCS[@]}"; do KALDI_OBJS+=("$O/$(basename "${f%.cc}").o"); done
+    "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/kaldi_fuzzer" "$O/kaldi_fuzzer.o" \
+      "${KALDI_OBJS[@]}" "${LIBS[@]}" -lz
+    echo "$stamp" > "$BUILD/stamp-kaldi"
+    echo "build_and_run: built kaldi with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
+  fi
 fi
 
 if [ "$WRITE_SEEDS" = 1 ]; then
-  rm -rf "$ROOT/fuzz/corpus/push" "$ROOT/fuzz/corpus/chunk"
-  mkdir -p "$ROOT/fuzz/corpus/push" "$ROOT/fuzz/corpus/chunk"
+  for t in push chunk codec kaldi; do
+    rm -rf "$ROOT/fuzz/corpus/$t"
+    mkdir -p "$ROOT/fuzz/corpus/$t"
+  done
   "$BUILD/make_seeds" "$ROOT/fuzz/corpus"
   exit 0
 fi

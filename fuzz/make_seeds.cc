@@ -1,19 +1,24 @@
-// Writes the seed corpus of both fuzz targets: valid pushes and chunk
-// sequences (the paths the fuzzer should start from) and a few invalid ones.
+// Writes the seed corpus of the fuzz targets: valid pushes, chunk sequences
+// and compressed chunks and Kaldi archives (the paths the fuzzer should
+// start from) and a few invalid ones.
 //
-//   make_seeds OUT_DIR   # writes OUT_DIR/push/* and OUT_DIR/chunk/*
+//   make_seeds OUT_DIR   # writes OUT_DIR/{push,chunk,codec,kaldi}/*
 //
 // fuzz/build_and_run.sh --write-seeds regenerates fuzz/corpus with it.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/chunking.h"
 #include "common/model_layout.h"
+#include "compression/grad_codec.h"
 #include "fuzz/fuzz_common.h"
+#include "kaldi/test_archive.h"
 #include "proto/asgd.pb.h"
 
 namespace asgd {
@@ -155,6 +160,95 @@ std::string EncodeChunks(
   return w.str();
 }
 
+// A codec_fuzzer input (see codec_fuzzer.cc): the settings, then `rest`.
+std::string CodecInput(uint8_t flags, const std::string& rest) {
+  ByteWriter w;
+  w.U8(flags);
+  w.U16(998);  // max_elements 999
+  w.U16(255);  // max_group_size 256
+  w.U16(3);    // sub-range begin
+  w.U16(90);   // sub-range end
+  w.Bytes(rest);
+  return w.str();
+}
+
+std::vector<float> Wave(int n) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = 0.1f * ((i * 7) % 23) - 1.0f;
+  return v;
+}
+
+std::string CodecChunk(bool top_k, int n, int param, int first) {
+  std::vector<float> grad = Wave(n), residual(n, 0.0f);
+  std::string bytes;
+  const absl::Status s =
+      top_k ? EncodeTopK(grad, param, absl::MakeSpan(residual), &bytes)
+            : EncodeOneBit(grad, param, first, absl::MakeSpan(residual), &bytes);
+  if (!s.ok()) std::abort();
+  return bytes;
+}
+
+// Encode mode: codec, parameters, gradient then residual.
+std::string CodecEncodeInput(uint8_t flags, bool top_k, int param, int first,
+                             int n) {
+  ByteWriter w;
+  w.U8(top_k ? 1 : 0);
+  w.U16(static_cast<uint16_t>(param));
+  w.U16(static_cast<uint16_t>(first));
+  std::vector<float> values = Wave(2 * n);
+  std::string bytes(reinterpret_cast<const char*>(values.data()),
+                    values.size() * sizeof(float));
+  w.Bytes(bytes);
+  return CodecInput(flags | 1, w.str());
+}
+
+// Kaldi archives (kaldi_fuzzer.cc: byte 0 is the mode), written with the
+// tests' independent writer of the format.
+std::vector<std::pair<std::string, std::string>> KaldiSeeds(
+    const std::string& dir) {
+  namespace kt = asgd::kaldi::testing;
+  std::vector<std::pair<std::string, std::string>> seeds;
+  kt::TestArchive matrices;
+  matrices.Add("fm", kt::FmObject(2, 3, {1, -2, 3.5f, 0, 1e-3f, 7}));
+  matrices.Add("dm", kt::DmObject(1, 2, {0.25, -8}));
+  matrices.Add("cm",
+               kt::CmObject(-1, 4, 5, 2, {{0, 100, 30000, 65535}, {5, 6, 7, 8}},
+                            {0, 64, 128, 192, 255, 1, 2, 3, 4, 5}));
+  matrices.Add("cm2", kt::Cm2Object(0, 2, 2, 2, {0, 1, 65534, 65535}));
+  matrices.Add("cm3", kt::Cm3Object(3, 1, 1, 3, {0, 128, 255}));
+  matrices.AddRaw("text  [\n 1 2\n 3 4 ]\n");
+  seeds.push_back({"kaldi/matrices", std::string(1, '\0') + matrices.bytes()});
+  seeds.push_back({"kaldi/bad_truncated_fm",
+                   std::string(1, '\0') +
+                       matrices.bytes().substr(0, matrices.offset("fm") + 15)});
+  kt::TestArchive ints;
+  ints.Add("u1", kt::Int32VectorObject({0, 5, 5, 2}));
+  ints.Add("u2", kt::Int32VectorObject({}));
+  ints.AddRaw("u3 1 2 3\nu4 7\n");
+  seeds.push_back({"kaldi/alignments", std::string(1, '\1') + ints.bytes()});
+  kt::TestArchive vectors;
+  vectors.Add("fv", kt::FvObject({0.5f, 0.25f}));
+  vectors.Add("dv", kt::DvObject({3, 4}));
+  vectors.AddRaw("text [ 1 2 3 ]\n");
+  seeds.push_back({"kaldi/vectors", std::string(1, '\2') + vectors.bytes()});
+  kt::TestArchive one;
+  std::vector<float> values(12);
+  for (int i = 0; i < 12; ++i) values[i] = static_cast<float>(i);
+  one.Add("utt", kt::FmObject(4, 3, values));
+  seeds.push_back({"kaldi/rx_range",
+                   std::string(1, '\3') + "x.ark:4[1:2,0:1]\n" + one.bytes()});
+  seeds.push_back({"kaldi/rx_cm", std::string(1, '\3') + "x.ark:4[0:3]\n" +
+                                      "utt " +
+                                      kt::Cm3Object(0, 1, 4, 1, {1, 2, 3, 4})});
+  const std::string gz = dir + "/kaldi/alignments.gz.tmp";
+  if (kt::WriteGzipFile(gz, ints.bytes())) {
+    seeds.push_back(
+        {"kaldi/gzip_alignments", std::string(1, '\4') + kt::ReadFile(gz)});
+  }
+  std::remove(gz.c_str());
+  return seeds;
+}
+
 int Main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: make_seeds OUT_DIR\n");
@@ -253,6 +347,33 @@ int Main(int argc, char** argv) {
                    EncodeChunks(small, [nan](auto& plan, auto& values) {
                      values[plan[1].flat_begin] = nan;
                    })});
+
+  // Compressed chunks (flags: bits 1-2 pick the optimizer).
+  const std::string one_bit = CodecChunk(false, 100, 16, 5);
+  const std::string top_k = CodecChunk(true, 300, 20, 0);
+  files.push_back({"codec/onebit_sgd", CodecInput(0, one_bit)});
+  files.push_back({"codec/onebit_momentum", CodecInput(2, one_bit)});
+  files.push_back({"codec/topk_nesterov_decay", CodecInput(4, top_k)});
+  files.push_back({"codec/topk_dc", CodecInput(6, top_k)});
+  files.push_back({"codec/topk_sgd", CodecInput(0, top_k)});
+  // Every element selected: the last index is count - 1, one step from the
+  // bound.
+  files.push_back(
+      {"codec/topk_all_momentum", CodecInput(2, CodecChunk(true, 40, 40, 0))});
+  {
+    std::string bad = one_bit;
+    std::memcpy(&bad[16 + 8], &nan, 4);
+    files.push_back({"codec/bad_onebit_nan_level", CodecInput(0, bad)});
+  }
+  {
+    std::string bad = top_k;
+    bad.back() = 0x7f;
+    files.push_back({"codec/bad_topk_index", CodecInput(0, bad)});
+  }
+  files.push_back(
+      {"codec/encode_onebit", CodecEncodeInput(2, false, 14, 3, 40)});
+  files.push_back({"codec/encode_topk", CodecEncodeInput(0, true, 7, 0, 40)});
+  for (auto& seed : KaldiSeeds(dir)) files.push_back(std::move(seed));
 
   for (const auto& [name, bytes] : files) {
     if (!WriteFile(dir + "/" + name, bytes)) {

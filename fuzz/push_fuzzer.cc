@@ -6,7 +6,8 @@
 // checks, against a plain reference model of where each accepted chunk must
 // land:
 //  * every Add() answers OK or INVALID_ARGUMENT; the first error is final,
-//    names a validation reason and releases the staging buffer at once;
+//    names a validation reason and releases the staging buffer at once; a
+//    buffer is held only once a chunk (or the commit) arrived;
 //  * an accepted message follows the one header and carries its version;
 //  * an accepted chunk lies inside this server's range, inside one tensor,
 //    within the chunk limit, holds only finite values and overlaps nothing
@@ -14,8 +15,11 @@
 //  * a stream that ends without a commit is rejected as incomplete;
 //  * a committed push covers the range exactly once and its request holds
 //    exactly the bytes and header fields sent;
-//  * the store accepts the request or answers INVALID_ARGUMENT, and an
-//    applied ASSIGN push makes the weights exactly the values sent.
+//  * the store accepts the request or answers INVALID_ARGUMENT (ABORTED for
+//    a version from the future), and an
+//    applied ASSIGN push makes the weights exactly the values sent; an
+//    update the store refuses (it would leave the weights non-finite)
+//    changes nothing, and the weights are always finite.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -66,7 +70,9 @@ void SubmitToFreshStore(int server_index, PushRequest request) {
       ParamStore::Create(FuzzStoreOptions(server_index), FuzzInitialModel());
   FUZZ_CHECK(created.ok());
   std::unique_ptr<ParamStore> store = *std::move(created);
+  const std::vector<float> initial = store->Snapshot();
   const bool assign = request.assign;
+  const uint64_t base_version = request.base_version;
   const std::vector<float> sent = *request.values;
   absl::Notification done;
   PushResult result;
@@ -75,13 +81,23 @@ void SubmitToFreshStore(int server_index, PushRequest request) {
     done.Notify();
   });
   if (!s.ok()) {
-    FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    // Aborted: a version from the future (the fresh store is at 0).
+    FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument ||
+               (s.code() == absl::StatusCode::kAborted && base_version > 0));
     return;
   }
   done.WaitForNotification();
-  FUZZ_CHECK(result.applied);  // no max_staleness: nothing is dropped
   FUZZ_CHECK(result.version == 1);
   FUZZ_CHECK(store->version() == 1);
+  // No max_staleness: nothing is dropped. A step that would leave the
+  // weights non-finite (huge finite values) is refused whole instead.
+  FUZZ_CHECK(result.applied == result.error.ok());
+  if (!result.applied) {
+    FUZZ_CHECK(!assign);
+    FUZZ_CHECK(result.error.code() == absl::StatusCode::kInvalidArgument);
+    FUZZ_CHECK(store->Snapshot() == initial);
+  }
+  for (float w : store->Snapshot()) FUZZ_CHECK(std::isfinite(w));
   if (assign) {
     const std::vector<float> now = store->Snapshot();
     FUZZ_CHECK(now.size() == sent.size());
@@ -188,12 +204,14 @@ void Run(const uint8_t* data, size_t size) {
     if (!s.ok()) {
       FUZZ_CHECK(assembler.rejected());
       FUZZ_CHECK(!assembler.committed());
-      FUZZ_CHECK(assembler.staging_released());
+      FUZZ_CHECK(!assembler.holds_staging());
       FUZZ_CHECK(IsValidationReason(assembler.reject_reason()));
       continue;
     }
     FUZZ_CHECK(!assembler.rejected());
-    FUZZ_CHECK(!assembler.staging_released());
+    // Memory only once data arrived: a chunk or a commit.
+    FUZZ_CHECK(assembler.holds_staging() ==
+               (accepted_chunks > 0 || msg.part_case() != PushChunk::kHeader));
     if (msg.part_case() == PushChunk::kHeader) {
       FUZZ_CHECK(header == nullptr);
       FUZZ_CHECK(msg.header().num_minibatches() >= 1);
@@ -236,7 +254,7 @@ void Run(const uint8_t* data, size_t size) {
     FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     FUZZ_CHECK(assembler.rejected());
     FUZZ_CHECK(assembler.reject_reason() == RejectReason::kIncomplete);
-    FUZZ_CHECK(assembler.staging_released());
+    FUZZ_CHECK(!assembler.holds_staging());
   }
   if (!assembler.committed()) {
     FUZZ_CHECK(assembler.TakeRequest().values == nullptr);
@@ -244,7 +262,7 @@ void Run(const uint8_t* data, size_t size) {
   }
   for (int64_t i = 0; i < range.size(); ++i) FUZZ_CHECK(covered[i] == 1);
   PushRequest request = assembler.TakeRequest();
-  FUZZ_CHECK(assembler.staging_released());
+  FUZZ_CHECK(!assembler.holds_staging());
   FUZZ_CHECK(request.values != nullptr);
   FUZZ_CHECK(request.worker_id == header->worker_id());
   FUZZ_CHECK(request.base_version == header->model_version());

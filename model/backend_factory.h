@@ -6,9 +6,10 @@
 //   "auto"  CUDA when a device is present, otherwise the CPU backend. Only the
 //           absence of a device or of CUDA support in this build
 //           (kUnavailable), or a model the CUDA backend does not implement
-//           (kUnimplemented), falls back; any other CUDA
-//           failure (out of memory, a cuBLAS error) is returned, so that a
-//           broken GPU setup is not silently replaced by a slower backend.
+//           (kUnimplemented; today it implements every layer kind), falls
+//           back; any other CUDA failure (out of memory, a cuBLAS error) is
+//           returned, so that a broken GPU setup is not silently replaced by
+//           a slower backend.
 //
 // `*note` (when `note` is not null) receives one line for the log saying what
 // was chosen and why, e.g. "no CUDA device: cudaGetDeviceCount returned

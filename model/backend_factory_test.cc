@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/cuda/cuda_loader.h"
+#include "model/model_presets.h"
 
 namespace asgd {
 namespace {
@@ -103,6 +104,36 @@ TEST(BackendFactoryTest, ABuildWithoutCudaSaysSoAndHowToGetIt) {
   EXPECT_THAT(dnn.status().message(), HasSubstr("CUDA_HOME"));
   EXPECT_EQ(note, "");
   EXPECT_EQ(CudaBackendStatus().code(), absl::StatusCode::kUnavailable);
+}
+
+// Every model kind runs on the CUDA backend where there is one: "cuda" and
+// "auto" give it for a CNN, an LSTM and a BLSTM as for a DNN.
+TEST(BackendFactoryTest, CudaTakesEveryModelKind) {
+  if (!CudaBackendStatus().ok()) {
+    GTEST_SKIP() << "no CUDA backend here: " << CudaBackendStatus().message();
+  }
+  for (const char* kind : {"dnn", "cnn", "lstm", "blstm"}) {
+    SCOPED_TRACE(kind);
+    ModelShapeOptions shape;
+    shape.kind = kind;
+    shape.feature_dim = 20;
+    shape.context = 2;
+    shape.num_classes = 5;
+    shape.hidden = "7";
+    shape.conv_filters = 2;
+    shape.lstm_cells = 6;
+    shape.lstm_layers = 1;
+    auto spec = PresetModel(shape);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    for (const char* name : {"cuda", "auto"}) {
+      std::string note;
+      auto backend = CreateBackend(name, *spec, 4, &note);
+      ASSERT_TRUE(backend.ok()) << name << ": " << backend.status();
+      EXPECT_EQ((*backend)->name(), "cuda") << name;
+      EXPECT_THAT(note, HasSubstr("CUDA backend"));
+      ExpectWorks(**backend);
+    }
+  }
 }
 
 TEST(BackendFactoryTest, UnknownNameListsTheChoices) {

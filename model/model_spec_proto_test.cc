@@ -61,6 +61,19 @@ TEST(ModelSpecProtoTest, ConfigFileTextWithDefaults) {
   EXPECT_EQ(spec->layers[1].dense.activation, Activation::kTanh);
 }
 
+TEST(ModelSpecProtoTest, TheExampleConfigFilesParse) {
+  auto cnn = ReadModelConfig("model/configs/cnn_wide.txt");
+  ASSERT_TRUE(cnn.ok()) << cnn.status();
+  EXPECT_EQ(DescribeModel(*cnn),
+            "conv(64,3x8,pool 1x3,relu) conv(64,3x4,pool 1x1,relu) "
+            "dense(1024,tanh) softmax(40) on 11x40 inputs");
+  auto blstm = ReadModelConfig("model/configs/blstm_projected.txt");
+  ASSERT_TRUE(blstm.ok()) << blstm.status();
+  EXPECT_EQ(DescribeModel(*blstm),
+            "blstm(320,proj 128,clip 50) blstm(320,proj 128,clip 50) "
+            "softmax(40) on 1x40 inputs");
+}
+
 TEST(ModelSpecProtoTest, BadConfigsSayWhatAndWhere) {
   EXPECT_THAT(ParseModelConfig("feature_dim: 40\nlayers { dense { unitz: 3 } }")
                   .status()

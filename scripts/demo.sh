@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# asgd demo: trains a DNN acoustic model with asynchronous SGD through a
-# parameter-server pool, all on 127.0.0.1:
+# asgd demo: trains an acoustic model (a DNN by default; MODEL=cnn, lstm or
+# blstm) with asynchronous SGD through a parameter-server pool, all on
+# 127.0.0.1:
 #   1. installs missing Debian packages and builds asgd,
 #   2. generates the default speech corpus (cached in $ASGD_DEMO_DIR),
 #   3. starts 2 server processes (2 shards each) and 2 workers,
@@ -12,8 +13,13 @@
 #   EPOCHS         passes of each worker over its half of the data (default 3)
 #   NUM_WORKERS    workers (default 2)
 #   NUM_SERVERS    server processes (default 2)
-#   HIDDEN         hidden layer sizes (default 512,512)
-#   LEARNING_RATE  server learning rate (default 0.05)
+#   MODEL          dnn, cnn, lstm or blstm (default dnn)
+#   HIDDEN         dense layer sizes (default: the model's, 512,512 for dnn)
+#   MODEL_FLAGS    asgd_server model flags (default: sized for this corpus on
+#                  a CPU: cnn "--conv_filters=8"; lstm "--lstm_layers=1
+#                  --lstm_cells=128 --context=2"; blstm "--lstm_layers=1
+#                  --lstm_cells=128"; see docs/results/models)
+#   LEARNING_RATE  server learning rate (default 0.05; lstm 0.3, blstm 0.3)
 #   WIRE_DTYPE     fp32 or bf16: encoding of gradients and weights on the wire
 #                  (default fp32)
 set -euo pipefail
@@ -23,8 +29,16 @@ WORKDIR=${ASGD_DEMO_DIR:-/tmp/asgd-demo}
 EPOCHS=${EPOCHS:-3}
 NUM_WORKERS=${NUM_WORKERS:-2}
 NUM_SERVERS=${NUM_SERVERS:-2}
-HIDDEN=${HIDDEN:-512,512}
-LEARNING_RATE=${LEARNING_RATE:-0.05}
+MODEL=${MODEL:-dnn}
+HIDDEN=${HIDDEN:-auto}
+case "$MODEL" in
+  cnn) default_flags="--conv_filters=8" default_lr=0.05 ;;
+  lstm) default_flags="--lstm_layers=1 --lstm_cells=128 --context=2" default_lr=0.3 ;;
+  blstm) default_flags="--lstm_layers=1 --lstm_cells=128" default_lr=0.3 ;;
+  *) default_flags="" default_lr=0.05 ;;
+esac
+MODEL_FLAGS=${MODEL_FLAGS-$default_flags}
+LEARNING_RATE=${LEARNING_RATE:-$default_lr}
 WIRE_DTYPE=${WIRE_DTYPE:-fp32}
 
 source scripts/lib.sh
@@ -37,9 +51,11 @@ mkdir -p "$WORKDIR/logs"
 CORPUS="$WORKDIR/corpus"
 asgd_corpus "$CORPUS"
 
-say "starting $NUM_SERVERS servers (2 shards each); logs in $WORKDIR/logs"
+say "starting $NUM_SERVERS servers (2 shards each), model $MODEL; logs in $WORKDIR/logs"
+# shellcheck disable=SC2086  # MODEL_FLAGS is a list of flags
 asgd_start_servers "$NUM_SERVERS" "$WORKDIR/logs" --num_shards=2 \
-  --hidden="$HIDDEN" --learning_rate="$LEARNING_RATE"
+  --model="$MODEL" --hidden="$HIDDEN" --learning_rate="$LEARNING_RATE" \
+  $MODEL_FLAGS
 for ((s = 0; s < NUM_SERVERS; s++)); do head -1 "$WORKDIR/logs/server-$s.log"; done
 
 say "training: $NUM_WORKERS workers, $EPOCHS epochs each over their part of the data"

@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# The asgd experiment: trains the same model on the same corpus in several
-# modes and worker counts, and writes the results to $OUT:
+# The asgd experiment: trains models on the built-in corpus in several modes
+# and worker counts, and writes the results to $OUT:
 #   results.csv     held-out accuracy against wall time and frames, per run
 #   runs.csv        one line per run: wall time, final accuracy, pushes
 #   table.md        time to accuracy targets with scaling efficiency, final
 #                   accuracy per mode, and the straggler runs
 #   accuracy_vs_time.png, accuracy_vs_frames.png, straggler.png
 #   decentralized.png, decentralized_straggler.png (with DECENTRALIZED=1)
-# Grid: sgd (1 worker, local SGD), asgd and sync for each worker count, plus
+# Grids ($GRID, any of):
+# scaling: sgd (1 worker, local SGD), asgd and sync for each worker count, plus
 # asgd with one worker $SLOWDOWN x slower, with a static partition and with
-# the shared minibatch pool. With DECENTRALIZED=1, at $DECENTRALIZED_WORKERS
-# workers: asgd through the servers, AD-PSGD on a fixed ring, on a random
-# ring and with delay-by-one, and ring allreduce, each also with its last
-# worker $SLOWDOWN x slower. The decentralized runs pull their initial model
-# from the servers and worker 0 hands its final model back, so every run is
-# evaluated the same way (asgd_eval on the servers).
+# the shared minibatch pool.
+# decentralized: at $DECENTRALIZED_WORKERS workers: asgd through the servers,
+# AD-PSGD on a fixed ring, on a random ring and with delay-by-one, and ring
+# allreduce, each also with its last worker $SLOWDOWN x slower. The
+# decentralized runs pull their initial model from the servers and worker 0
+# hands its final model back, so every run is evaluated the same way
+# (asgd_eval on the servers).
+# models: each model of $MODELS trained by 2 ASGD workers through 2 servers
+# for the same wall-clock budget of $BUDGET_S seconds, side by side.
+# The first two grids train $MODEL (the model is a dimension: run them once
+# per model, e.g. MODEL=lstm GRID=decentralized).
 #
 # Settings (environment variables):
 #   OUT        results directory (default docs/results/cpu-$(nproc)core)
@@ -23,8 +29,18 @@
 #   EPOCHS     passes over the training data per run (default 2)
 #   TARGETS    accuracy targets in % (default "60 70 75")
 #   SLOWDOWN   straggler factor (default 3)
-#   HIDDEN, LEARNING_RATE, BATCH  model and optimizer (512,512 / 0.05 / 256)
-#   DECENTRALIZED          1: also the decentralized comparison (default 1)
+#   GRID       grids to run (default "scaling decentralized")
+#   MODEL      dnn, cnn, lstm or blstm for the scaling and decentralized grids
+#              (default dnn); MODEL_FLAGS: more asgd_server model flags
+#   MODELS     the models grid's models (default "dnn cnn lstm blstm"); each
+#              model m takes its server flags from MODEL_FLAGS_m if set
+#              (e.g. MODEL_FLAGS_lstm="--model=lstm --lstm_cells=128
+#              --learning_rate=0.5"), else
+#              --model=m, and its worker flags from WORKER_FLAGS_m;
+#              BUDGET_S its wall-clock budget (default 240)
+#   WORKER_FLAGS  more asgd_worker flags for every run
+#   HIDDEN, LEARNING_RATE, BATCH  model and optimizer (auto / 0.05 / 256)
+#   DECENTRALIZED          0: skip the decentralized grid (default 1)
 #   DECENTRALIZED_WORKERS  its worker count (default 4)
 #   DELAY_TOPOLOGY         ring of the delay-by-one runs (default fixed_ring)
 set -euo pipefail
@@ -36,7 +52,13 @@ WORKERS=${WORKERS:-"1 2 4"}
 EPOCHS=${EPOCHS:-2}
 TARGETS=${TARGETS:-"60 70 75"}
 SLOWDOWN=${SLOWDOWN:-3}
-HIDDEN=${HIDDEN:-512,512}
+HIDDEN=${HIDDEN:-auto}
+GRID=${GRID:-"scaling decentralized"}
+MODEL=${MODEL:-dnn}
+MODEL_FLAGS=${MODEL_FLAGS:-}
+MODELS=${MODELS:-"dnn cnn lstm blstm"}
+BUDGET_S=${BUDGET_S:-240}
+WORKER_FLAGS=${WORKER_FLAGS:-}
 LEARNING_RATE=${LEARNING_RATE:-0.05}
 BATCH=${BATCH:-256}
 DECENTRALIZED=${DECENTRALIZED:-1}
@@ -51,6 +73,11 @@ CORPUS="$WORKDIR/corpus"
 asgd_corpus "$CORPUS"
 rm -rf "$WORKDIR/runs"
 mkdir -p "$WORKDIR/runs" "$OUT"
+
+# The servers' model flags of the next runs (the models grid changes them).
+RUN_MODEL=$MODEL
+read -r -a RUN_MODEL_FLAGS <<<"--model=$MODEL --hidden=$HIDDEN $MODEL_FLAGS"
+read -r -a EXTRA_WORKER_FLAGS <<<"$WORKER_FLAGS"
 
 # run NAME MODE WORKERS SLOW POOL [WORKER FLAGS...]: one training run; logs
 # in runs/NAME. The decentralized modes (adpsgd, allreduce) take their
@@ -74,8 +101,10 @@ run() {
   fi
   [ "$mode" = sync ] && server_flags+=(--sync_workers="$n")
   echo "== run $name: mode $mode, $n workers, straggler $slow, pool $pool"
-  asgd_start_servers $NUM_SERVERS "$dir" --num_shards=1 --hidden="$HIDDEN" \
-    --learning_rate="$lr" --log_every_s=0 "${server_flags[@]}"
+  # The model's flags last: they may override the learning rate.
+  asgd_start_servers $NUM_SERVERS "$dir" --num_shards=1 \
+    --learning_rate="$lr" --log_every_s=0 "${server_flags[@]}" \
+    "${RUN_MODEL_FLAGS[@]}"
   local start pids=() w
   start=$(date +%s.%N)
   for ((w = 0; w < n; w++)); do
@@ -88,8 +117,8 @@ run() {
     [ "$peers" = 1 ] && flags+=(--peer_host=127.0.0.1 --peer_port=0
                                 --peer_port_file="$dir/peer.$w"
                                 --peers_file="$dir/peers")
-    "$BIN/worker/asgd_worker" "${flags[@]}" "${extra[@]}" \
-      >"$dir/worker-$w.log" 2>&1 &
+    "$BIN/worker/asgd_worker" "${flags[@]}" "${EXTRA_WORKER_FLAGS[@]}" \
+      "${extra[@]}" >"$dir/worker-$w.log" 2>&1 &
     pids+=($!)
     ASGD_PIDS+=($!)
   done
@@ -101,7 +130,7 @@ run() {
   wall=$(python3 -c "import time; print(round(time.time() - $start, 2))")
   "$BIN/worker/asgd_eval" --servers="$SERVERS" --corpus="$CORPUS" >"$dir/eval.log"
   asgd_cleanup
-  echo "$name,$mode,$n,$slow,$pool,$wall" >>"$WORKDIR/runs/index.csv"
+  echo "$name,$mode,$n,$slow,$pool,$wall,$RUN_MODEL" >>"$WORKDIR/runs/index.csv"
   echo "   $(tail -1 "$dir/eval.log") in $wall s"
 }
 
@@ -126,27 +155,32 @@ write_peers_file() {
   mv "$dir/peers.tmp" "$dir/peers"
 }
 
-echo "name,mode,workers,straggler,pool,wall_seconds" >"$WORKDIR/runs/index.csv"
-run sgd-1 sgd 1 0 0
-for n in $WORKERS; do
-  run "asgd-$n" asgd "$n" 0 0
-  [ "$n" -gt 1 ] && run "sync-$n" sync "$n" 0 0
-done
-straggler_n=2
-run "asgd-$straggler_n-straggler" asgd $straggler_n 1 0
-run "asgd-$straggler_n-straggler-pool" asgd $straggler_n 1 1
+has_grid() { case " $GRID " in *" $1 "*) return 0 ;; esac; return 1; }
 
-if [ "$DECENTRALIZED" = 1 ]; then
+echo "name,mode,workers,straggler,pool,wall_seconds,model" >"$WORKDIR/runs/index.csv"
+if has_grid scaling; then
+  run sgd-1 sgd 1 0 0
+  for n in $WORKERS; do
+    run "asgd-$n" asgd "$n" 0 0
+    [ "$n" -gt 1 ] && run "sync-$n" sync "$n" 0 0
+  done
+  straggler_n=2
+  run "asgd-$straggler_n-straggler" asgd $straggler_n 1 0
+  run "asgd-$straggler_n-straggler-pool" asgd $straggler_n 1 1
+fi
+
+if has_grid decentralized && [ "$DECENTRALIZED" = 1 ]; then
   # ASGD through the servers against the decentralized modes, at one worker
   # count, without and with a straggler (the last worker).
   d=$DECENTRALIZED_WORKERS
   for slow in 0 1; do
     suffix=""
     [ "$slow" = 1 ] && suffix="-straggler"
-    case " $WORKERS " in
-      *" $d "*) [ "$slow" = 1 ] && run "asgd-$d$suffix" asgd "$d" 1 0 ;;
-      *) run "asgd-$d$suffix" asgd "$d" "$slow" 0 ;;
-    esac
+    if has_grid scaling && [[ " $WORKERS " == *" $d "* ]]; then
+      [ "$slow" = 1 ] && run "asgd-$d$suffix" asgd "$d" 1 0
+    else
+      run "asgd-$d$suffix" asgd "$d" "$slow" 0
+    fi
     run "adpsgd-fixed-$d$suffix" adpsgd "$d" "$slow" 0 --topology=fixed_ring
     run "adpsgd-random-$d$suffix" adpsgd "$d" "$slow" 0 --topology=random_ring
     run "adpsgd-delay-$d$suffix" adpsgd "$d" "$slow" 0 \
@@ -155,10 +189,22 @@ if [ "$DECENTRALIZED" = 1 ]; then
   done
 fi
 
+if has_grid models; then
+  for m in $MODELS; do
+    flags_var="MODEL_FLAGS_$m" worker_var="WORKER_FLAGS_$m"
+    RUN_MODEL=$m
+    read -r -a RUN_MODEL_FLAGS <<<"${!flags_var:---model=$m}"
+    read -r -a model_worker_flags <<<"${!worker_var:-}"
+    # Evaluations about 12 times per run, whatever the budget.
+    run "$m" asgd 2 0 0 --epochs=0 --time_budget_s="$BUDGET_S" \
+      --eval_every_s=$((BUDGET_S / 12)) "${model_worker_flags[@]}"
+  done
+fi
+
 cores=$(nproc)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 python3 scripts/experiment_report.py --runs "$WORKDIR/runs" --out "$OUT" \
   --targets "$TARGETS" --machine "$cores cores, $cpu, no GPU" \
-  --command "EPOCHS=$EPOCHS WORKERS=\"$WORKERS\" scripts/experiment.sh" \
-  --settings "model 440-$(echo "$HIDDEN" | tr , -)-40, batch $BATCH, lr $LEARNING_RATE (sync, allreduce, adpsgd: lr x workers), $NUM_SERVERS servers x 1 shard, $EPOCHS epochs, delay-by-one on $DELAY_TOPOLOGY"
+  --command "GRID=\"$GRID\" MODEL=$MODEL EPOCHS=$EPOCHS WORKERS=\"$WORKERS\" scripts/experiment.sh" \
+  --settings "model $MODEL ($MODEL_FLAGS; see each run's server log), batch $BATCH, lr $LEARNING_RATE (sync, allreduce, adpsgd: lr x workers), $NUM_SERVERS servers x 1 shard, $EPOCHS epochs (models grid: $BUDGET_S s each), delay-by-one on $DELAY_TOPOLOGY"
 echo "== results in $OUT"

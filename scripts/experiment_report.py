@@ -29,6 +29,8 @@ PEERS = re.compile(r"worker (\d+) peers: (\d+) averages started \((\d+) failed, 
                    r"([-\d.e+]+)")
 PEER_SERVICE = re.compile(r"worker 0: peer service on \S+ \((\w+)(?:, (\w+))?"
                           r"(, delay-by-one)?\)")
+PROGRESS = re.compile(r"worker 0 step \d+ epoch ([\d.]+) ")
+SERVER_MODEL = re.compile(r"listening on \S+ \(model (.*), (\d+) params,")
 PS_MODES = ("sgd", "asgd", "sync")
 DECENTRALIZED_MODES = ("adpsgd", "allreduce")
 
@@ -37,9 +39,13 @@ def read_run(runs, row):
     d = os.path.join(runs, row["name"])
     n = int(row["workers"])
     curve, workers, comm, peers, method = [], {}, {}, {}, None
+    epochs_done = ""
     for w in range(n):
         with open(os.path.join(d, f"worker-{w}.log")) as f:
             for line in f:
+                m = PROGRESS.search(line)
+                if m and w == 0:
+                    epochs_done = m.group(1)
                 m = EVAL.search(line)
                 if m and w == 0:
                     t, frames, version, acc = m.groups()
@@ -61,6 +67,13 @@ def read_run(runs, row):
                 m = PEER_SERVICE.search(line)
                 if m:
                     method = m.groups()
+    model, params = row.get("model") or "", 0
+    server_log = os.path.join(d, "server-0.log")
+    if os.path.exists(server_log):
+        with open(server_log) as f:
+            m = SERVER_MODEL.search(f.read())
+            if m:
+                model, params = m.group(1), int(m.group(2))
     final = None
     with open(os.path.join(d, "eval.log")) as f:
         for line in f:
@@ -74,7 +87,9 @@ def read_run(runs, row):
                   sum(x["frames"] for x in workers.values()), final))
     return dict(row, curve=curve, workers=workers, final=final, n=n,
                 wall=float(row["wall_seconds"]), comm=comm, peers=peers,
-                method=method_name(row["mode"], method))
+                method=method_name(row["mode"], method),
+                model_name=row.get("model") or "", model=model, params=params,
+                epochs_done=epochs_done)
 
 
 def method_name(mode, peer_service):
@@ -176,6 +191,37 @@ def decentralized_tables(runs, targets, lines):
     return normal, slow
 
 
+def models_table(runs, lines):
+    """Appends the side-by-side comparison of the models grid (runs named
+    after their model) to `lines`; returns those runs."""
+    chosen = [r for r in runs if r["name"] == r["model_name"]]
+    if not chosen:
+        return []
+    lines.append("")
+    lines.append("Models side by side: 2 ASGD workers through 2 servers, the "
+                 "same wall-clock budget each (frames: labelled frames "
+                 "computed by both workers; epochs: worker 0's passes over "
+                 "its half; accuracy: the servers' model "
+                 "after the budget, all held-out frames; best: the best "
+                 "periodic evaluation on the 5,000-frame subset):\n")
+    lines.append("| model | layers | parameters | frames/s (both workers) | "
+                 "frames in budget | epochs | best periodic | final accuracy "
+                 "| blocked |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for r in chosen:
+        frames = sum(x["frames"] for x in r["workers"].values())
+        secs = max(x["seconds"] for x in r["workers"].values())
+        best = max(acc for _, _, acc in r["curve"][:-1]) if len(
+            r["curve"]) > 1 else r["final"]
+        comm = (f"{sum(r['comm'].values()) / len(r['comm']):.0f}%"
+                if r["comm"] else "")
+        lines.append(f"| {r['name']} | {r['model']} | {r['params']:,} | "
+                     f"{frames / max(secs, 1e-9):,.0f} | {frames:,} | "
+                     f"{r.get('epochs_done', '')} | {best:.1f}% | "
+                     f"{r['final']:.1f}% | {comm} |")
+    return chosen
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", required=True)
@@ -211,7 +257,8 @@ def main():
 
     by_name = {r["name"]: r for r in runs}
     base = by_name.get("sgd-1")
-    ps_runs = [r for r in runs if r["mode"] in PS_MODES]
+    ps_runs = [r for r in runs
+               if r["mode"] in PS_MODES and r["name"] != r["model_name"]]
     main_runs = [r for r in ps_runs if r["straggler"] == "0"]
     lines = []
     lines.append("Time to reach held-out frame accuracy targets (from worker "
@@ -260,6 +307,7 @@ def main():
                          f"| {r['wall']:.0f} s | {steps} |")
     comparison, comparison_stragglers = decentralized_tables(
         runs, targets, lines)
+    models = models_table(runs, lines)
     table = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write(table)
@@ -272,7 +320,10 @@ def main():
                 ("straggler", 6, "wall time (s)", stragglers + ([base] if base else [])),
                 ("decentralized", 6, "wall time (s)", comparison),
                 ("decentralized_straggler", 6, "wall time (s)",
-                 comparison_stragglers)]:
+                 comparison_stragglers),
+                ("models_vs_time", 6, "wall time (s)", models),
+                ("models_vs_frames", 7, "frames processed (all workers)",
+                 models)]:
             if not subset:
                 continue
             series = []

@@ -13,6 +13,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libfftw3-dev
   flite flite1-dev
+  # gzip'd Kaldi archives and alignments (kaldi/).
+  zlib1g-dev
   # Tests of the monitoring, deployment and security features.
   prometheus docker-compose nodejs openssl
   # The fuzz test (libFuzzer and the sanitizer runtimes come with clang's).

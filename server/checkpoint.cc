@@ -5,14 +5,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/text_quote.h"
+#include "common/wire_codec.h"
 
 namespace asgd {
 namespace {
@@ -30,6 +31,52 @@ uint64_t Fnv1a(const char* data, size_t n) {
 
 absl::Status Errno(const std::string& what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// The whole file at `path` (a regular file of at most `max_bytes`).
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
+                                          size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno("open checkpoint " + path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const absl::Status s = Errno("stat checkpoint " + path);
+    ::close(fd);
+    return s;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", path, " is not a regular file; move it away"));
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint ", path, " is corrupt (", st.st_size,
+        " bytes, more than a checkpoint of this server can have); refusing "
+        "to start from it. Move it away to start fresh."));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t r = ::read(fd, &bytes[done], bytes.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const absl::Status s =
+          r < 0 ? Errno("read checkpoint " + path)
+                : absl::DataLossError(absl::StrCat("checkpoint ", path,
+                                                   " shrank while being read"));
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+bool AllFinite(const std::vector<float>& v) {
+  return std::isfinite(MaxAbs(v.data(), static_cast<int64_t>(v.size())));
 }
 
 absl::Status WriteAll(int fd, const char* data, size_t n, const std::string& path) {
@@ -52,9 +99,44 @@ std::string CheckpointPath(const std::string& dir, int server_index,
   return absl::StrCat(dir, "/server-", server_index, "-of-", num_servers, ".ckpt");
 }
 
+std::string PreviousCheckpointPath(const std::string& dir, int server_index,
+                                   int num_servers) {
+  return CheckpointPath(dir, server_index, num_servers) + ".prev";
+}
+
+absl::Status PrepareCheckpointDir(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--checkpoint_dir ", dir, " exists and is not a directory"));
+  }
+  // Create it and any missing parent.
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    const std::string prefix = dir.substr(0, slash);
+    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 &&
+        errno != EEXIST) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create --checkpoint_dir ", dir, ": ", prefix,
+                       ": ", std::strerror(errno)));
+    }
+    if (slash == std::string::npos) break;
+  }
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--checkpoint_dir ", dir, " could not be created as a directory"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteCheckpoint(const std::string& dir, const ModelLayout& layout,
                              int server_index, const StoreSnapshot& snapshot) {
-  const std::string header = absl::StrCat(
+  if (!AllFinite(snapshot.weights) || !AllFinite(snapshot.state)) {
+    return absl::FailedPreconditionError(
+        "the snapshot holds non-finite values; not written, the previous "
+        "checkpoint is kept");
+  }
+  std::string header = absl::StrCat(
       "fingerprint ", layout.Fingerprint(), "\nserver ", server_index, " ",
       layout.num_servers(), "\nversion ", snapshot.version, "\nweights ",
       snapshot.weights.size(), "\nstate ", snapshot.state.size(), "\n");
@@ -79,6 +161,16 @@ absl::Status WriteCheckpoint(const std::string& dir, const ModelLayout& layout,
   absl::Status s = WriteAll(fd, bytes.data(), bytes.size(), tmp);
   if (s.ok() && ::fsync(fd) != 0) s = Errno("fsync " + tmp);
   if (::close(fd) != 0 && s.ok()) s = Errno("close " + tmp);
+  // Keep the current checkpoint as the previous generation: a hard link
+  // under a temporary name, renamed over the old .prev (both atomic).
+  const std::string prev =
+      PreviousCheckpointPath(dir, server_index, layout.num_servers());
+  const std::string prev_tmp = prev + ".tmp";
+  ::unlink(prev_tmp.c_str());
+  if (s.ok() && ::link(path.c_str(), prev_tmp.c_str()) == 0 &&
+      ::rename(prev_tmp.c_str(), prev.c_str()) != 0) {
+    ::unlink(prev_tmp.c_str());  // keeping it is best effort
+  }
   if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = Errno("rename " + tmp);
   if (!s.ok()) {
     ::unlink(tmp.c_str());
@@ -102,14 +194,22 @@ absl::StatusOr<std::optional<StoreSnapshot>> ReadCheckpoint(
     if (errno == ENOENT) return std::optional<StoreSnapshot>();
     return Errno("stat checkpoint " + path);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Errno("open checkpoint " + path);
-  const std::string bytes((std::istreambuf_iterator<char>(in)),
-                          std::istreambuf_iterator<char>());
+  const int64_t range = layout.ServerRange(server_index).size();
+  constexpr size_t kMaxHeaderBytes = 1 << 16;
+  const size_t max_bytes = sizeof(kMagic) + sizeof(uint32_t) + kMaxHeaderBytes +
+                           2 * static_cast<size_t>(range) * sizeof(float) +
+                           sizeof(uint64_t);
+  absl::StatusOr<std::string> read = ReadSmallFile(path, max_bytes);
+  if (!read.ok()) return read.status();
+  const std::string& bytes = *read;
+  const std::string previous =
+      PreviousCheckpointPath(dir, server_index, layout.num_servers());
   auto corrupt = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat(
         "checkpoint ", path, " is corrupt (", why,
-        "); refusing to start from it. Move it away to start fresh."));
+        "); refusing to start from it. Move it away to start fresh, or move "
+        "the previous generation ",
+        previous, " into its place."));
   };
   auto mismatch = [&](const std::string& why) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -148,7 +248,10 @@ absl::StatusOr<std::optional<StoreSnapshot>> ReadCheckpoint(
     } else {
       ok = false;
     }
-    if (!ok) return corrupt(absl::StrCat("bad header line '", line, "'"));
+    if (!ok) {
+      return corrupt(
+          absl::StrCat("bad header line '", EscapeForMessage(line), "'"));
+    }
   }
   if (fingerprint.empty() || index < 0 || weights < 0 || state < 0) {
     return corrupt("incomplete header");
@@ -179,6 +282,9 @@ absl::StatusOr<std::optional<StoreSnapshot>> ReadCheckpoint(
   std::memcpy(snapshot.weights.data(), bytes.data() + body, weights * sizeof(float));
   std::memcpy(snapshot.state.data(), bytes.data() + body + weights * sizeof(float),
               state * sizeof(float));
+  if (!AllFinite(snapshot.weights) || !AllFinite(snapshot.state)) {
+    return corrupt("it holds non-finite weights or state");
+  }
   return std::optional<StoreSnapshot>(std::move(snapshot));
 }
 

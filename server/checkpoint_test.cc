@@ -1,8 +1,12 @@
 #include "server/checkpoint.h"
 
 #include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -131,6 +135,106 @@ TEST(CheckpointTest, RefusesCorruptAndMismatchedFiles) {
   EXPECT_NE(s.message().find("does not belong"), absl::string_view::npos);
   s = ReadCheckpoint(dir, store->layout(), 1, /*needs_state=*/true).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
+// A checkpoint belongs to one model: with the same tensors, a model of
+// another identity (e.g. the same layers with another activation, a
+// different spec digest) refuses it.
+TEST(CheckpointTest, RefusesACheckpointOfAnotherModelWithTheSameTensors) {
+  const std::string dir = TestDir("ckpt_other_model");
+  auto store = Store(0.0f);
+  auto snap = store->TakeSnapshot();
+  const ModelLayout& layout = store->layout();
+  auto relu = ModelLayout::Create(layout.tensors(), layout.num_servers(),
+                                  layout.num_shards(), "relu-model");
+  auto sigmoid = ModelLayout::Create(layout.tensors(), layout.num_servers(),
+                                     layout.num_shards(), "sigmoid-model");
+  ASSERT_TRUE(relu.ok() && sigmoid.ok());
+  ASSERT_TRUE(WriteCheckpoint(dir, *relu, 1, *snap).ok());
+  auto same = ReadCheckpoint(dir, *relu, 1, false);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(same->has_value());
+  const absl::Status other = ReadCheckpoint(dir, *sigmoid, 1, false).status();
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition) << other;
+}
+
+// Non-finite weights are never written (the previous checkpoint stays) and
+// never read back; the generation before the current one is kept.
+TEST(CheckpointTest, NeverWritesOrRestoresNonFiniteValuesAndKeepsThePrevious) {
+  const std::string dir = TestDir("ckpt_finite");
+  auto store = Store(0.5f);
+  auto first = store->TakeSnapshot();
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(WriteCheckpoint(dir, store->layout(), 1, *first).ok());
+  absl::Notification done;
+  PushOnes(*store, 3, &done);
+  done.WaitForNotification();
+  auto second = store->TakeSnapshot();
+  ASSERT_TRUE(WriteCheckpoint(dir, store->layout(), 1, *second).ok());
+  // The current file is the second snapshot, the .prev file the first.
+  const std::string path = CheckpointPath(dir, 1, 2);
+  const std::string prev = PreviousCheckpointPath(dir, 1, 2);
+  EXPECT_EQ(ReadCheckpoint(dir, store->layout(), 1, true)->value().version, 3u);
+  std::rename(path.c_str(), (path + ".moved").c_str());
+  std::rename(prev.c_str(), path.c_str());
+  EXPECT_EQ(ReadCheckpoint(dir, store->layout(), 1, true)->value().version, 0u);
+  std::rename((path + ".moved").c_str(), path.c_str());
+
+  StoreSnapshot bad = *second;
+  bad.weights[5] = std::numeric_limits<float>::infinity();
+  absl::Status s = WriteCheckpoint(dir, store->layout(), 1, bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  bad = *second;
+  bad.state[7] = std::nanf("");
+  EXPECT_FALSE(WriteCheckpoint(dir, store->layout(), 1, bad).ok());
+  EXPECT_EQ(ReadCheckpoint(dir, store->layout(), 1, true)->value().version, 3u);
+
+  // A file whose values are non-finite (but whose checksum is right, as a
+  // server before this check wrote them) is refused.
+  const std::string raw_dir = TestDir("ckpt_nonfinite_file");
+  ASSERT_TRUE(WriteCheckpoint(raw_dir, store->layout(), 1, *second).ok());
+  std::string bytes;
+  {
+    std::ifstream in(CheckpointPath(raw_dir, 1, 2), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  uint32_t header_len;
+  std::memcpy(&header_len, bytes.data() + 8, 4);
+  const float inf = -std::numeric_limits<float>::infinity();
+  std::memcpy(&bytes[12 + header_len], &inf, 4);
+  uint64_t h = 1469598103934665603ull;  // the file's FNV-1a checksum
+  for (size_t i = 0; i + 8 < bytes.size(); ++i) {
+    h ^= static_cast<unsigned char>(bytes[i]);
+    h *= 1099511628211ull;
+  }
+  std::memcpy(&bytes[bytes.size() - 8], &h, 8);
+  std::ofstream(CheckpointPath(raw_dir, 1, 2),
+                std::ios::binary | std::ios::trunc)
+      << bytes;
+  s = ReadCheckpoint(raw_dir, store->layout(), 1, true).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("non-finite"), absl::string_view::npos) << s;
+}
+
+// A --checkpoint_dir that is a file, or a checkpoint path that is a
+// directory, is a clear error (it used to end in an uncaught exception).
+TEST(CheckpointTest, PathsThatAreNotWhatTheyShouldBeAreClearErrors) {
+  const std::string file = TestDir("ckpt_a_file");
+  std::ofstream(file) << "x";
+  absl::Status s = PrepareCheckpointDir(file);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("not a directory"), absl::string_view::npos) << s;
+  const std::string nested = TestDir("ckpt_new/a/b");
+  EXPECT_TRUE(PrepareCheckpointDir(nested).ok());
+  EXPECT_TRUE(PrepareCheckpointDir(nested).ok());  // already there
+
+  const std::string dir = TestDir("ckpt_dir_as_file");
+  auto store = Store(0.0f);
+  ASSERT_TRUE(PrepareCheckpointDir(CheckpointPath(dir, 1, 2)).ok());
+  s = ReadCheckpoint(dir, store->layout(), 1, false).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("not a regular file"), absl::string_view::npos)
+      << s;
 }
 
 }  // namespace

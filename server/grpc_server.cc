@@ -17,7 +17,8 @@ constexpr int kMaxMessageBytes = 4 << 20;
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const ParamStoreOptions& options, absl::Span<const float> initial_model,
     const std::string& host, int port, ServerMetrics* metrics,
-    const SecurityOptions& security, const StoreSnapshot* restore) {
+    const SecurityOptions& security, const StoreSnapshot* restore,
+    const GrpcServiceOptions& service) {
   ASGD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                         MakeServerCredentials(security));
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer());
@@ -27,7 +28,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
                         ParamStore::Create(store_options, initial_model));
   if (restore != nullptr) ASGD_RETURN_IF_ERROR(server->store_->Restore(*restore));
   server->service_ = std::make_unique<GrpcParameterService>(
-      server->store_.get(), &server->pool_, metrics);
+      server->store_.get(), &server->pool_, metrics, service);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

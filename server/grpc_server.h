@@ -30,12 +30,13 @@ class GrpcServer {
   // observes the store.
   // `security` selects TLS / mutual TLS / a bearer token (default: none).
   // `restore` (may be null), a restored checkpoint, is loaded before the
-  // server starts serving.
+  // server starts serving. `service` sets the push admission limits.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       const ParamStoreOptions& options, absl::Span<const float> initial_model,
       const std::string& host, int port, ServerMetrics* metrics = nullptr,
       const SecurityOptions& security = {},
-      const StoreSnapshot* restore = nullptr);
+      const StoreSnapshot* restore = nullptr,
+      const GrpcServiceOptions& service = {});
   ~GrpcServer();
 
   int port() const { return port_; }
@@ -43,6 +44,7 @@ class GrpcServer {
   std::string local_address() const;
   ParamStore* store() { return store_.get(); }
   BatchPool* pool() { return &pool_; }
+  GrpcParameterService* service() { return service_.get(); }
 
   // Stops accepting calls; in-flight calls get up to `grace` to finish. The
   // store keeps running (e.g. for a final checkpoint).

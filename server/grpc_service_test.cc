@@ -44,21 +44,16 @@ class RejectionWatcher : public StoreObserver {
 class GrpcServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ModelSpec spec;
-    spec.feature_dim = 20;
-    spec.context = 0;
-    spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
-    spec.num_classes = 5;
     ParamStoreOptions o;
-    SetModel(spec, &o);
+    SetModel(PushTestSpec(), &o);
     o.num_servers = 2;
     o.server_index = 0;
     o.num_shards = 2;
     o.optimizer.learning_rate = 0.5f;
     o.max_chunk_elements = 64;  // many chunks per push
     o.observer = &watcher_;
-    auto server =
-        GrpcServer::Start(o, InitialParams(spec, 1), "127.0.0.1", 0);
+    auto server = GrpcServer::Start(o, InitialParams(PushTestSpec(), 1),
+                                    "127.0.0.1", 0);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     auto channel = grpc::CreateChannel(server_->local_address(),
@@ -178,12 +173,6 @@ TEST_F(GrpcServiceTest, ValidPushIsAppliedAndAdvancesTheVersion) {
 TEST_F(GrpcServiceTest, EveryInvalidPushIsRejectedAndChangesNothing) {
   std::vector<BadPushCase> cases = MalformedPushCases();
   // What only the store and the stream can refuse.
-  cases.push_back({"version from the future",
-                   [](auto& m) {
-                     for (auto& x : m) x.set_model_version(99);
-                     m[0].mutable_header()->set_model_version(99);
-                   },
-                   RejectReason::kFutureVersion, "future"});
   cases.push_back({"no commit", [](auto& m) { m.pop_back(); },
                    RejectReason::kIncomplete, "before its commit"});
   const std::vector<float> before = store()->Snapshot();
@@ -201,6 +190,35 @@ TEST_F(GrpcServiceTest, EveryInvalidPushIsRejectedAndChangesNothing) {
     EXPECT_EQ(store()->Snapshot(), before) << c.name;
     EXPECT_EQ(store()->version(), 0u) << c.name;
   }
+}
+
+// A restored server gets pushes from versions it never reached: ABORTED
+// (pull again), not INVALID_ARGUMENT, so clients need no message text.
+TEST_F(GrpcServiceTest, VersionFromTheFutureIsAbortedAndChangesNothing) {
+  const std::vector<float> before = store()->Snapshot();
+  PushReply reply;
+  const grpc::Status status = Send(ValidPush(0.25f, 99), &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED)
+      << status.error_message();
+  EXPECT_EQ(Rejected(RejectReason::kFutureVersion), 1u);
+  EXPECT_EQ(store()->Snapshot(), before);
+  EXPECT_EQ(store()->version(), 0u);
+}
+
+// The 100 KB name gets a short message at once, and the channel that sent
+// it still works (a 100 KB message would not fit in gRPC's headers).
+TEST_F(GrpcServiceTest, HugeTensorNameIsRefusedQuicklyAndTheChannelGoesOn) {
+  std::vector<PushChunk> msgs = ValidPush(0.25f, 0);
+  msgs[1].mutable_chunk()->set_tensor(std::string(100 * 1024, 'x'));
+  PushReply reply;
+  const absl::Time start = absl::Now();
+  const grpc::Status status = Send(msgs, &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << status.error_message();
+  EXPECT_LT(status.error_message().size(), 256u);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  ASSERT_TRUE(Send(ValidPush(0.25f, 0), &reply).ok());
+  EXPECT_EQ(reply.result(), PushReply::APPLIED);
 }
 
 TEST_F(GrpcServiceTest, StreamBrokenHalfWayIsNotApplied) {
@@ -234,6 +252,30 @@ TEST_F(GrpcServiceTest, DescribeModelListsBothWireEncodings) {
   ASSERT_EQ(d.wire_dtypes_size(), 2);
   EXPECT_EQ(d.wire_dtypes(0), asgd::v1::FLOAT32);
   EXPECT_EQ(d.wire_dtypes(1), asgd::v1::BFLOAT16);
+  EXPECT_EQ(d.max_push_minibatches(), 64u);
+}
+
+// A push whose values are finite but whose step would overflow the weights
+// (3e38 times the learning rate times 64 minibatches) is refused whole, and
+// the weights stay as they were.
+TEST_F(GrpcServiceTest, UpdateThatWouldMakeTheModelNonFiniteIsRefused) {
+  const std::vector<float> before = store()->Snapshot();
+  for (int i = 0; i < 3; ++i) {
+    std::vector<PushChunk> msgs = ValidPush(3e38f, 0);
+    msgs[0].mutable_header()->set_num_minibatches(64);
+    PushReply reply;
+    const grpc::Status status = Send(msgs, &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << status.error_message();
+    EXPECT_NE(status.error_message().find("non-finite"), std::string::npos)
+        << status.error_message();
+  }
+  EXPECT_EQ(Rejected(RejectReason::kNonFiniteUpdate), 3u);
+  EXPECT_EQ(store()->Snapshot(), before);
+  // The refused updates used up their versions; a sane push still works.
+  PushReply reply;
+  ASSERT_TRUE(Send(ValidPush(0.25f, store()->version()), &reply).ok());
+  EXPECT_EQ(reply.result(), PushReply::APPLIED);
 }
 
 // A bfloat16 pull is the weights rounded to bfloat16, in half the bytes.
@@ -310,8 +352,10 @@ TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
   grpc::GenericStub generic(channel);
   const std::vector<float> before = store()->Snapshot();
   const std::string garbage("\x0b\xff\xff\xff", 4);  // a group, truncated
-  for (const char* method : {"/asgd.v1.ParameterServer/Push",
-                             "/asgd.v1.ParameterServer/Pull"}) {
+  for (const char* method :
+       {"/asgd.v1.ParameterServer/Push", "/asgd.v1.ParameterServer/Pull",
+        "/asgd.v1.ParameterServer/DescribeModel",
+        "/asgd.v1.ParameterServer/FetchBatches"}) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(10));
@@ -341,6 +385,86 @@ TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
   PushReply reply;
   ASSERT_TRUE(Send(ValidPush(0.25f, 0), &reply).ok());
   EXPECT_EQ(reply.result(), PushReply::APPLIED);
+}
+
+// Admission limits with short, test-sized settings: 2 pushes in flight per
+// client address and a 300 ms progress timeout.
+class PushAdmissionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ParamStoreOptions o;
+    SetModel(PushTestSpec(), &o);
+    o.num_shards = 2;
+    GrpcServiceOptions service;
+    service.push_progress_timeout = absl::Milliseconds(300);
+    service.max_pushes_per_peer = 2;
+    auto server =
+        GrpcServer::Start(o, InitialParams(PushTestSpec(), 1), "127.0.0.1",
+                          0, nullptr, {}, nullptr, service);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  uint64_t Rejected(RejectReason r) {
+    return server_->store()->stats().rejected[static_cast<int>(r)];
+  }
+
+  std::unique_ptr<GrpcServer> server_;
+};
+
+TEST_F(PushAdmissionTest, StalledStreamsAreEndedAndExtraOnesRefusedAtOnce) {
+  auto stub = asgd::v1::ParameterServer::NewStub(grpc::CreateChannel(
+      server_->local_address(), grpc::InsecureChannelCredentials()));
+  const std::vector<float> before = server_->store()->Snapshot();
+  struct Stream {
+    grpc::ClientContext ctx;
+    PushReply reply;
+    std::unique_ptr<grpc::ClientWriter<PushChunk>> writer;
+  };
+  std::vector<std::unique_ptr<Stream>> streams;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 3; ++i) {
+    auto s = std::make_unique<Stream>();
+    s->ctx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(30));
+    s->writer = stub->Push(&s->ctx, &s->reply);
+    PushChunk header;
+    header.mutable_header()->set_num_minibatches(1);
+    s->writer->Write(header);  // then nothing
+    streams.push_back(std::move(s));
+  }
+  std::vector<grpc::Status> ends;
+  for (auto& s : streams) ends.push_back(s->writer->Finish());
+  const absl::Duration took = absl::Now() - start;
+  int stalled = 0, refused = 0;
+  for (size_t i = 0; i < ends.size(); ++i) {
+    const auto& trailers = streams[i]->ctx.GetServerTrailingMetadata();
+    if (ends[i].error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      ++stalled;
+      EXPECT_EQ(trailers.count("asgd-refusal"), 0u);
+    } else {
+      EXPECT_EQ(ends[i].error_code(), grpc::StatusCode::UNAVAILABLE);
+      auto it = trailers.find("asgd-refusal");
+      ASSERT_NE(it, trailers.end());
+      EXPECT_EQ(std::string(it->second.data(), it->second.size()),
+                "PEER_LIMIT");
+      ++refused;
+    }
+  }
+  EXPECT_EQ(stalled, 2);
+  EXPECT_EQ(refused, 1);
+  EXPECT_GE(took, absl::Milliseconds(300));
+  EXPECT_EQ(Rejected(RejectReason::kStalled), 2u);
+  EXPECT_EQ(Rejected(RejectReason::kPeerLimit), 1u);
+  EXPECT_EQ(server_->service()->pushes_in_flight(), 0);
+  EXPECT_EQ(server_->store()->Snapshot(), before);
+}
+
+TEST_F(PushAdmissionTest, PeerAddressDropsOnlyThePort) {
+  EXPECT_EQ(PeerAddress("ipv4:10.0.0.7:51234"), "ipv4:10.0.0.7");
+  EXPECT_EQ(PeerAddress("ipv6:[::1]:5"), "ipv6:[::1]");
+  EXPECT_EQ(PeerAddress("ipv6:[::1]"), "ipv6:[::1]");
+  EXPECT_EQ(PeerAddress("unix:/tmp/sock"), "unix");
 }
 
 }  // namespace

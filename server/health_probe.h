@@ -19,7 +19,7 @@ namespace asgd {
 // with a readable message otherwise. `security` is read as a client's (see
 // MakeChannel()): tls_ca to verify a TLS server, tls_cert/tls_key for mutual
 // TLS, tls_server_name when the certificate does not name `address`'s host.
-// The health service needs no token; one that is set is sent anyway.
+// The health service needs no token; one that is set is not sent.
 // InvalidArgument for unusable security options.
 absl::Status ProbeHealth(const std::string& address, absl::Duration timeout,
                          const SecurityOptions& security = {});

@@ -18,6 +18,14 @@
 //   step:         lr_t = lr * gamma ^ floor(t / step_size)
 //   exponential:  lr_t = lr * gamma ^ (t / step_size)
 //
+// Keeping the model finite: Apply() also returns the largest |w| and |v| it
+// left behind (taken in the same loop, nearly free: the loops are bound by
+// memory bandwidth). StepBound() turns such maxima and the largest |g| of a
+// gradient into an upper bound of what one step can produce, in double
+// precision; when it stays under kMaxMagnitude the step is provably finite.
+// Otherwise StaysBounded() runs the exact arithmetic of Apply() read-only and
+// says whether every result would stay within kMaxMagnitude.
+//
 // Thread-safety: an Optimizer is immutable; Apply() may run concurrently on
 // disjoint ranges. The caller owns every buffer.
 #ifndef ASGD_SERVER_OPTIMIZER_H_
@@ -44,11 +52,49 @@ struct OptimizerOptions {
   float gamma = 0.5f;        // schedule decay factor
 };
 
+// The largest magnitude a weight or momentum value may take: far below
+// FLT_MAX (3.4e38), so that the bounds below keep a wide margin for rounding.
+inline constexpr double kMaxMagnitude = 1e37;
+
 // One update's parameters beyond the gradient.
 struct UpdateContext {
   float scale = 1.0f;               // multiplies the learning rate
   uint64_t step = 0;                // server step, for the schedule
   const float* backup = nullptr;    // the worker's model (DC-ASGD), or null
+};
+
+// What Apply() left behind: max |w| and max |v| over the range (v: 0 without
+// state).
+struct ApplyStats {
+  float max_abs_w = 0.0f;
+  float max_abs_v = 0.0f;
+};
+
+// Upper bounds (magnitudes) going into one step: the weights, the momentum
+// state, the gradient and (DC-ASGD) the worker's model.
+struct StepInputs {
+  double max_w = 0;
+  double max_v = 0;
+  double max_g = 0;
+  double max_backup = -1;  // < 0: no backup (no delay compensation)
+  double scale = 1;        // the update's learning-rate multiplier
+};
+
+// Upper bounds after the step, and of every intermediate value.
+struct StepBound {
+  double max_w = 0;
+  double max_v = 0;
+  // The most one element of w can move (lr * the direction), and the
+  // largest compensated gradient (what one element of v can grow by).
+  double w_step = 0;
+  double g_eff = 0;
+  // The largest intermediate value (compensated gradient, products).
+  double max_intermediate = 0;
+  // True when every bound stays under kMaxMagnitude: the step is finite.
+  bool safe() const {
+    return max_w < kMaxMagnitude && max_v < kMaxMagnitude &&
+           max_intermediate < kMaxMagnitude;
+  }
 };
 
 class Optimizer {
@@ -67,9 +113,18 @@ class Optimizer {
   float LearningRate(uint64_t step) const;
 
   // Updates w[0..n) (and v[0..n) if has_state()) with gradient g[0..n).
-  // ctx.backup, when set, points at n floats.
-  void Apply(float* w, float* v, const float* g, int64_t n,
-             const UpdateContext& ctx) const;
+  // ctx.backup, when set, points at n floats. Returns the maxima after it.
+  ApplyStats Apply(float* w, float* v, const float* g, int64_t n,
+                   const UpdateContext& ctx) const;
+
+  // True when Apply() with these arguments would leave every w and v finite
+  // and within kMaxMagnitude. Reads only; the same arithmetic as Apply().
+  bool StaysBounded(const float* w, const float* v, const float* g, int64_t n,
+                    const UpdateContext& ctx) const;
+
+  // An upper bound of what one step can produce from inputs bounded by
+  // `in` (any step of the schedule: the learning rate only decays).
+  StepBound Bound(const StepInputs& in) const;
 
  private:
   explicit Optimizer(const OptimizerOptions& options) : options_(options) {}

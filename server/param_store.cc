@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/refusal.h"
 #include "common/status_macros.h"
 
 namespace asgd {
@@ -34,6 +35,14 @@ const char* RejectReasonName(RejectReason r) {
     case RejectReason::kBusy: return "busy";
     case RejectReason::kIncomplete: return "incomplete";
     case RejectReason::kStale: return "stale";
+    case RejectReason::kNonFiniteUpdate:
+      return "nonfinite_update";
+    case RejectReason::kPushMemory:
+      return "push_memory";
+    case RejectReason::kPeerLimit:
+      return "peer_limit";
+    case RejectReason::kStalled:
+      return "stalled";
     case RejectReason::kCount: break;
   }
   return "unknown";
@@ -85,10 +94,19 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ParamStore::Create(
                      " values, the layout needs ", layout.total_size()));
   }
   if (options.queue_capacity < 1 || options.max_chunk_elements < 1 ||
-      options.sync_workers < 0) {
+      options.sync_workers < 0 || options.max_push_minibatches < 1) {
     return absl::InvalidArgumentError(
-        "queue_capacity and max_chunk_elements must be at least 1, "
-        "sync_workers at least 0");
+        "queue_capacity, max_chunk_elements and max_push_minibatches must be "
+        "at least 1, sync_workers at least 0");
+  }
+  const int64_t push_bytes =
+      layout.ServerRange(options.server_index).size() * int64_t{sizeof(float)};
+  if (options.push_memory_bytes < push_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the memory for pushes in flight (", options.push_memory_bytes,
+        " bytes) holds no push of this server's ", push_bytes,
+        " bytes: raise --push_memory_mb to at least ",
+        (push_bytes + (1 << 20) - 1) >> 20));
   }
   ASGD_ASSIGN_OR_RETURN(Optimizer optimizer,
                         Optimizer::Create(options.optimizer));
@@ -120,7 +138,12 @@ ParamStore::ParamStore(const ParamStoreOptions& options, ModelLayout layout,
       range_(layout_.ServerRange(options.server_index)),
       optimizer_(optimizer),
       weights_(range_.size()),
-      staging_(range_.size(), StagingBuffersKept(range_.size())) {}
+      staging_(range_.size(), StagingBuffersKept(range_.size()),
+               options.push_memory_bytes /
+                   (std::max<int64_t>(range_.size(), 1) * sizeof(float))),
+      backup_bytes_(std::make_shared<std::atomic<int64_t>>(0)) {
+  prefix_.push_back({0.0, 0.0});
+}
 
 ParamStore::~ParamStore() { Shutdown(); }
 
@@ -148,11 +171,44 @@ std::vector<float> ParamStore::Snapshot() const {
 std::shared_ptr<const std::vector<float>> ParamStore::SnapshotForPull(
     uint64_t worker_id) {
   if (!optimizer_.needs_backup()) return nullptr;
-  auto snapshot = std::make_shared<const std::vector<float>>(Snapshot());
+  const int64_t bytes = range_.size() * int64_t{sizeof(float)};
+  {
+    absl::MutexLock lock(&backup_mu_);
+    // The worker's older copy goes (freed once no pull reads it), then the
+    // copies of the workers that pulled least recently, until one fits.
+    // Only copies that nothing else holds free memory when dropped; new
+    // references are only taken under backup_mu_, so use_count() == 1 stays
+    // true while it is held.
+    backups_.erase(worker_id);
+    while (backup_bytes_->load() + bytes > options_.dc_memory_bytes) {
+      auto oldest = backups_.end();
+      for (auto it = backups_.begin(); it != backups_.end(); ++it) {
+        if (it->second.values.use_count() != 1) continue;
+        if (oldest == backups_.end() ||
+            it->second.last_use < oldest->second.last_use) {
+          oldest = it;
+        }
+      }
+      if (oldest == backups_.end()) break;
+      backups_.erase(oldest);
+    }
+    // Copies still read by pulls in flight may leave no room: serve this
+    // pull from the live weights; the worker's push falls back to plain
+    // ASGD.
+    if (backup_bytes_->load() + bytes > options_.dc_memory_bytes) {
+      return nullptr;
+    }
+    backup_bytes_->fetch_add(bytes);  // released by the copy's deleter
+  }
+  auto* copy = new std::vector<float>(Snapshot());
+  std::shared_ptr<const std::vector<float>> snapshot(
+      copy, [counter = backup_bytes_, bytes](const std::vector<float>* p) {
+        delete p;
+        counter->fetch_sub(bytes);
+      });
+  const float max_abs = MaxAbs(copy->data(), copy->size());
   absl::MutexLock lock(&backup_mu_);
-  // Bounded: workers that come and go must not grow this without limit.
-  if (backups_.size() >= 4096 && !backups_.contains(worker_id)) backups_.clear();
-  backups_[worker_id] = snapshot;
+  backups_[worker_id] = Backup{snapshot, max_abs, ++backup_clock_};
   return snapshot;
 }
 
@@ -171,33 +227,103 @@ float ParamStore::UpdateScale(int num_minibatches, uint64_t staleness) const {
   return scale;
 }
 
+void ParamStore::ProjectedMaxLocked(double* max_w, double* max_v) {
+  // Versions every shard has applied need no bound any more.
+  uint64_t oldest = std::numeric_limits<uint64_t>::max();
+  for (const auto& shard : shards_) oldest = std::min(oldest, shard->applied());
+  while (prefix_base_ < oldest && prefix_.size() > 1) {
+    prefix_.pop_front();
+    ++prefix_base_;
+  }
+  const auto& [sum_w, sum_v] = prefix_.back();
+  *max_w = 0;
+  *max_v = 0;
+  for (const auto& shard : shards_) {
+    // applied() first: the maxima read after it are from that update or a
+    // later one, so adding the updates after applied() over-counts at worst.
+    const uint64_t applied = std::max(shard->applied(), prefix_base_);
+    const auto& [done_w, done_v] = prefix_[applied - prefix_base_];
+    *max_w = std::max(*max_w, shard->max_abs_w() + (sum_w - done_w));
+    *max_v = std::max(*max_v, shard->max_abs_v() + (sum_v - done_v));
+  }
+}
+
 absl::Status ParamStore::EnqueueLocked(
     uint64_t worker_id, ApplyTask::Kind kind,
-    std::shared_ptr<const std::vector<float>> values, float scale,
+    std::shared_ptr<const std::vector<float>> values, const UpdateBound& bound,
     std::shared_ptr<const std::vector<float>> backup,
-    std::function<void(uint64_t version)> on_applied) {
+    std::function<void(uint64_t version, absl::Status error)> on_applied) {
   if (in_flight_.load(std::memory_order_acquire) >= options_.queue_capacity) {
     CountRejected(RejectReason::kBusy);
-    return absl::UnavailableError(
-        "server busy: apply queues are full; retry or compute another "
-        "minibatch");
+    return WithRefusal(
+        absl::UnavailableError(
+            "server busy: apply queues are full; retry or compute another "
+            "minibatch"),
+        Refusal::kBusy);
+  }
+  // What this update can add to max |w| and max |v| on any shard, and
+  // whether that stays provably finite; if not, every shard checks it.
+  double add_w, add_v;
+  std::shared_ptr<UpdateCheck> check;
+  if (bound.assign) {
+    if (!(bound.max_g < kMaxMagnitude)) {
+      CountRejected(RejectReason::kNonFiniteUpdate);
+      return absl::InvalidArgumentError(
+          absl::StrCat("assigned weights reach ", bound.max_g,
+                       ", more than the largest "
+                       "magnitude the server keeps (",
+                       kMaxMagnitude, "); nothing applied"));
+    }
+    add_w = bound.max_g;  // after it |w| <= max_g
+    add_v = 0;
+  } else {
+    StepInputs in;
+    ProjectedMaxLocked(&in.max_w, &in.max_v);
+    in.max_g = bound.max_g;
+    in.max_backup = bound.max_backup;
+    in.scale = bound.scale;
+    const StepBound step = optimizer_.Bound(in);
+    if (step.safe()) {
+      add_w = step.w_step;
+      add_v = optimizer_.has_state() ? step.g_eff : 0;
+    } else {
+      // Applied only if every part stays within kMaxMagnitude: after it,
+      // |w| and |v| are at most that (or unchanged).
+      check = std::make_shared<UpdateCheck>(static_cast<int>(shards_.size()));
+      updates_checked_.fetch_add(1, std::memory_order_relaxed);
+      add_w = kMaxMagnitude;
+      add_v = optimizer_.has_state() ? kMaxMagnitude : 0;
+    }
   }
   in_flight_.fetch_add(1, std::memory_order_acq_rel);
   const uint64_t version = accepted_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  prefix_.push_back(
+      {prefix_.back().first + add_w, prefix_.back().second + add_v});
   auto completion = std::make_shared<PushCompletion>();
   completion->remaining.store(static_cast<int>(shards_.size()));
-  completion->on_done = [this, worker_id, version,
-                          on_applied = std::move(on_applied)] {
-    applied_count_.fetch_add(1, std::memory_order_relaxed);
+  completion->on_done = [this, worker_id, version, check,
+                         on_applied = std::move(on_applied)] {
     in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    if (check != nullptr && !check->passed()) {
+      CountRejected(RejectReason::kNonFiniteUpdate);
+      on_applied(version,
+                 absl::InvalidArgumentError(
+                     "the update would make the model non-finite (or larger "
+                     "than the server keeps); nothing was applied. Training "
+                     "diverged: lower the learning rate"));
+      return;
+    }
+    applied_count_.fetch_add(1, std::memory_order_relaxed);
     if (options_.observer != nullptr) {
       options_.observer->OnPushApplied(worker_id, version);
     }
-    on_applied(version);
+    on_applied(version, absl::OkStatus());
   };
   for (auto& shard : shards_) {
     // Cannot fail: every queue holds at most in_flight_ tasks.
-    const bool ok = shard->TryEnqueue(ApplyTask{kind, values, scale, backup, nullptr, completion});
+    ApplyTask task{kind,    values,     bound.scale, backup,
+                   nullptr, completion, check};
+    const bool ok = shard->TryEnqueue(std::move(task));
     (void)ok;
   }
   return absl::OkStatus();
@@ -212,10 +338,19 @@ absl::Status ParamStore::Submit(PushRequest request,
         "update has ", request.values ? request.values->size() : 0,
         " values, this server holds ", range_.size()));
   }
-  if (request.num_minibatches < 1) {
+  if (request.num_minibatches < 1 ||
+      request.num_minibatches > options_.max_push_minibatches) {
     CountRejected(RejectReason::kBadHeader);
     return absl::InvalidArgumentError(absl::StrCat(
-        "num_minibatches must be >= 1, got ", request.num_minibatches));
+        "num_minibatches must be in [1, ", options_.max_push_minibatches,
+        "], got ", request.num_minibatches));
+  }
+  if (request.max_abs < 0) {
+    request.max_abs = MaxAbs(request.values->data(), request.values->size());
+  }
+  if (!std::isfinite(request.max_abs)) {
+    CountRejected(RejectReason::kNonFinite);
+    return absl::InvalidArgumentError("update holds NaN or Inf values");
   }
   PushResult dropped_result;
   {
@@ -224,18 +359,23 @@ absl::Status ParamStore::Submit(PushRequest request,
     const uint64_t now = accepted_.load(std::memory_order_acquire);
     if (request.base_version > now) {
       CountRejected(RejectReason::kFutureVersion);
-      return absl::InvalidArgumentError(absl::StrCat(
+      return absl::AbortedError(absl::StrCat(
           "push computed from version ", request.base_version,
           " but this server is only at version ", now,
-          " (a version from the future: wrong server or a restarted one)"));
+          " (a version from the future: wrong server or a restarted one); "
+          "pull again"));
     }
     const uint64_t staleness = now - request.base_version;
+    UpdateBound bound;
+    bound.max_g = request.max_abs;
     if (request.assign) {
-      return EnqueueLocked(request.worker_id, ApplyTask::Kind::kAssign,
-                           std::move(request.values),
-                           1.0f, nullptr, [done = std::move(done)](uint64_t v) {
-                             done(PushResult{true, 0, v});
-                           });
+      bound.assign = true;
+      return EnqueueLocked(
+          request.worker_id, ApplyTask::Kind::kAssign,
+          std::move(request.values), bound, nullptr,
+          [done = std::move(done)](uint64_t v, absl::Status error) {
+            done(PushResult{error.ok(), 0, v, std::move(error)});
+          });
     }
     bool dropped = false;
     if (options_.sync_workers > 0) {
@@ -249,24 +389,33 @@ absl::Status ParamStore::Submit(PushRequest request,
       if (optimizer_.needs_backup()) {
         absl::MutexLock backup_lock(&backup_mu_);
         auto it = backups_.find(request.worker_id);
-        if (it != backups_.end()) backup = it->second;
+        if (it != backups_.end()) {
+          backup = it->second.values;
+          bound.max_backup = it->second.max_abs;
+        }
       }
+      if (optimizer_.needs_backup() && backup == nullptr) {
+        dc_backup_misses_.fetch_add(1, std::memory_order_relaxed);
+        if (options_.observer != nullptr) options_.observer->OnDcBackupMiss();
+      }
+      bound.scale = UpdateScale(request.num_minibatches, staleness);
+      const uint64_t worker_id = request.worker_id;
+      ASGD_RETURN_IF_ERROR(EnqueueLocked(
+          worker_id, ApplyTask::Kind::kGradient, std::move(request.values),
+          bound, std::move(backup),
+          [staleness, done = std::move(done)](uint64_t v, absl::Status error) {
+            done(PushResult{error.ok(), staleness, v, std::move(error)});
+          }));
       if (options_.observer != nullptr) {
-        options_.observer->OnPushAccepted(request.worker_id, staleness);
+        options_.observer->OnPushAccepted(worker_id, staleness);
       }
-      return EnqueueLocked(
-          request.worker_id, ApplyTask::Kind::kGradient,
-          std::move(request.values),
-          UpdateScale(request.num_minibatches, staleness), std::move(backup),
-          [staleness, done = std::move(done)](uint64_t v) {
-            done(PushResult{true, staleness, v});
-          });
+      return absl::OkStatus();
     }
     dropped_stale_.fetch_add(1, std::memory_order_relaxed);
     if (options_.observer != nullptr) {
       options_.observer->OnPushRejected(RejectReason::kStale);
     }
-    dropped_result = PushResult{false, staleness, now};
+    dropped_result = PushResult{false, staleness, now, absl::OkStatus()};
   }
   done(dropped_result);
   return absl::OkStatus();
@@ -287,6 +436,16 @@ absl::Status ParamStore::SubmitSyncLocked(
           request.base_version, " (synchronous mode takes one push per worker)"));
     }
   }
+  // The float sum must not overflow on the way to the average.
+  if (!(sync_sum_bound_ + request.max_abs <=
+        std::numeric_limits<float>::max())) {
+    CountRejected(RejectReason::kNonFiniteUpdate);
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient values reach ", request.max_abs,
+                     ": their sum over this synchronous step would overflow"));
+  }
+  sync_sum_bound_ += request.max_abs;
+  sync_max_abs_ = std::max<double>(sync_max_abs_, request.max_abs);
   const std::vector<float>& g = *request.values;
   if (sync_sum_.empty()) {
     sync_sum_ = g;
@@ -301,21 +460,29 @@ absl::Status ParamStore::SubmitSyncLocked(
   sync_sum_.clear();
   const float inv = 1.0f / options_.sync_workers;
   for (float& x : *average) x *= inv;
+  UpdateBound bound;
+  bound.max_g = sync_max_abs_;  // an average is at most its largest term
+  sync_max_abs_ = 0;
+  sync_sum_bound_ = 0;
   auto waiters = std::make_shared<std::vector<SyncWaiter>>(std::move(sync_waiters_));
   sync_waiters_.clear();
-  if (options_.observer != nullptr) {
-    options_.observer->OnPushAccepted(request.worker_id, 0);
-  }
   absl::Status s = EnqueueLocked(
-      request.worker_id, ApplyTask::Kind::kGradient, std::move(average), 1.0f,
-      nullptr,
-      [waiters](uint64_t v) {
-        for (SyncWaiter& w : *waiters) w.done(PushResult{true, 0, v});
+      request.worker_id, ApplyTask::Kind::kGradient, std::move(average), bound,
+      nullptr, [waiters](uint64_t v, absl::Status error) {
+        for (SyncWaiter& w : *waiters)
+          w.done(PushResult{error.ok(), 0, v, error});
       });
   if (!s.ok()) {
-    // Busy: nobody's gradient was applied; every waiter re-pulls and retries.
+    // Busy (or refused): nobody's gradient was applied; every waiter
+    // re-pulls and retries.
     const uint64_t now = accepted_.load(std::memory_order_acquire);
-    for (SyncWaiter& w : *waiters) w.done(PushResult{false, 0, now});
+    for (SyncWaiter& w : *waiters) {
+      w.done(PushResult{false, 0, now, absl::OkStatus()});
+    }
+    return absl::OkStatus();
+  }
+  if (options_.observer != nullptr) {
+    options_.observer->OnPushAccepted(request.worker_id, 0);
   }
   return absl::OkStatus();
 }
@@ -360,6 +527,13 @@ absl::Status ParamStore::Restore(const StoreSnapshot& snapshot) {
     return absl::InvalidArgumentError(
         "snapshot has no momentum state but the optimizer needs it");
   }
+  const float max_abs =
+      std::max(MaxAbs(snapshot.weights.data(), snapshot.weights.size()),
+               MaxAbs(snapshot.state.data(), snapshot.state.size()));
+  if (!std::isfinite(max_abs)) {
+    return absl::InvalidArgumentError(
+        "snapshot holds non-finite values; refusing to serve it");
+  }
   absl::MutexLock lock(&submit_mu_);
   if (accepted_.load() != 0) {
     return absl::FailedPreconditionError("restore only before any update");
@@ -368,6 +542,8 @@ absl::Status ParamStore::Restore(const StoreSnapshot& snapshot) {
     shard->Restore(snapshot.weights, snapshot.state, snapshot.version);
   }
   accepted_.store(snapshot.version, std::memory_order_release);
+  prefix_base_ = snapshot.version;
+  prefix_.assign(1, {0.0, 0.0});
   return absl::OkStatus();
 }
 
@@ -386,6 +562,15 @@ ParamStoreStats ParamStore::stats() const {
   for (size_t i = 0; i < rejected_.size(); ++i) {
     s.rejected[i] = rejected_[i].load(std::memory_order_relaxed);
   }
+  s.updates_checked = updates_checked_.load(std::memory_order_relaxed);
+  s.dc_backup_misses = dc_backup_misses_.load(std::memory_order_relaxed);
+  s.dc_backup_bytes = backup_bytes_->load();
+  {
+    absl::MutexLock lock(&backup_mu_);
+    s.dc_backups = static_cast<int64_t>(backups_.size());
+  }
+  s.staging_buffers = staging_.live();
+  s.staging_buffers_max = staging_.max_buffers();
   return s;
 }
 

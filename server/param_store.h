@@ -21,7 +21,29 @@
 //    dropped (pull required).
 // Update scale: the learning rate of an update is multiplied by
 // f(num_minibatches) (accumulated pushes; see MinibatchLrScale) and by
-// g(staleness) (StalenessLrScale).
+// g(staleness) (StalenessLrScale). num_minibatches is at most
+// max_push_minibatches.
+//
+// The model never becomes non-finite: an update that would make any weight
+// or momentum value non-finite (or larger than kMaxMagnitude) is rejected on
+// every shard (kNonFiniteUpdate), so pulls and checkpoints only ever see
+// finite weights. How, at almost no cost: every shard publishes the largest
+// |w| and |v| it left after each update (taken inside the apply loop), every
+// push brings the largest |g| (taken by the decode), and admission keeps an
+// upper bound of the weights after every admitted update (the shards' last
+// maxima plus the most each later update can add). An update whose bound
+// stays far below FLT_MAX is applied as is; only one whose bound fails is
+// checked read-only by every shard at its turn, and applied by all or by none
+// (Shard, UpdateCheck). A rejected update keeps its version number (an empty
+// step).
+//
+// Memory: staging buffers for incoming pushes come from a pool capped by
+// push_memory_bytes (AcquireStaging() answers null beyond it). DC-ASGD's
+// per-worker model copies are capped by dc_memory_bytes: the copy of the
+// worker that pulled least recently is dropped to make room, and when the
+// copies still held by pulls in flight leave no room the pull is served from
+// the live weights without a copy. A push whose worker has no copy is applied
+// without delay compensation (plain ASGD) and counted (dc_backup_misses).
 //
 // Thread-safety: all methods are thread-safe. Read() may run while shards
 // apply updates (lock-free ASGD reads).
@@ -31,10 +53,12 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -70,8 +94,12 @@ enum class RejectReason {
   kFutureVersion,
   kBadHeader,
   kBusy,
-  kIncomplete,  // stream ended without a commit
-  kStale,       // dropped as too stale (answered, not an error)
+  kIncomplete,       // stream ended without a commit
+  kStale,            // dropped as too stale (answered, not an error)
+  kNonFiniteUpdate,  // applying it would make the model non-finite
+  kPushMemory,       // no staging memory left (push_memory_bytes)
+  kPeerLimit,        // the client has too many pushes in flight
+  kStalled,          // the stream made no progress for the server's timeout
   kCount,
 };
 const char* RejectReasonName(RejectReason r);
@@ -90,6 +118,9 @@ class StoreObserver {
   virtual void OnPushRejected(RejectReason reason) = 0;
   // One shard applied one update in `seconds`.
   virtual void OnShardApplied(int shard, double seconds) = 0;
+  // DC-ASGD: a push was applied without delay compensation because its
+  // worker's model copy was not kept.
+  virtual void OnDcBackupMiss() {}
 };
 
 struct ParamStoreOptions {
@@ -107,6 +138,13 @@ struct ParamStoreOptions {
   StalenessLrScale staleness_lr_scale = StalenessLrScale::kNone;
   // 0: asynchronous. N > 0: synchronous over N workers.
   int sync_workers = 0;
+  // The most minibatches one push may average (it scales the step).
+  int max_push_minibatches = 64;
+  // Memory for staging pushes in flight (received, or waiting to be
+  // applied); must hold at least one push (range().size() floats).
+  int64_t push_memory_bytes = int64_t{1} << 30;
+  // Memory for DC-ASGD's per-worker model copies (with dc_lambda > 0).
+  int64_t dc_memory_bytes = int64_t{1} << 30;
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
   // Served by DescribeModel so workers build the same model (e.g.
   // {"learning_rate", "0.05"}); the store itself does not read them.
@@ -127,12 +165,18 @@ struct PushRequest {
   bool assign = false;  // set the weights to `values` instead of a step
   // Server-local values (range().size() floats): a gradient, or weights.
   std::shared_ptr<const std::vector<float>> values;
+  // The largest |value| (PushAssembler gets it from the decode); negative:
+  // not known, Submit() scans the values.
+  float max_abs = -1.0f;
 };
 
 struct PushResult {
-  bool applied = false;        // false: dropped as too stale
+  bool applied = false;  // false: dropped as too stale, or `error`
   uint64_t staleness = 0;
   uint64_t version = 0;        // version assigned (applied) or current (dropped)
+  // Not OK when the update was refused after admission (InvalidArgument:
+  // it would have made the model non-finite); nothing was applied.
+  absl::Status error;
 };
 
 // A consistent copy of a store: the weights and optimizer state (server-local
@@ -148,6 +192,15 @@ struct ParamStoreStats {
   uint64_t pushes_dropped_stale = 0;
   std::array<uint64_t, static_cast<int>(RejectReason::kCount)> rejected{};
   uint64_t pulls = 0;
+  // Updates that went through the all-shard check (their bound failed).
+  uint64_t updates_checked = 0;
+  // DC-ASGD: pushes applied without compensation; copies kept now.
+  uint64_t dc_backup_misses = 0;
+  int64_t dc_backups = 0;
+  int64_t dc_backup_bytes = 0;  // of the copies alive (kept or being pulled)
+  // Staging buffers that exist now (in use or idle) and the cap.
+  int64_t staging_buffers = 0;
+  int64_t staging_buffers_max = 0;
 };
 
 class ParamStore {
@@ -172,7 +225,8 @@ class ParamStore {
   void ReadEncoded(int64_t begin, int64_t n, WireDtype dtype, char* out) const;
 
   // A buffer of range().size() floats (unspecified contents) for staging
-  // one incoming push; released buffers are reused. Thread-safe.
+  // one incoming push, or null when push_memory_bytes are in use; released
+  // buffers are reused. Thread-safe.
   std::shared_ptr<std::vector<float>> AcquireStaging() const {
     return staging_.Acquire();
   }
@@ -180,16 +234,19 @@ class ParamStore {
   std::vector<float> Snapshot() const;
 
   // For a pull by `worker_id`: when the optimizer uses delay compensation,
-  // returns a snapshot to serve and remembers it as the worker's backup model;
-  // otherwise null (serve the live weights).
+  // returns a snapshot to serve and remembers it as the worker's backup model
+  // (within dc_memory_bytes, see above); otherwise null (serve the live
+  // weights).
   std::shared_ptr<const std::vector<float>> SnapshotForPull(uint64_t worker_id);
 
   // Accepts a complete, validated update (see PushRequest). On OK, `done`
-  // runs exactly once with the result: after every shard applied it, or at
-  // once when dropped as stale. Errors (nothing enqueued, `done` not run):
-  // InvalidArgument for a version from the future, a wrong size, or a second
-  // push from one worker for one synchronous step; Unavailable when busy or
-  // shut down.
+  // runs exactly once with the result: after every shard applied (or, with
+  // result.error, refused) it, or at once when dropped as stale. Errors
+  // (nothing enqueued, `done` not run): InvalidArgument for a wrong size,
+  // too many minibatches, non-finite values, an update that cannot stay
+  // finite, or a second push from one worker for one synchronous step;
+  // Aborted for a version from the future (pull again); Unavailable when
+  // shut down, or busy (with Refusal::kBusy).
   absl::Status Submit(PushRequest request,
                       std::function<void(const PushResult&)> done);
 
@@ -199,8 +256,8 @@ class ParamStore {
   absl::StatusOr<StoreSnapshot> TakeSnapshot();
 
   // Loads a snapshot (a restored checkpoint) before any update: weights,
-  // optimizer state and version. InvalidArgument on a size mismatch,
-  // FailedPrecondition once updates were accepted.
+  // optimizer state and version. InvalidArgument on a size mismatch or for
+  // non-finite values, FailedPrecondition once updates were accepted.
   absl::Status Restore(const StoreSnapshot& snapshot);
 
   // Counts a push rejected before Submit (e.g. by chunk validation).
@@ -220,13 +277,35 @@ class ParamStore {
   ParamStore(const ParamStoreOptions& options, ModelLayout layout,
              Optimizer optimizer);
 
+  // A kept DC-ASGD model copy and its largest |value|.
+  struct Backup {
+    std::shared_ptr<const std::vector<float>> values;
+    float max_abs = 0.0f;
+    uint64_t last_use = 0;  // backup_clock_ at its pull
+  };
+  // One admitted update as the admission bound sees it.
+  struct UpdateBound {
+    bool assign = false;
+    float scale = 1.0f;
+    double max_g = 0;        // largest |value| of the update
+    double max_backup = -1;  // DC-ASGD copy's largest |value|; < 0: none
+  };
+
   float UpdateScale(int num_minibatches, uint64_t staleness) const;
-  // Admits one update into every shard queue. Needs submit_mu_.
-  absl::Status EnqueueLocked(uint64_t worker_id, ApplyTask::Kind kind,
-                             std::shared_ptr<const std::vector<float>> values,
-                             float scale,
-                             std::shared_ptr<const std::vector<float>> backup,
-                             std::function<void(uint64_t version)> on_applied)
+  // Bounds of the weights and momentum after every admitted update:
+  // max over shards of (its last maxima + what the updates it has not
+  // applied yet can add). Needs submit_mu_.
+  void ProjectedMaxLocked(double* max_w, double* max_v)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
+  // Admits one update into every shard queue: the next version, with a
+  // check task when its bound fails. `on_applied` gets the version and
+  // whether the shards applied it. Needs submit_mu_.
+  absl::Status EnqueueLocked(
+      uint64_t worker_id, ApplyTask::Kind kind,
+      std::shared_ptr<const std::vector<float>> values,
+      const UpdateBound& bound,
+      std::shared_ptr<const std::vector<float>> backup,
+      std::function<void(uint64_t version, absl::Status error)> on_applied)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
   absl::Status SubmitSyncLocked(PushRequest& request,
                                 std::function<void(const PushResult&)>& done,
@@ -247,9 +326,23 @@ class ParamStore {
   std::vector<float> sync_sum_ ABSL_GUARDED_BY(submit_mu_);
   std::vector<SyncWaiter> sync_waiters_ ABSL_GUARDED_BY(submit_mu_);
 
-  absl::Mutex backup_mu_;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const std::vector<float>>>
-      backups_ ABSL_GUARDED_BY(backup_mu_);
+  // Admission bound (see above): prefix_[i] holds the sums over versions
+  // prefix_base_ + 1 .. prefix_base_ + i of what each update can add to
+  // |w| and to |v|; versions before every shard's applied() are dropped.
+  uint64_t prefix_base_ ABSL_GUARDED_BY(submit_mu_) = 0;
+  std::deque<std::pair<double, double>> prefix_ ABSL_GUARDED_BY(submit_mu_);
+  // Synchronous mode: the largest |value| of this step's gradients.
+  double sync_max_abs_ ABSL_GUARDED_BY(submit_mu_) = 0;
+  double sync_sum_bound_ ABSL_GUARDED_BY(submit_mu_) = 0;
+
+  mutable absl::Mutex backup_mu_;
+  absl::flat_hash_map<uint64_t, Backup> backups_ ABSL_GUARDED_BY(backup_mu_);
+  uint64_t backup_clock_ ABSL_GUARDED_BY(backup_mu_) = 0;
+  // Bytes of every model copy alive, kept or still read by a pull; the
+  // copies' deleters decrement it (and may outlive the store).
+  const std::shared_ptr<std::atomic<int64_t>> backup_bytes_;
+  std::atomic<uint64_t> dc_backup_misses_{0};
+  std::atomic<uint64_t> updates_checked_{0};
 
   std::atomic<uint64_t> accepted_{0};
   std::atomic<int> in_flight_{0};

@@ -1,10 +1,14 @@
 #include "server/param_store.h"
 
 #include <atomic>
+#include <cmath>
+#include <limits>
+#include <random>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
@@ -118,7 +122,8 @@ TEST(ParamStoreTest, FutureVersionIsRejectedAndChangesNothing) {
   bool called = false;
   absl::Status s =
       (*store)->Submit(Push(5, g), [&](const PushResult&) { called = true; });
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  // Aborted: the worker pulls again (a restarted server), by the code alone.
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
   EXPECT_NE(s.message().find("future"), absl::string_view::npos) << s;
   EXPECT_FALSE(called);
   EXPECT_EQ((*store)->stats().rejected[static_cast<int>(
@@ -267,6 +272,231 @@ TEST(ParamStoreTest, DelayCompensationUsesTheWorkersPulledModel) {
   // g' = 1 + 1 * 1 * 1 * (-0.5 - 0) = 0.5; w = -0.5 - 0.5 * 0.5 = -0.75.
   ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 1), 5), c.Callback()).ok());
   ASSERT_TRUE(c.WaitFor(2));
+  for (float x : ps.Snapshot()) ASSERT_EQ(x, -0.75f);
+}
+
+// Waits for one push and returns its result.
+PushResult SubmitAndWait(ParamStore& ps, PushRequest r) {
+  absl::Notification done;
+  PushResult result;
+  const absl::Status s = ps.Submit(std::move(r), [&](const PushResult& res) {
+    result = res;
+    done.Notify();
+  });
+  if (!s.ok()) {
+    result.error = s;
+    return result;
+  }
+  done.WaitForNotification();
+  return result;
+}
+
+bool AllFinite(const std::vector<float>& v) {
+  for (float x : v) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+// The attack: finite gradients of 3e38 with the largest step a push may ask
+// for. Every one is refused whole; the weights never change.
+TEST(ParamStoreTest, HugeFiniteGradientsNeverMakeTheModelNonFinite) {
+  ParamStoreOptions o = Options(3, 8);
+  auto store = ParamStore::Create(o, std::vector<float>(3800, 0.5f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  const std::vector<float> before = ps.Snapshot();
+  for (int i = 0; i < 3; ++i) {
+    PushResult r = SubmitAndWait(
+        ps, Push(ps.accepted(), Filled(ps, 3e38f), 0, o.max_push_minibatches));
+    EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument) << r.error;
+    EXPECT_FALSE(r.applied);
+  }
+  EXPECT_EQ(ps.Snapshot(), before);
+  EXPECT_EQ(
+      ps.stats().rejected[static_cast<int>(RejectReason::kNonFiniteUpdate)],
+      3u);
+  // Beyond the step a push may ask for: refused before anything else.
+  PushResult r =
+      SubmitAndWait(ps, Push(ps.accepted(), Filled(ps, 1), 0, 1 << 20));
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps.Snapshot(), before);
+}
+
+// One element of one shard would overflow: no shard applies the update.
+TEST(ParamStoreTest, AnUpdateThatOverflowsOnOneShardIsAppliedOnNone) {
+  auto store =
+      ParamStore::Create(Options(4, 8), std::vector<float>(3800, 1.0f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  const std::vector<float> before = ps.Snapshot();
+  auto g = std::make_shared<std::vector<float>>(ps.range().size(), 1.0f);
+  g->back() = 3e38f;  // in the last shard only: 64 * 0.125 * 3e38 is Inf
+  PushResult r = SubmitAndWait(ps, Push(0, g, 0, 64));
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps.Snapshot(), before);
+  EXPECT_EQ(ps.stats().updates_checked, 1u);
+  // A large step that stays within kMaxMagnitude is applied everywhere,
+  // through the same check (its bound is too close to call).
+  auto g2 = std::make_shared<std::vector<float>>(ps.range().size(), 1.0f);
+  g2->back() = 3e37f;
+  r = SubmitAndWait(ps, Push(ps.accepted(), g2, 0, 1));
+  ASSERT_TRUE(r.error.ok()) << r.error;
+  EXPECT_TRUE(r.applied);
+  EXPECT_EQ(ps.stats().updates_checked, 2u);
+  const std::vector<float> after = ps.Snapshot();
+  EXPECT_EQ(after.front(), 1.0f - 0.125f);
+  EXPECT_EQ(after.back(), 1.0f - 0.125f * 3e37f);
+  EXPECT_TRUE(AllFinite(after));
+}
+
+// Ordinary updates take the fast path: no read-only check at all.
+TEST(ParamStoreTest, OrdinaryUpdatesNeedNoCheck) {
+  ParamStoreOptions o = Options(2, 64);
+  o.optimizer.momentum = 0.9f;
+  auto store = ParamStore::Create(o, std::vector<float>(3800, 0.1f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  Completions c;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(
+        ps.Submit(Push(ps.accepted(), Filled(ps, 0.01f * (i % 7)), 0, 4),
+                  c.Callback())
+            .ok());
+  }
+  ASSERT_TRUE(c.WaitFor(50));
+  EXPECT_EQ(c.applied(), 50);
+  EXPECT_EQ(ps.stats().updates_checked, 0u);
+}
+
+// Against a plain reference of the same optimizer on the whole range: an
+// update is applied (bit for bit) exactly when it keeps every value within
+// kMaxMagnitude, whatever mix of magnitudes arrives, with momentum, Nesterov,
+// decay and several shards; the model is finite after every update.
+TEST(ParamStoreTest, AcceptsExactlyTheUpdatesThatStayFinite) {
+  for (bool nesterov : {false, true}) {
+    ParamStoreOptions o = Options(3, 8);
+    o.optimizer.learning_rate = 0.5f;
+    o.optimizer.momentum = 0.5f;
+    o.optimizer.nesterov = nesterov;
+    o.optimizer.weight_decay = 0.01f;
+    auto store = ParamStore::Create(o, std::vector<float>(3800, 0.25f));
+    ASSERT_TRUE(store.ok());
+    ParamStore& ps = **store;
+    auto reference = Optimizer::Create(o.optimizer);
+    ASSERT_TRUE(reference.ok());
+    std::vector<float> w = ps.Snapshot(), v(w.size(), 0.0f);
+    std::mt19937 rng(7);
+    // Magnitudes from 1e-3 to past FLT_MAX (then plain values in [-1, 1]);
+    // beyond about 1e36 a step leaves kMaxMagnitude.
+    std::uniform_real_distribution<float> exponent(-3, 38.5f);
+    std::bernoulli_distribution huge(0.5);
+    std::uniform_real_distribution<float> unit(-1, 1);
+    int applied = 0, refused = 0;
+    for (int step = 0; step < 120; ++step) {
+      auto g = std::make_shared<std::vector<float>>(w.size());
+      const float scale =
+          std::pow(10.0f, huge(rng) ? 33 + exponent(rng) / 7 : exponent(rng));
+      for (float& x : *g)
+        x = std::isfinite(scale) ? unit(rng) * scale : unit(rng);
+      const int minibatches = 1 + step % 3;
+      UpdateContext ctx;
+      ctx.scale = static_cast<float>(minibatches);
+      ctx.step = ps.accepted();
+      const bool fits =
+          reference->StaysBounded(w.data(), v.data(), g->data(), w.size(), ctx);
+      if (fits) reference->Apply(w.data(), v.data(), g->data(), w.size(), ctx);
+      PushResult r = SubmitAndWait(ps, Push(ps.accepted(), g, 0, minibatches));
+      ASSERT_EQ(r.applied, fits) << "step " << step << " scale " << scale;
+      ASSERT_EQ(r.error.ok(), fits) << r.error;
+      applied += fits;
+      refused += !fits;
+      const std::vector<float> now = ps.Snapshot();
+      ASSERT_TRUE(AllFinite(now)) << "step " << step;
+      ASSERT_EQ(now, w) << "step " << step;
+    }
+    EXPECT_GT(applied, 10);
+    EXPECT_GT(refused, 10);
+  }
+}
+
+TEST(ParamStoreTest, SyncModeRefusesASumThatWouldOverflow) {
+  ParamStoreOptions o = Options(2, 8);
+  o.sync_workers = 2;
+  auto store = ParamStore::Create(o, std::vector<float>(3800, 0.0f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  Completions c;
+  ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 3e38f), 1), c.Callback()).ok());
+  const absl::Status s = ps.Submit(Push(0, Filled(ps, 3e38f), 2), c.Callback());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(AllFinite(ps.Snapshot()));
+}
+
+TEST(ParamStoreTest, AssignAndRestoreRefuseWhatIsNotFinite) {
+  auto store =
+      ParamStore::Create(Options(2, 8), std::vector<float>(3800, 0.0f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  PushRequest assign = Push(0, Filled(ps, 3e38f));
+  assign.assign = true;
+  PushResult r = SubmitAndWait(ps, std::move(assign));
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument);
+  PushRequest nan = Push(0, Filled(ps, std::nanf("")));
+  EXPECT_EQ(SubmitAndWait(ps, std::move(nan)).error.code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(AllFinite(ps.Snapshot()));
+  auto fresh =
+      ParamStore::Create(Options(2, 8), std::vector<float>(3800, 0.0f));
+  ASSERT_TRUE(fresh.ok());
+  StoreSnapshot bad;
+  bad.version = 5;
+  bad.weights.assign((*fresh)->range().size(), 1.0f);
+  bad.weights[3] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ((*fresh)->Restore(bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*fresh)->version(), 0u);
+}
+
+// 40 workers pull with room for 4 model copies: at most 4 are kept, the
+// memory stays within the budget, the copies of the workers that pulled
+// last are the ones kept, and a push whose copy was dropped is applied
+// without compensation (and counted).
+TEST(ParamStoreTest, DelayCompensationCopiesStayWithinTheirBudget) {
+  ParamStoreOptions o = Options(2, 8);
+  o.optimizer.learning_rate = 0.5f;
+  o.optimizer.dc_lambda = 1.0f;
+  auto probe = ParamStore::Create(o, std::vector<float>(3800, 0.0f));
+  ASSERT_TRUE(probe.ok());
+  const int64_t copy_bytes = (*probe)->range().size() * sizeof(float);
+  o.dc_memory_bytes = 4 * copy_bytes;
+  auto store = ParamStore::Create(o, std::vector<float>(3800, 0.0f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  for (uint64_t worker = 0; worker < 40; ++worker) {
+    ASSERT_NE(ps.SnapshotForPull(worker), nullptr);  // each read then dropped
+    EXPECT_LE(ps.stats().dc_backups, 4);
+    EXPECT_LE(ps.stats().dc_backup_bytes, o.dc_memory_bytes);
+  }
+  EXPECT_EQ(ps.stats().dc_backups, 4);
+  // Pulls still in flight hold their copies: no room for a fifth.
+  std::vector<std::shared_ptr<const std::vector<float>>> held;
+  for (uint64_t worker = 100; worker < 104; ++worker) {
+    held.push_back(ps.SnapshotForPull(worker));
+    ASSERT_NE(held.back(), nullptr);
+  }
+  EXPECT_EQ(ps.SnapshotForPull(200), nullptr);  // served live, nothing kept
+  EXPECT_LE(ps.stats().dc_backup_bytes, o.dc_memory_bytes);
+  held.clear();
+  // Worker 0's copy is long gone: plain step (w = 0 - 0.5 * 1).
+  PushResult r = SubmitAndWait(ps, Push(0, Filled(ps, 1), /*worker=*/0));
+  ASSERT_TRUE(r.applied);
+  EXPECT_EQ(ps.stats().dc_backup_misses, 1u);
+  for (float x : ps.Snapshot()) ASSERT_EQ(x, -0.5f);
+  // Worker 103 pulled at w = 0 and its copy is kept: compensated step,
+  // g' = 1 + 1 * 1 * 1 * (-0.5 - 0) = 0.5; w = -0.5 - 0.5 * 0.5 = -0.75.
+  r = SubmitAndWait(ps, Push(0, Filled(ps, 1), /*worker=*/103));
+  ASSERT_TRUE(r.applied);
+  EXPECT_EQ(ps.stats().dc_backup_misses, 1u);
   for (float x : ps.Snapshot()) ASSERT_EQ(x, -0.75f);
 }
 

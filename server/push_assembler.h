@@ -2,13 +2,15 @@
 // transport. The gRPC adapter (grpc_service.cc) feeds it the stream's
 // messages in order; tests and fuzzers feed it directly.
 //
-// A push is: one header (worker id, base version, num_minibatches >= 1,
-// kind), then TensorChunks that cover exactly this server's range in layout
-// order (see common/chunking.h), then a commit carrying the chunk count. Every
-// message must carry the header's version. Chunk values (float32 or bfloat16
-// on the wire) are decoded into a staging buffer of range().size() floats,
-// taken from the store's pool of reusable buffers; nothing reaches the store
-// here.
+// A push is: one header (worker id, base version, 1 <= num_minibatches <=
+// the store's max_push_minibatches, kind GRADIENT or ASSIGN), then
+// TensorChunks that cover exactly this server's range in layout order (see
+// common/chunking.h), then a commit carrying the chunk count. Every message
+// must carry the header's version. Chunk values (float32 or bfloat16 on the
+// wire) are decoded into a staging buffer of range().size() floats, taken
+// from the store's capped pool of reusable buffers when the first chunk
+// arrives (a stream that sends nothing, or only a header, holds no buffer);
+// nothing reaches the store here.
 //
 //   PushAssembler assembler(store);
 //   for (const PushMessage& msg : stream) {  // or PushChunk protos
@@ -23,10 +25,12 @@
 //   absl::Status s = assembler.EndOfStream();  // InvalidArgument, kIncomplete
 //
 // Outcome: the first error is final. Add() returns InvalidArgument with a
-// message for the sender, reject_reason() tells why (a metric label), and the
-// staging buffer is released at once (staging_released() is true), so a
-// rejected push can never be applied, not even in part. Calls after an error
-// or after the commit change nothing and return InvalidArgument.
+// message for the sender (or, when the store's staging memory is all in use,
+// Unavailable with Refusal::kPushMemory and reason kPushMemory),
+// reject_reason() tells why (a metric label), and the staging buffer is
+// released at once (holds_staging() is false), so a rejected push can never
+// be applied, not even in part. Calls after an error or after the commit
+// change nothing and return InvalidArgument.
 //
 // Counting rejections is the caller's job (the assembler never touches the
 // store); version checks against the store's current version happen in
@@ -39,6 +43,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,20 +84,27 @@ class PushAssembler {
   // committed(); later calls return a request without values.
   PushRequest TakeRequest();
 
+  // The transport ended the stream without a verdict from the assembler
+  // (e.g. it stalled): releases the staging buffer; later calls are refused.
+  void Abandon();
+
   // Chunk payload bytes handed to the chunk check so far (the wire bytes the
   // server examined; a metric).
   int64_t chunk_bytes() const { return chunk_bytes_; }
-  // True when the staging buffer is gone: released on rejection, or moved
-  // out by TakeRequest().
-  bool staging_released() const { return staging_ == nullptr; }
+  // True while the assembler holds a staging buffer: from the first valid
+  // chunk until a rejection or TakeRequest().
+  bool holds_staging() const { return staging_ != nullptr; }
   // Chunks accepted so far.
-  int64_t chunks_received() const { return chunks_.chunks_received(); }
+  int64_t chunks_received() const {
+    return chunks_.has_value() ? chunks_->chunks_received() : 0;
+  }
 
  private:
   absl::Status Reject(RejectReason reason, absl::Status status);
 
+  const ParamStore* const store_;
   std::shared_ptr<std::vector<float>> staging_;
-  ChunkAssembler chunks_;
+  std::optional<ChunkAssembler> chunks_;  // from the first chunk on
   bool have_header_ = false;
   bool committed_ = false;
   bool rejected_ = false;

@@ -3,7 +3,6 @@
 // releases the staging buffer, and a valid push yields exactly the values
 // sent.
 #include "server/push_assembler.h"
-#include "server/push_test_cases.h"
 
 #include <cmath>
 #include <cstring>
@@ -14,10 +13,12 @@
 #include <vector>
 
 #include "common/chunking.h"
+#include "common/refusal.h"
 #include "model/model_spec.h"
 #include "gtest/gtest.h"
 #include "proto/asgd.pb.h"
 #include "server/param_store.h"
+#include "server/push_test_cases.h"
 
 namespace asgd {
 namespace {
@@ -27,11 +28,7 @@ using asgd::v1::PushChunk;
 class PushAssemblerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ModelSpec spec;
-    spec.feature_dim = 20;
-    spec.context = 0;
-    spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
-    spec.num_classes = 5;
+    const ModelSpec spec = PushTestSpec();
     ParamStoreOptions o;
     o.tensors = ModelTensors(spec);
     o.num_servers = 2;
@@ -102,7 +99,7 @@ TEST_F(PushAssemblerTest, ValidPushYieldsTheValuesSent) {
   EXPECT_EQ(a.chunks_received(), static_cast<int64_t>(plan_.size()));
   EXPECT_TRUE(a.EndOfStream().ok());  // after the commit: nothing to reject
   PushRequest r = a.TakeRequest();
-  EXPECT_TRUE(a.staging_released());
+  EXPECT_FALSE(a.holds_staging());
   EXPECT_EQ(r.worker_id, 7u);
   EXPECT_EQ(r.base_version, 0u);
   EXPECT_EQ(r.num_minibatches, 3);
@@ -112,6 +109,8 @@ TEST_F(PushAssemblerTest, ValidPushYieldsTheValuesSent) {
   for (size_t i = 0; i < r.values->size(); ++i) {
     ASSERT_EQ((*r.values)[i], 0.5f + static_cast<float>(i)) << i;
   }
+  // The decode pass also measured the largest magnitude.
+  EXPECT_EQ(r.max_abs, 0.5f + static_cast<float>(r.values->size() - 1));
   // The request is complete: the store accepts it.
   bool done = false;
   ASSERT_TRUE(
@@ -156,7 +155,7 @@ TEST_F(PushAssemblerTest, StreamEndingBeforeTheCommitIsIncomplete) {
             "push stream ended before its commit; nothing was applied");
   EXPECT_TRUE(a.rejected());
   EXPECT_EQ(a.reject_reason(), RejectReason::kIncomplete);
-  EXPECT_TRUE(a.staging_released());
+  EXPECT_FALSE(a.holds_staging());
   EXPECT_FALSE(a.committed());
 }
 
@@ -210,12 +209,60 @@ TEST_F(PushAssemblerTest, EveryInvalidPushIsRejectedWithItsReason) {
         << c.name << ": " << s;
     EXPECT_TRUE(a.rejected()) << c.name;
     EXPECT_EQ(a.reject_reason(), c.reason) << c.name;
-    EXPECT_TRUE(a.staging_released()) << c.name;
+    EXPECT_FALSE(a.holds_staging()) << c.name;
     EXPECT_FALSE(a.committed()) << c.name;
   }
   // The assembler never touched the store.
   EXPECT_EQ(store_->version(), 0u);
   for (uint64_t n : store_->stats().rejected) EXPECT_EQ(n, 0u);
+}
+
+TEST_F(PushAssemblerTest, StagingMemoryIsTakenOnlyWhenDataArrives) {
+  // A header, or nothing at all, holds no model-sized buffer.
+  std::vector<std::unique_ptr<PushAssembler>> idle;
+  for (int i = 0; i < 100; ++i) {
+    idle.push_back(std::make_unique<PushAssembler>(store_.get()));
+    ASSERT_TRUE(idle.back()->Add(ValidPush(1.0f, 0)[0]).ok());
+    EXPECT_FALSE(idle.back()->holds_staging());
+  }
+  EXPECT_EQ(store_->stats().staging_buffers, 0);
+  PushAssembler a(store_.get());
+  std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
+  ASSERT_TRUE(a.Add(msgs[0]).ok());
+  ASSERT_TRUE(a.Add(msgs[1]).ok());
+  EXPECT_TRUE(a.holds_staging());
+  EXPECT_EQ(store_->stats().staging_buffers, 1);
+}
+
+TEST_F(PushAssemblerTest, PushesBeyondTheMemoryBudgetAreRefusedAsBusy) {
+  ParamStoreOptions o = store_->options();
+  o.push_memory_bytes = 2 * store_->range().size() * sizeof(float);  // 2 pushes
+  auto store = ParamStore::Create(o, InitialParams(PushTestSpec(), 1));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
+  auto start = [&](PushAssembler& a) {
+    EXPECT_TRUE(a.Add(msgs[0]).ok());
+    return a.Add(msgs[1]);
+  };
+  auto first = std::make_unique<PushAssembler>(store->get());
+  PushAssembler second(store->get()), third(store->get());
+  ASSERT_TRUE(start(*first).ok());
+  ASSERT_TRUE(start(second).ok());
+  const absl::Status s = start(third);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_EQ(RefusalOf(s), Refusal::kPushMemory);
+  EXPECT_EQ(third.reject_reason(), RejectReason::kPushMemory);
+  EXPECT_EQ((*store)->stats().staging_buffers, 2);
+  // Memory comes back when a push ends, whatever way.
+  first.reset();
+  PushAssembler fourth(store->get());
+  EXPECT_TRUE(start(fourth).ok());
+  // A push larger than the whole budget cannot even be configured.
+  o.push_memory_bytes = store_->range().size() * sizeof(float) - 1;
+  EXPECT_EQ(ParamStore::Create(o, InitialParams(PushTestSpec(), 1))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

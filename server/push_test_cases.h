@@ -1,7 +1,8 @@
-// Malformed variants of a valid push, shared by the PushAssembler and gRPC
-// service tests: each corrupts the messages of a valid push (header, chunks,
-// commit) to a server with max_chunk_elements 64 and at least 4 chunks, and
-// names the reason and (a substring of) the message it must be rejected with.
+// The model and the malformed variants of a valid push, shared by the
+// PushAssembler and gRPC service tests: each corrupts the messages of a valid
+// push (header, chunks, commit) to a server with max_chunk_elements 64 and at
+// least 4 chunks, and names the reason and (a substring of) the message it must
+// be rejected with.
 #ifndef ASGD_SERVER_PUSH_TEST_CASES_H_
 #define ASGD_SERVER_PUSH_TEST_CASES_H_
 
@@ -13,10 +14,21 @@
 #include <utility>
 #include <vector>
 
+#include "model/model_spec.h"
 #include "proto/asgd.pb.h"
 #include "server/param_store.h"
 
 namespace asgd {
+
+// The small DNN these tests serve: 20 inputs, 16 hidden units, 5 classes.
+inline ModelSpec PushTestSpec() {
+  ModelSpec spec;
+  spec.feature_dim = 20;
+  spec.context = 0;
+  spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
+  spec.num_classes = 5;
+  return spec;
+}
 
 struct BadPushCase {
   std::string name;
@@ -90,6 +102,20 @@ inline std::vector<BadPushCase> MalformedPushCases() {
       {"absurd minibatch count",
        [](auto& m) { m[0].mutable_header()->set_num_minibatches(3000000000u); },
        RejectReason::kBadHeader, "got 3000000000"},
+      {"more minibatches than the server allows (2^20: a huge step)",
+       [](auto& m) { m[0].mutable_header()->set_num_minibatches(1u << 20); },
+       RejectReason::kBadHeader, "num_minibatches <= 64, got 1048576"},
+      {"unknown push kind",
+       [](auto& m) {
+         m[0].mutable_header()->set_kind(
+             static_cast<asgd::v1::PushHeader::Kind>(99));
+       },
+       RejectReason::kBadHeader, "unknown push kind 99"},
+      {"100 KB tensor name",
+       [](auto& m) {
+         m[1].mutable_chunk()->set_tensor(std::string(100 * 1024, 'x'));
+       },
+       RejectReason::kUnknownTensor, "xxxx...(102400 bytes)'"},
       {"empty message", [](auto& m) { m[2].clear_part(); },
        RejectReason::kBadHeader, "empty push message"},
   };

@@ -114,6 +114,24 @@ ABSL_FLAG(uint64_t, max_staleness, 0,
           "Drop pushes staler than this many versions and tell the worker to "
           "pull (0: never drop).");
 ABSL_FLAG(int, log_every_s, 10, "Seconds between status lines (0: none).");
+ABSL_FLAG(int64_t, push_memory_mb, 1024,
+          "Memory for pushes in flight (staged or waiting to be applied), in "
+          "MiB; must hold one push of this server's slice. A push that finds "
+          "it in use is refused at once (UNAVAILABLE, PUSH_MEMORY) and the "
+          "worker goes on with its next gradient.");
+ABSL_FLAG(double, push_progress_timeout_s, 20,
+          "A push stream that receives nothing for this many seconds before "
+          "its commit is ended by the server (DEADLINE_EXCEEDED).");
+ABSL_FLAG(int, max_pushes_per_peer, 16,
+          "Pushes in flight from one client address (IP); more are refused at "
+          "once (UNAVAILABLE, PEER_LIMIT). 0: no limit.");
+ABSL_FLAG(int, max_push_minibatches, 64,
+          "The most minibatches one push may average (the server scales its "
+          "step by the count); a push asking for more is refused.");
+ABSL_FLAG(int64_t, dc_memory_mb, 1024,
+          "With --dc_lambda: memory for the workers' model copies, in MiB. "
+          "The copy of the worker that pulled least recently is dropped to "
+          "make room; a push without its copy is applied uncompensated.");
 
 namespace asgd {
 namespace {
@@ -187,6 +205,25 @@ int Run() {
   options.staleness_lr_scale = *st_scale;
   options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
   options.max_staleness = absl::GetFlag(FLAGS_max_staleness);
+  options.max_push_minibatches = absl::GetFlag(FLAGS_max_push_minibatches);
+  const int64_t push_memory_mb = absl::GetFlag(FLAGS_push_memory_mb);
+  const int64_t dc_memory_mb = absl::GetFlag(FLAGS_dc_memory_mb);
+  const double progress_s = absl::GetFlag(FLAGS_push_progress_timeout_s);
+  if (push_memory_mb < 1 || push_memory_mb > (int64_t{1} << 30) ||
+      dc_memory_mb < 0 || dc_memory_mb > (int64_t{1} << 30) ||
+      !(progress_s > 0 && progress_s <= 86400) ||
+      absl::GetFlag(FLAGS_max_pushes_per_peer) < 0) {
+    return Fail(absl::InvalidArgumentError(
+        "--push_memory_mb must be >= 1, --dc_memory_mb >= 0, "
+        "--push_progress_timeout_s in (0, 86400] and --max_pushes_per_peer "
+        ">= 0"));
+  }
+  options.push_memory_bytes = push_memory_mb << 20;
+  options.dc_memory_bytes = dc_memory_mb << 20;
+  GrpcServiceOptions service_options;
+  service_options.push_progress_timeout = absl::Seconds(progress_s);
+  service_options.max_pushes_per_peer =
+      absl::GetFlag(FLAGS_max_pushes_per_peer);
   options.attributes["learning_rate"] = absl::StrCat(options.optimizer.learning_rate);
   options.attributes["sync_workers"] = absl::StrCat(options.sync_workers);
   // Metrics first: the store reports into them from its first update.
@@ -197,22 +234,32 @@ int Run() {
   if (!endpoint.ok()) return Fail(endpoint.status());
   auto security = SecurityOptionsFromFlags();
   if (!security.ok()) return Fail(security.status());
+  if (!security->token.empty() && security->tls_cert.empty()) {
+    std::fprintf(stderr,
+                 "asgd_server: warning: --auth_token_file without TLS: "
+                 "clients send the token in clear text (they refuse to "
+                 "unless started with --allow_cleartext_token)\n");
+  }
   // A checkpoint from an earlier run of this server, if any.
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   std::optional<StoreSnapshot> restored;
   if (!checkpoint_dir.empty()) {
+    if (absl::Status s = PrepareCheckpointDir(checkpoint_dir); !s.ok()) {
+      return Fail(s);
+    }
     auto layout = ModelLayout::Create(options.tensors, options.num_servers,
                                       options.num_shards, options.model_id);
     if (!layout.ok()) return Fail(layout.status());
-    auto read = ReadCheckpoint(checkpoint_dir, *layout, options.server_index,
-                               options.optimizer.momentum > 0);
+    auto read =
+        ReadCheckpoint(checkpoint_dir, *layout, options.server_index,
+                       options.optimizer.momentum > 0);
     if (!read.ok()) return Fail(read.status());
     restored = *std::move(read);
   }
   auto server = GrpcServer::Start(
       options, InitialParams(*spec, absl::GetFlag(FLAGS_seed)),
-      absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics,
-      *security, restored.has_value() ? &*restored : nullptr);
+      absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics, *security,
+      restored.has_value() ? &*restored : nullptr, service_options);
   if (!server.ok()) {
     std::fprintf(stderr, "asgd_server: %s\n",
                  server.status().ToString().c_str());
@@ -249,7 +296,10 @@ int Run() {
     const absl::Time start = absl::Now();
     auto snapshot = store->TakeSnapshot();
     absl::Status s = snapshot.status();
-    if (s.ok()) s = WriteCheckpoint(checkpoint_dir, layout, options.server_index, *snapshot);
+    if (s.ok()) {
+      s = WriteCheckpoint(checkpoint_dir, layout, options.server_index,
+                          *snapshot);
+    }
     if (!s.ok()) {
       // Training goes on; the next checkpoint tries again.
       std::fprintf(stderr, "asgd_server %d: checkpoint failed: %s\n",
@@ -298,13 +348,15 @@ int Run() {
       for (uint64_t r : st.rejected) rejected += r;
       std::printf(
           "asgd_server %d: version %llu, pushes applied %llu, dropped stale "
-          "%llu, rejected %llu, pulls %llu\n",
+          "%llu, rejected %llu, pulls %llu, staging buffers %lld of %lld\n",
           options.server_index,
           static_cast<unsigned long long>(store->version()),
           static_cast<unsigned long long>(st.pushes_applied),
           static_cast<unsigned long long>(st.pushes_dropped_stale),
           static_cast<unsigned long long>(rejected),
-          static_cast<unsigned long long>(st.pulls));
+          static_cast<unsigned long long>(st.pulls),
+          static_cast<long long>(st.staging_buffers),
+          static_cast<long long>(st.staging_buffers_max));
       std::fflush(stdout);
     }
   }

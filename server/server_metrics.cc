@@ -1,6 +1,8 @@
 #include "server/server_metrics.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -44,8 +46,9 @@ Histogram::BucketBoundaries SecondsBuckets() {
 }  // namespace
 
 ServerMetrics::ServerMetrics(prometheus::Registry& r, int server_index,
-                             int num_shards)
-    : version_(BuildGauge()
+                             int num_shards, ServerMetricsOptions options)
+    : options_(std::move(options)),
+      version_(BuildGauge()
                    .Name("asgd_server_model_version")
                    .Help("Pushes every shard of this server has applied.")
                    .Labels({{"server", absl::StrCat(server_index)}})
@@ -113,6 +116,14 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, int server_index,
               .Labels({{"server", absl::StrCat(server_index)}})
               .Register(r)
               .Add({})),
+      dc_backup_misses_(
+          BuildCounter()
+              .Name("asgd_server_dc_backup_misses_total")
+              .Help("DC-ASGD pushes applied without delay compensation: the "
+                    "worker's model copy was not kept (memory budget).")
+              .Labels({{"server", absl::StrCat(server_index)}})
+              .Register(r)
+              .Add({})),
       rpc_started_family_(BuildCounter()
                               .Name("asgd_grpc_server_started_total")
                               .Help("RPCs started, by method.")
@@ -158,18 +169,56 @@ void ServerMetrics::OnPushAccepted(uint64_t /*worker_id*/, uint64_t staleness) {
   staleness_.Observe(static_cast<double>(staleness));
 }
 
+absl::Time ServerMetrics::Now() const {
+  return options_.clock ? options_.clock() : absl::Now();
+}
+
 void ServerMetrics::OnPushApplied(uint64_t worker_id, uint64_t version) {
   pushes_applied_.Increment();
   version_.Set(static_cast<double>(version));
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   absl::MutexLock lock(&mu_);
-  WorkerSeries& w = workers_[worker_id];
-  if (w.last_push == nullptr) {
-    w.last_push = &last_push_family_.Add({{"worker", absl::StrCat(worker_id)}});
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    ExpireWorkers(now, 1);
+    it = workers_.emplace(worker_id, WorkerSeries{}).first;
+    it->second.last_push =
+        &last_push_family_.Add({{"worker", absl::StrCat(worker_id)}});
+  } else {
+    ExpireWorkers(now, 0);
   }
-  w.last_push->Set(absl::ToUnixSeconds(now));
-  w.last_seen = now;
+  it->second.last_push->Set(absl::ToUnixSeconds(now));
+  it->second.last_seen = now;
   RefreshConnectedWorkers(now);
+}
+
+void ServerMetrics::ExpireWorkers(absl::Time now, size_t room_for) {
+  if (now - last_sweep_ >= absl::Seconds(1)) {
+    last_sweep_ = now;
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      if (now - it->second.last_seen > options_.worker_series_expiry) {
+        last_push_family_.Remove(it->second.last_push);
+        workers_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  const size_t cap =
+      static_cast<size_t>(std::max(options_.max_worker_series, 1));
+  while (!workers_.empty() && workers_.size() + room_for > cap) {
+    auto oldest = workers_.begin();
+    for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+      if (it->second.last_seen < oldest->second.last_seen) oldest = it;
+    }
+    last_push_family_.Remove(oldest->second.last_push);
+    workers_.erase(oldest);
+  }
+}
+
+int ServerMetrics::worker_series() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(workers_.size());
 }
 
 void ServerMetrics::RefreshConnectedWorkers(absl::Time now) {

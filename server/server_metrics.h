@@ -1,8 +1,11 @@
 // ServerMetrics: the Prometheus metrics of one asgd_server process (names and
 // meanings in docs/metrics.md). Every family and every fixed-label series is
 // built once in the constructor; the hot path only increments cached
-// references. Labels are bounded: server and shard indices, worker ids seen,
-// a fixed reason set, the service's four methods and gRPC's status codes.
+// references. Labels are bounded: server and shard indices, a fixed reason
+// set, the service's four methods, gRPC's status codes, and the ids of the
+// workers active lately: a worker's series goes away once it has not pushed
+// for worker_series_expiry, and at most max_worker_series exist (the least
+// recently seen worker's goes first), whatever ids clients send.
 //
 // Thread-safety: thread-safe (prometheus-cpp metrics are atomic; the
 // per-worker and per-code series are created under a mutex on first use).
@@ -11,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
@@ -27,16 +31,23 @@ namespace asgd {
 
 enum class RpcMethod { kDescribeModel = 0, kPull, kPush, kFetchBatches, kCount };
 
+struct ServerMetricsOptions {
+  absl::Duration worker_series_expiry = absl::Minutes(10);
+  int max_worker_series = 1024;
+  std::function<absl::Time()> clock;  // null: absl::Now
+};
+
 class ServerMetrics final : public StoreObserver {
  public:
   ServerMetrics(prometheus::Registry& registry, int server_index,
-                int num_shards);
+                int num_shards, ServerMetricsOptions options = {});
 
   // StoreObserver.
   void OnPushAccepted(uint64_t worker_id, uint64_t staleness) override;
   void OnPushApplied(uint64_t worker_id, uint64_t version) override;
   void OnPushRejected(RejectReason reason) override;
   void OnShardApplied(int shard, double seconds) override;
+  void OnDcBackupMiss() override { dc_backup_misses_.Increment(); }
 
   // RPC level (called by the gRPC adapter).
   void OnRpcStarted(RpcMethod method);
@@ -47,9 +58,19 @@ class ServerMetrics final : public StoreObserver {
   void OnPull() { pulls_.Increment(); }
   void OnCheckpoint(absl::Time when);
 
+  // Workers with a series now.
+  int worker_series() const;
+
  private:
   static constexpr int kNumCodes = 17;
+  absl::Time Now() const;
   void RefreshConnectedWorkers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the series of workers not seen for the expiry (at most once a
+  // second) and, beyond the cap, of the least recently seen ones.
+  void ExpireWorkers(absl::Time now, size_t room_for)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ServerMetricsOptions options_;
 
   prometheus::Gauge& version_;
   prometheus::Family<prometheus::Counter>& shard_updates_family_;
@@ -65,13 +86,15 @@ class ServerMetrics final : public StoreObserver {
   prometheus::Gauge& connected_workers_;
   prometheus::Family<prometheus::Gauge>& last_push_family_;
   prometheus::Gauge& last_checkpoint_;
+  prometheus::Counter& dc_backup_misses_;
   prometheus::Family<prometheus::Counter>& rpc_started_family_;
   prometheus::Family<prometheus::Counter>& rpc_handled_family_;
   prometheus::Family<prometheus::Histogram>& rpc_seconds_family_;
   std::array<prometheus::Counter*, static_cast<int>(RpcMethod::kCount)> rpc_started_;
   std::array<prometheus::Histogram*, static_cast<int>(RpcMethod::kCount)> rpc_seconds_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
+  absl::Time last_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::array<std::array<prometheus::Counter*, kNumCodes>,
              static_cast<int>(RpcMethod::kCount)>
       rpc_handled_ ABSL_GUARDED_BY(mu_){};

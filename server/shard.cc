@@ -4,7 +4,25 @@
 #include <chrono>
 #include <utility>
 
+#include "common/wire_codec.h"
+
 namespace asgd {
+
+bool UpdateCheck::Vote(bool ok) {
+  absl::MutexLock lock(&mu_);
+  passed_ = passed_ && ok;
+  --waiting_;
+  auto all_voted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return waiting_ <= 0;
+  };
+  mu_.Await(absl::Condition(&all_voted));
+  return passed_;
+}
+
+bool UpdateCheck::passed() const {
+  absl::MutexLock lock(&mu_);
+  return passed_;
+}
 
 Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
              const Optimizer* optimizer, int queue_capacity,
@@ -17,6 +35,7 @@ Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
       capacity_(queue_capacity),
       on_applied_(std::move(on_applied)),
       state_(optimizer->has_state() ? size : 0, 0.0f),
+      max_w_(MaxAbs(weights, size)),
       thread_([this] { Run(); }) {}
 
 Shard::~Shard() { Close(); }
@@ -35,6 +54,8 @@ void Shard::Restore(const std::vector<float>& weights,
   if (!state_.empty() && !state.empty()) {
     std::copy_n(state.data() + local_begin_, size_, state_.data());
   }
+  max_w_.store(MaxAbs(weights_, size_), std::memory_order_release);
+  max_v_.store(MaxAbs(state_.data(), state_.size()), std::memory_order_release);
   applied_.store(applied, std::memory_order_release);
 }
 
@@ -75,12 +96,22 @@ void Shard::Run() {
     if (task.kind == ApplyTask::Kind::kAssign) {
       std::copy(data, data + size_, weights_);
       std::fill(state_.begin(), state_.end(), 0.0f);
+      max_w_.store(MaxAbs(weights_, size_), std::memory_order_release);
+      max_v_.store(0.0f, std::memory_order_release);
     } else {
       UpdateContext ctx;
       ctx.scale = task.scale;
       ctx.step = applied_.load(std::memory_order_relaxed);
       if (task.backup != nullptr) ctx.backup = task.backup->data() + local_begin_;
-      optimizer_->Apply(weights_, state_.data(), data, size_, ctx);
+      const bool apply = task.check == nullptr ||
+                         task.check->Vote(optimizer_->StaysBounded(
+                             weights_, state_.data(), data, size_, ctx));
+      if (apply) {
+        const ApplyStats stats =
+            optimizer_->Apply(weights_, state_.data(), data, size_, ctx);
+        max_w_.store(stats.max_abs_w, std::memory_order_release);
+        max_v_.store(stats.max_abs_v, std::memory_order_release);
+      }
     }
     applied_.fetch_add(1, std::memory_order_acq_rel);
     if (on_applied_) {

@@ -6,11 +6,19 @@
 // apply thread writes them: as in Hogwild/ASGD, a pull may see a mix of two
 // consecutive versions of some elements, never torn floats on x86-64.
 //
+// After each update the shard publishes the largest |w| and |v| of its range
+// (max_abs_w(), max_abs_v(); taken inside the apply loop), so that the store
+// can bound what the next updates can do. An update whose bound failed comes
+// with an UpdateCheck: every shard then checks its part read-only, and all
+// of them apply it only if every part stays finite (all or none); otherwise
+// none writes anything, and the update still counts as a step.
+//
 // Lifecycle: the constructor starts the thread; Close() (also run by the
 // destructor) stops accepting work, applies everything already queued, and
 // joins the thread.
 //
-// Thread-safety: TryEnqueue, applied() and Close() are thread-safe.
+// Thread-safety: TryEnqueue, applied(), max_abs_w(), max_abs_v() and Close()
+// are thread-safe.
 #ifndef ASGD_SERVER_SHARD_H_
 #define ASGD_SERVER_SHARD_H_
 
@@ -33,6 +41,24 @@ namespace asgd {
 struct PushCompletion {
   std::atomic<int> remaining{0};
   std::function<void()> on_done;
+};
+
+// The all-or-none verdict on one update, shared by its tasks on every shard:
+// each shard votes whether its part stays finite and waits for the others.
+// Every shard reaches the vote (all queues hold the same updates in the same
+// order), so the wait ends.
+class UpdateCheck {
+ public:
+  explicit UpdateCheck(int shards) : waiting_(shards) {}
+  // Records one shard's verdict and waits for all; true when all were ok.
+  bool Vote(bool ok);
+  // The verdict, once every shard voted.
+  bool passed() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  int waiting_ ABSL_GUARDED_BY(mu_);
+  bool passed_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 // Where a snapshot task copies a shard's weights and optimizer state: into
@@ -58,6 +84,8 @@ struct ApplyTask {
   std::shared_ptr<const std::vector<float>> backup;
   std::shared_ptr<SnapshotTarget> snapshot;  // kSnapshot only
   std::shared_ptr<PushCompletion> completion;
+  // Set for a gradient whose bound failed: check before applying (see above).
+  std::shared_ptr<UpdateCheck> check;
 };
 
 class Shard {
@@ -89,6 +117,11 @@ class Shard {
   // schedule follows it).
   uint64_t applied() const { return applied_.load(std::memory_order_acquire); }
 
+  // The largest |w| and |v| of the range after the last update; read after
+  // applied(), they belong to that update or a later one.
+  float max_abs_w() const { return max_w_.load(std::memory_order_acquire); }
+  float max_abs_v() const { return max_v_.load(std::memory_order_acquire); }
+
   int index() const { return index_; }
   int64_t local_begin() const { return local_begin_; }
   int64_t size() const { return size_; }
@@ -111,6 +144,8 @@ class Shard {
   std::deque<ApplyTask> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 
+  std::atomic<float> max_w_{0.0f};
+  std::atomic<float> max_v_{0.0f};
   std::atomic<uint64_t> applied_{0};
   std::thread thread_;
 };

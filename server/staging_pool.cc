@@ -4,8 +4,9 @@
 
 namespace asgd {
 
-StagingPool::StagingPool(int64_t elements, int max_idle)
-    : elements_(elements), state_(std::make_shared<State>(max_idle)) {}
+StagingPool::StagingPool(int64_t elements, int max_idle, int64_t max_buffers)
+    : elements_(elements),
+      state_(std::make_shared<State>(max_idle, max_buffers)) {}
 
 std::shared_ptr<std::vector<float>> StagingPool::Acquire() {
   std::unique_ptr<std::vector<float>> buffer;
@@ -14,8 +15,11 @@ std::shared_ptr<std::vector<float>> StagingPool::Acquire() {
     if (!state_->idle.empty()) {
       buffer = std::move(state_->idle.back());
       state_->idle.pop_back();
+    } else if (state_->live >= state_->max_buffers) {
+      return nullptr;
     } else {
       ++state_->allocations;
+      ++state_->live;  // counted before the allocation, outside the lock
     }
   }
   if (buffer == nullptr) {
@@ -29,6 +33,8 @@ std::shared_ptr<std::vector<float>> StagingPool::Acquire() {
         absl::MutexLock lock(&state->mu);
         if (static_cast<int>(state->idle.size()) < state->max_idle) {
           state->idle.push_back(std::move(owned));
+        } else {
+          --state->live;
         }
       });
 }
@@ -41,6 +47,11 @@ int StagingPool::idle() const {
 int64_t StagingPool::allocations() const {
   absl::MutexLock lock(&state_->mu);
   return state_->allocations;
+}
+
+int64_t StagingPool::live() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->live;
 }
 
 }  // namespace asgd

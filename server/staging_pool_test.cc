@@ -27,6 +27,26 @@ TEST(StagingPoolTest, ReusesReleasedBuffersUpToMaxIdle) {
   EXPECT_EQ(pool.allocations(), 4);
 }
 
+TEST(StagingPoolTest, NeverMoreBuffersThanTheCap) {
+  StagingPool pool(1000, /*max_idle=*/1, /*max_buffers=*/3);
+  std::vector<std::shared_ptr<std::vector<float>>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(pool.Acquire());
+  for (const auto& b : held) ASSERT_NE(b, nullptr);
+  EXPECT_EQ(pool.Acquire(), nullptr);  // all 3 in use
+  EXPECT_EQ(pool.live(), 3);
+  held.pop_back();  // kept idle: still counts, and is handed out again
+  EXPECT_EQ(pool.live(), 3);
+  held.push_back(pool.Acquire());
+  ASSERT_NE(held.back(), nullptr);
+  EXPECT_EQ(pool.allocations(), 3);
+  held.clear();  // one kept idle, two freed
+  EXPECT_EQ(pool.live(), 1);
+  EXPECT_EQ(pool.idle(), 1);
+  for (int i = 0; i < 3; ++i) held.push_back(pool.Acquire());
+  for (const auto& b : held) ASSERT_NE(b, nullptr);
+  EXPECT_EQ(pool.Acquire(), nullptr);
+}
+
 TEST(StagingPoolTest, ConcurrentAcquireAndReleaseNeverShareABuffer) {
   StagingPool pool(64, 4);
   std::vector<std::thread> threads;

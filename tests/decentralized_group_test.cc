@@ -15,14 +15,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "model/cpu_backend.h"
-#include "model/model_spec.h"
-#include "worker/data/frame_examples.h"
-#include "worker/data/utterances.h"
+#include "common/metrics_testing.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "model/cpu_backend.h"
+#include "model/model_spec.h"
 #include "prometheus/registry.h"
 #include "proto/peer.grpc.pb.h"
+#include "worker/data/frame_examples.h"
+#include "worker/data/make_examples.h"
+#include "worker/data/toy_task.h"
+#include "worker/data/utterances.h"
 #include "worker/peer/decentralized_metrics.h"
 #include "worker/peer/decentralized_trainer.h"
 #include "worker/peer/peer_grpc_client.h"
@@ -31,46 +34,23 @@
 namespace asgd {
 namespace {
 
-ModelSpec SmallSpec() {
-  ModelSpec spec;
-  spec.feature_dim = 4;
-  spec.context = 1;
-  spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
-  spec.num_classes = 3;
-  return spec;
-}
+ModelSpec SmallSpec() { return ToyModel("dnn"); }
 
-// Frames whose features carry their label, so training can learn them;
-// utterances u with u % parts == part.
-Utterances MakeData(uint32_t seed, int part = 0, int parts = 1,
-                    int num_utts = 24) {
-  Utterances utts(4);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> noise(0, 0.5f);
-  for (int u = 0; u < num_utts; ++u) {
-    std::vector<float> f;
-    std::vector<int32_t> l;
-    for (int t = 0; t < 50; ++t) {
-      const int label = (t / 5 + u) % 3;
-      for (int d = 0; d < 4; ++d) f.push_back((d == label ? 1.0f : 0.0f) + noise(rng));
-      l.push_back(label);
-    }
-    if (u % parts == part) utts.Add(f, l);
-  }
-  return utts;
+ModelLayout LayoutOf(const ModelSpec& spec) {
+  return *ModelLayout::Create(ModelTensors(spec), 1, 1);
 }
 
 const ModelLayout& Layout() {
-  static const ModelLayout* layout =
-      new ModelLayout(*ModelLayout::Create(ModelTensors(SmallSpec()), 1, 1));
+  static const ModelLayout* layout = new ModelLayout(LayoutOf(SmallSpec()));
   return *layout;
 }
 
-PeerGroup GroupOf(int i, int n, DecentralizedMode mode, Topology topology) {
+PeerGroup GroupOf(int i, int n, DecentralizedMode mode, Topology topology,
+                  const ModelLayout& layout = Layout()) {
   PeerGroup g;
   g.worker_index = i;
   g.num_workers = n;
-  g.layout_fingerprint = Layout().Fingerprint();
+  g.layout_fingerprint = layout.Fingerprint();
   g.mode = DecentralizedModeName(mode);
   if (mode == DecentralizedMode::kAdpsgd) {
     g.topology = TopologyName(topology);
@@ -85,13 +65,14 @@ struct WorkerRun {
   double accuracy = 0;
 };
 
-// `n` workers, each with its own part of `data`, a PeerModel starting from
-// the same initial weights, a peer server and a client; trains them
-// concurrently.
-std::vector<WorkerRun> TrainGroup(int n, uint32_t seed,
+// `n` workers of a model of `kind`, each with its own part of the toy task,
+// a PeerModel starting from the same initial weights, a peer server and a
+// client; trains them concurrently.
+std::vector<WorkerRun> TrainGroup(int n, const std::string& kind,
                                   DecentralizedOptions options) {
-  const ModelLayout& layout = Layout();
-  const std::vector<float> initial = InitialParams(SmallSpec(), 1);
+  const ModelSpec spec = ToyModel(kind);
+  const ModelLayout layout = LayoutOf(spec);
+  const std::vector<float> initial = InitialParams(spec, 1);
   std::vector<std::unique_ptr<PeerModel>> models;
   std::vector<std::unique_ptr<AllreduceMailbox>> mailboxes;
   std::vector<std::unique_ptr<PeerServer>> servers;
@@ -103,7 +84,7 @@ std::vector<WorkerRun> TrainGroup(int n, uint32_t seed,
         std::make_unique<AllreduceMailbox>(i, n, layout.total_size()));
     PeerServerOptions o;
     o.host = "127.0.0.1";
-    o.group = GroupOf(i, n, options.mode, options.adpsgd.topology);
+    o.group = GroupOf(i, n, options.mode, options.adpsgd.topology, layout);
     auto server =
         PeerServer::Start(o, &layout, adpsgd ? models[i].get() : nullptr,
                           adpsgd ? nullptr : mailboxes[i].get(), nullptr);
@@ -111,14 +92,15 @@ std::vector<WorkerRun> TrainGroup(int n, uint32_t seed,
     addresses.push_back(absl::StrCat("127.0.0.1:", (*server)->port()));
     servers.push_back(*std::move(server));
   }
-  const Utterances heldout_utts = MakeData(seed);
-  FrameExamples heldout(&heldout_utts, 1);
+  const Utterances heldout_utts = ToyUtterances(1, 0, 1, 24, 0.5f, 1.0f);
+  auto heldout = MakeExamples(spec, &heldout_utts, ToyDataOptions());
+  EXPECT_TRUE(heldout.ok()) << heldout.status();
   std::vector<WorkerRun> runs(n);
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       GrpcPeerClientOptions co;
-      co.group = GroupOf(i, n, options.mode, options.adpsgd.topology);
+      co.group = GroupOf(i, n, options.mode, options.adpsgd.topology, layout);
       co.connect_timeout = absl::Seconds(20);
       co.average_timeout = absl::Seconds(20);
       auto client = GrpcPeerClient::Create(addresses, &layout, co);
@@ -126,22 +108,28 @@ std::vector<WorkerRun> TrainGroup(int n, uint32_t seed,
         runs[i].result = client.status();
         return;
       }
-      const Utterances utts = MakeData(seed, i, n);
-      FrameExamples train(&utts, 1);
-      auto dnn = CreateCpuBackend(SmallSpec(), 32);
+      const Utterances utts = ToyUtterances(1, i, n, 24, 0.5f, 1.0f);
+      auto train = MakeExamples(spec, &utts, ToyDataOptions());
+      if (!train.ok()) {
+        runs[i].result = train.status();
+        return;
+      }
+      const BatchShape shape = ShapeOfBatch(**train, options.loop.batch_size);
+      auto dnn = CreateCpuBackend(spec, shape.rows());
       DecentralizedOptions mine = options;
       mine.loop.worker_index = i;
       std::ostringstream log;
       DecentralizedTrainer trainer(models[i].get(), client->get(),
-                                   mailboxes[i].get(), dnn->get(), &train,
-                                   &heldout, mine, &log);
+                                   mailboxes[i].get(), dnn->get(), train->get(),
+                                   heldout->get(), mine, &log);
       runs[i].result = trainer.Run();
       servers[i]->MarkDone(0);
       (*client)->AwaitPeersDone(absl::Seconds(30));
       runs[i].log = log.str();
       std::vector<float> params(layout.total_size());
       models[i]->Read(absl::MakeSpan(params));
-      runs[i].accuracy = *EvaluateAccuracy(dnn->get(), params, heldout, 32);
+      runs[i].accuracy =
+          *EvaluateAccuracy(dnn->get(), params, **heldout, shape.examples);
     });
   }
   for (auto& t : threads) t.join();
@@ -164,6 +152,7 @@ struct Variant {
   Topology topology;
   bool delay_by_one;
   int workers;
+  std::string kind = "dnn";
 };
 
 class DecentralizedLearningTest : public ::testing::TestWithParam<Variant> {};
@@ -176,12 +165,13 @@ TEST_P(DecentralizedLearningTest, LearnsTheTask) {
   options.adpsgd.topology = v.topology;
   options.delay_by_one = v.delay_by_one;
   options.learning_rate = 0.1f;
-  std::vector<WorkerRun> runs = TrainGroup(v.workers, 1, options);
+  std::vector<WorkerRun> runs = TrainGroup(v.workers, v.kind, options);
   for (int i = 0; i < v.workers; ++i) {
     ASSERT_TRUE(runs[i].result.ok()) << runs[i].result.status();
     const DecentralizedResult& r = *runs[i].result;
     EXPECT_EQ(r.train.steps, 300);
-    EXPECT_EQ(r.train.frames, 300 * 32);
+    // 32 frames per minibatch, or 3 chunks of 10 labelled frames.
+    EXPECT_EQ(r.train.frames, 300 * (ToyModel(v.kind).is_sequence() ? 30 : 32));
     std::cout << v.name << " worker " << i << " accuracy " << runs[i].accuracy
               << "\n";
     EXPECT_GT(runs[i].accuracy, 0.8) << "worker " << i << "\n" << runs[i].log;
@@ -214,20 +204,27 @@ TEST_P(DecentralizedLearningTest, LearnsTheTask) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, DecentralizedLearningTest,
-    ::testing::Values(Variant{"FixedRing2", DecentralizedMode::kAdpsgd,
-                              Topology::kFixedRing, false, 2},
-                      Variant{"FixedRing3", DecentralizedMode::kAdpsgd,
-                              Topology::kFixedRing, false, 3},
-                      Variant{"RandomRing4", DecentralizedMode::kAdpsgd,
-                              Topology::kRandomRing, false, 4},
-                      Variant{"RandomRing3DelayByOne",
-                              DecentralizedMode::kAdpsgd, Topology::kRandomRing,
-                              true, 3},
-                      Variant{"FixedRing4DelayByOne",
-                              DecentralizedMode::kAdpsgd, Topology::kFixedRing,
-                              true, 4},
-                      Variant{"Allreduce3", DecentralizedMode::kAllreduce,
-                              Topology::kFixedRing, false, 3}),
+    ::testing::Values(
+        Variant{"FixedRing2", DecentralizedMode::kAdpsgd, Topology::kFixedRing,
+                false, 2},
+        Variant{"FixedRing3", DecentralizedMode::kAdpsgd, Topology::kFixedRing,
+                false, 3},
+        Variant{"RandomRing4", DecentralizedMode::kAdpsgd,
+                Topology::kRandomRing, false, 4},
+        Variant{"RandomRing3DelayByOne", DecentralizedMode::kAdpsgd,
+                Topology::kRandomRing, true, 3},
+        Variant{"FixedRing4DelayByOne", DecentralizedMode::kAdpsgd,
+                Topology::kFixedRing, true, 4},
+        Variant{"Allreduce3", DecentralizedMode::kAllreduce,
+                Topology::kFixedRing, false, 3},
+        Variant{"LstmFixedRing2", DecentralizedMode::kAdpsgd,
+                Topology::kFixedRing, false, 2, "lstm"},
+        Variant{"BlstmRandomRing3DelayByOne", DecentralizedMode::kAdpsgd,
+                Topology::kRandomRing, true, 3, "blstm"},
+        Variant{"CnnAllreduce2", DecentralizedMode::kAllreduce,
+                Topology::kFixedRing, false, 2, "cnn"},
+        Variant{"BlstmAllreduce2", DecentralizedMode::kAllreduce,
+                Topology::kFixedRing, false, 2, "blstm"}),
     [](const ::testing::TestParamInfo<Variant>& info) {
       return info.param.name;
     });
@@ -285,29 +282,12 @@ class HangingPeer final : public asgd::v1::Peer::CallbackService {
   const PeerGroup group_;
 };
 
-double MetricValue(prometheus::Registry& registry, const std::string& name,
-                   const std::string& result) {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& m : family.metric) {
-      bool match = result.empty();
-      for (const auto& l : m.label) {
-        if (l.name == "result" && l.value == result) match = true;
-      }
-      if (!match) continue;
-      return family.type == prometheus::MetricType::Counter ? m.counter.value
-                                                            : m.gauge.value;
-    }
-  }
-  return -1;
-}
-
 class DeadNeighbourTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(DeadNeighbourTest, WorkerKeepsTrainingWithinADeadline) {
   const bool hung = GetParam();
   const ModelLayout& layout = Layout();
-  const Utterances utts = MakeData(3, 0, 2);
+  const Utterances utts = ToyUtterances(3, 0, 2, 24, 0.5f, 1.0f);
   FrameExamples train(&utts, 1);
   const std::vector<float> initial = InitialParams(SmallSpec(), 1);
   PeerModel model(initial);
@@ -376,11 +356,15 @@ TEST_P(DeadNeighbourTest, WorkerKeepsTrainingWithinADeadline) {
   EXPECT_LT(a.failed, 100);
   EXPECT_NE(log.str().find("averaging with worker 1 failed"), std::string::npos)
       << log.str();
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "failed"),
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "result",
+                        "failed"),
             a.failed);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "skipped"),
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "result",
+                        "skipped"),
             a.skipped);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "ok"), 0);
+  EXPECT_EQ(
+      MetricValue(registry, "asgd_worker_peer_averages_total", "result", "ok"),
+      0);
   // The barrier does not wait for a worker that is gone; a hung one is
   // reported at the deadline.
   const absl::Time barrier = absl::Now();

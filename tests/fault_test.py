@@ -10,9 +10,13 @@
     end at 70-72% on this corpus, chance is 2.5%).
 
   fault_test.py server SERVER WORKER EVAL MAKE_CORPUS
-    A server is killed with SIGKILL mid-training and restarted with the same
-    flags: it restores its checkpoint, the workers reconnect by themselves and
-    training finishes. Reports the recovery time and the updates lost.
+    A server is killed with SIGKILL mid-training and restarted DOWN_S later
+    with the same flags: it restores its checkpoint, the workers reconnect by themselves and
+    training finishes. Measures when the restarted server accepts connections
+    (a TCP connect to its port, polled every 5 ms) and when it applies its
+    first update (its model version, polled every 10 ms), and requires at
+    most FIRST_UPDATE_BOUND_S between the two. Reports the recovery time and
+    the updates lost.
 
 Bounded in time, deterministic seed, every port chosen by the OS, every
 process stopped at the end.
@@ -20,6 +24,7 @@ process stopped at the end.
 import os
 import random
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +36,11 @@ from testlib import LOGS, fail, read_port, wait_for
 SEED = 20261122
 TARGET_ACCURACY = 65.0
 DEADLINE_S = 240
+# How long the killed server stays down before it is restarted, and the
+# most allowed from the restarted server accepting connections to its first
+# applied update (the workers' reconnection delay).
+DOWN_S = 4.0
+FIRST_UPDATE_BOUND_S = 1.5
 
 
 class Cluster:
@@ -45,7 +55,9 @@ class Cluster:
         self.procs.append(p)
         return p
 
-    def server(self, i, n, port=0, extra=()):
+    def server(self, i, n, port=0, extra=(), on_start=None):
+        """Starts server i of n; `on_start(process)` runs right after the
+        process starts, before waiting for its port files."""
         pf, mf = (os.path.join(self.tmp, f"{k}.server{i}") for k in ("port", "mport"))
         for f in (pf, mf):
             if os.path.exists(f):
@@ -56,6 +68,8 @@ class Cluster:
                         f"--num_servers={n}", "--num_shards=2", "--hidden=128",
                         "--learning_rate=0.05", "--log_every_s=0", *extra],
                        f"server{i}")
+        if on_start is not None:
+            on_start(p)
         return p, wait_for(f"server {i}", lambda: read_port(pf)), \
             wait_for(f"server {i} metrics", lambda: read_port(mf))
 
@@ -95,6 +109,15 @@ def model_version(metrics_port):
         return None
     m = re.search(r"^asgd_server_model_version\{[^}]*\} ([\d.e+]+)$", page, re.M)
     return int(float(m.group(1))) if m else None
+
+
+def accepts(port):
+    """True when something accepts TCP connections on 127.0.0.1:port."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
 
 
 def wait_all(procs, deadline):
@@ -178,29 +201,45 @@ def server_test(args, tmp, corpus):
         killed_at = time.time()
         procs[victim].kill()
         procs[victim].wait()
-        _, port, mport = cluster.server(victim, 2, port=ports[victim], extra=extra)
+        time.sleep(DOWN_S)  # the outage (the fault schedule, not a wait)
+        accepting = {}
+
+        def watch_port(proc):
+            # The first moment the new process accepts connections.
+            wait_for("the restarted server to accept connections",
+                     lambda: accepts(ports[victim]), timeout=60,
+                     interval=0.005, proc=proc)
+            accepting["at"] = time.time()
+
+        restarted_at = time.time()
+        _, port, mport = cluster.server(victim, 2, port=ports[victim],
+                                        extra=extra, on_start=watch_port)
         if port != ports[victim]:
             fail("the restarted server did not get its port back")
-        restarted_at = time.time()
         log = os.path.join(tmp, f"server{victim}.log")
         restored = wait_for("the restore line", lambda: re.findall(
             r"restored checkpoint \S+ at version (\d+)", open(log).read()))
         restored = int(restored[-1])
-        recovered = wait_for("updates on the restarted server",
-                             lambda: (model_version(mport) or 0) > restored,
-                             timeout=60, interval=0.01)
+        wait_for("updates on the restarted server",
+                 lambda: (model_version(mport) or 0) > restored,
+                 timeout=60, interval=0.01)
         recovered_at = time.time()
         wait_all(workers, time.time() + DEADLINE_S)
         acc = evaluate(args["eval"], servers, corpus)
     finally:
         cluster.stop()
     lost = max(0, (before or 0) - restored)
+    reconnect = recovered_at - accepting["at"]
     print(f"server {victim} killed with SIGKILL at version >= {before}, "
           f"restarted; restored checkpoint version {restored}: about {lost} "
           f"updates lost")
     print(f"recovery: first update applied {recovered_at - killed_at:.2f} s "
           f"after the kill ({recovered_at - restarted_at:.2f} s after the "
-          f"restart); training finished, held-out accuracy {acc:.1f}%")
+          f"restart, {reconnect:.2f} s after the restarted server accepted "
+          f"connections); training finished, held-out accuracy {acc:.1f}%")
+    if reconnect > FIRST_UPDATE_BOUND_S:
+        fail(f"the first update came {reconnect:.2f} s after the restarted "
+             f"server accepted connections (bound {FIRST_UPDATE_BOUND_S} s)")
     if acc < 40:
         fail(f"accuracy {acc:.1f}% after recovery is too low")
 

@@ -322,8 +322,12 @@ class TokenTest : public SecurityTest,
   void StartTokenServer() {
     StartServer(WithToken(tls() ? ServerTls() : SecurityOptions(), kToken));
   }
+  // Without TLS the client must be told that cleartext is intended.
   SecurityOptions Client(const std::string& token) const {
-    return WithToken(tls() ? ClientTls() : SecurityOptions(), token);
+    SecurityOptions o =
+        WithToken(tls() ? ClientTls() : SecurityOptions(), token);
+    o.allow_cleartext_token = !tls();
+    return o;
   }
 };
 
@@ -524,12 +528,34 @@ TEST(SecurityFilesTest, InconsistentSettingsAreRefused) {
   o.tls_cert = Cert("client.pem");
   o.tls_key = Cert("client.key");
   ExpectInvalid(MakeChannelCredentials(o).status(), "--tls_ca");
-  // Call credentials cannot carry a token without TLS; MakeChannel() can.
+  // Call credentials cannot carry a token without TLS; MakeChannel() can,
+  // when cleartext is allowed.
   o = WithToken(SecurityOptions(), kToken);
+  o.allow_cleartext_token = true;
   ExpectInvalid(MakeChannelCredentials(o).status(), "MakeChannel");
   EXPECT_TRUE(MakeChannel("127.0.0.1:1", o, {}).ok());
   // Token-only servers are allowed (trusted networks).
   EXPECT_TRUE(MakeServerCredentials(o).ok());
+}
+
+// A token without TLS would travel in clear text: a client refuses to send
+// it unless told that is intended; the worker's client and the peer client
+// build their channels the same way.
+TEST(SecurityFilesTest, ATokenWithoutTlsIsRefusedUnlessCleartextIsAllowed) {
+  SecurityOptions o = WithToken(SecurityOptions(), kToken);
+  const absl::Status s = MakeChannel("127.0.0.1:1", o, {}).status();
+  ExpectInvalid(s, "--allow_cleartext_token");
+  ExpectInvalid(s, "--tls_ca");
+  PoolClientOptions client;
+  client.security = o;
+  client.connect_timeout = absl::Seconds(1);
+  EXPECT_EQ(GrpcParamClient::Create({"127.0.0.1:1"}, client).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.allow_cleartext_token = true;
+  EXPECT_TRUE(MakeChannel("127.0.0.1:1", o, {}).ok());
+  // With TLS the flag changes nothing.
+  SecurityOptions tls = WithToken(ClientTls(), kToken);
+  EXPECT_TRUE(MakeChannel("127.0.0.1:1", tls, {}).ok());
 }
 
 TEST(SecurityFilesTest, TokenFileIsTrimmedAndChecked) {

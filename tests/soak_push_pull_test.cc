@@ -1,15 +1,20 @@
-// Soak: 64 concurrent push/pull streams against one real asgd_server process.
+// Soak: 64 concurrent push/pull streams against one real asgd_server process,
+// with stalled push streams mixed in.
 //
 // Starts //server:asgd_server as a child (port 0, --port_file, a ~0.5 MB
-// model: --hidden=256), then 32 pusher and 32 puller threads, each with its
-// own channel and one stream in flight at a time, for --soak_seconds (default
-// 60; env SOAK_SECONDS). The server's resident memory (VmRSS) is sampled with
-// the load on: its median over a window right after the warm-up (the first
+// model: --hidden=256, a 1 s push progress timeout), then 32 pusher and 32
+// puller threads, each with its own channel and one stream in flight at a
+// time, and 8 staller threads that keep opening push streams that send only
+// a header, or nothing, and then wait, for --soak_seconds (default 60; env
+// SOAK_SECONDS). The server's resident memory (VmRSS) is sampled with the
+// load on: its median over a window right after the warm-up (the first
 // quarter) and over the last 15% of the run may differ by less than 10%.
-// Afterwards the server must still be healthy (gRPC health SERVING,
-// DescribeModel answers), its version must equal the pushes it answered
-// APPLIED, and it must exit 0 on SIGTERM. Prints pushes/s, pulls/s, RSS at
-// warm-up and at the end, and the growth.
+// Every stalled stream must be ended by the server (DEADLINE_EXCEEDED)
+// within the timeout plus a few seconds of slack. Afterwards the server must
+// still be healthy (gRPC health SERVING, DescribeModel answers), its version
+// must equal the pushes it answered APPLIED, and it must exit 0 on SIGTERM.
+// Prints pushes/s, pulls/s, stalled streams ended, RSS at warm-up and at the
+// end, and the growth.
 //
 //   bazel test //tests:soak_push_pull_test --test_output=streamed
 //   bazel test //tests:soak_push_pull_test --test_arg=--soak_seconds=1800
@@ -46,6 +51,7 @@
 #include "gtest/gtest.h"
 #include "proto/asgd.grpc.pb.h"
 #include "server/health_probe.h"
+#include "tests/server_process.h"
 
 namespace asgd {
 namespace {
@@ -59,6 +65,10 @@ double g_soak_seconds = 60;
 
 constexpr int kPushers = 32;
 constexpr int kPullers = 32;
+constexpr int kStallers = 8;
+constexpr double kProgressTimeoutS = 1;
+// How late a stalled stream may be ended on a loaded 2-core machine.
+constexpr double kStallSlackS = 10;
 constexpr double kWarmupFraction = 0.25;
 constexpr double kMaxGrowth = 0.10;
 // RSS is compared between the medians of two windows this long (a fraction
@@ -70,141 +80,13 @@ int64_t Median(std::vector<int64_t> v) {
   return v[v.size() / 2];
 }
 
-// VmRSS of `pid` in kB, or -1.
-int64_t RssKb(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) != 0) continue;
-    std::istringstream fields(line.substr(6));
-    int64_t kb = -1;
-    fields >> kb;
-    return kb;
-  }
-  return -1;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// The asgd_server child process: started with --port=0, its port read from
-// --port_file. Killed (SIGKILL) if the test exits without stopping it, also
-// when the test process dies (PR_SET_PDEATHSIG).
-class ServerProcess {
- public:
-  ~ServerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  void Start(const std::string& binary, const std::vector<std::string>& flags,
-             const std::string& dir) {
-    port_file_ = dir + "/soak_server.port";
-    log_file_ = dir + "/soak_server.log";
-    unlink(port_file_.c_str());
-    std::vector<std::string> args = {binary, "--host=127.0.0.1", "--port=0",
-                                     "--port_file=" + port_file_};
-    args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t parent = getpid();
-    pid_ = fork();
-    ASSERT_GE(pid_, 0) << "fork failed";
-    if (pid_ == 0) {
-      // Child: only async-signal-safe calls until exec.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      const int fd =
-          open(log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-
-  // Waits (bounded) for the port file; 0 if the server died or timed out.
-  int WaitForPort(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      int port = 0;
-      std::string text = ReadFile(port_file_);
-      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port) &&
-          port > 0) {
-        return port;
-      }
-      if (!Alive()) return 0;
-      absl::SleepFor(absl::Milliseconds(10));  // polling a file, bounded
-    }
-    return 0;
-  }
-
-  bool Alive() {
-    if (pid_ <= 0) return false;
-    int status = 0;
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      exit_status_ = status;
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-
-  // SIGTERM, then waits (bounded) for the exit. Returns the wait status, or
-  // -1 when it had to be killed.
-  int Stop(absl::Duration timeout) {
-    if (pid_ <= 0) return exit_status_;
-    kill(pid_, SIGTERM);
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      if (!Alive()) return exit_status_;
-      absl::SleepFor(absl::Milliseconds(10));  // polling the child, bounded
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    return -1;
-  }
-
-  pid_t pid() const { return pid_; }
-  std::string Log() const { return ReadFile(log_file_); }
-
- private:
-  pid_t pid_ = -1;
-  int exit_status_ = -1;
-  std::string port_file_;
-  std::string log_file_;
-};
-
-std::unique_ptr<asgd::v1::ParameterServer::Stub> NewStub(
-    const std::string& address) {
-  // A connection of its own per client, as separate worker processes have.
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return asgd::v1::ParameterServer::NewStub(grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args));
-}
-
-template <typename T>
-void SetDeadline(grpc::ClientContext* ctx, T duration) {
-  ctx->set_deadline(std::chrono::system_clock::now() + duration);
-}
-
 // What the clients did; updated by every client thread.
 struct Counters {
   std::atomic<int64_t> pushes_applied{0};
   std::atomic<int64_t> pushes_other{0};  // answered, but not APPLIED
   std::atomic<int64_t> pulls{0};
+  std::atomic<int64_t> stalled_ended{0};
+  std::atomic<int64_t> stalled_slowest_ms{0};
   std::atomic<int64_t> bytes_pushed{0};
   std::atomic<int64_t> bytes_pulled{0};
   std::atomic<int64_t> errors{0};
@@ -231,8 +113,14 @@ class SoakTest : public ::testing::Test {
     ASSERT_FALSE(g_server_path.empty()) << "pass --server=PATH to asgd_server";
     const char* tmp = std::getenv("TEST_TMPDIR");
     const std::string dir = tmp != nullptr ? tmp : "/tmp";
-    server_.Start(g_server_path,
-                  {"--hidden=256", "--num_shards=2", "--log_every_s=10"}, dir);
+    // Every client runs on 127.0.0.1: the per-address push cap must admit
+    // all of them.
+    server_.Start(
+        g_server_path,
+        {"--hidden=256", "--num_shards=2", "--log_every_s=10",
+         absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
+         "--max_pushes_per_peer=64"},
+        dir);
     const int port = server_.WaitForPort(absl::Seconds(60));
     ASSERT_GT(port, 0) << "asgd_server did not start; its log:\n"
                        << server_.Log();
@@ -310,6 +198,42 @@ void PushLoop(const std::string& address, const Plan& plan, uint64_t worker_id,
   }
 }
 
+// One staller: opens a push stream, sends a header (or, every other time,
+// nothing) and waits until the server ends the stream, over and over. The
+// server must end each one with DEADLINE_EXCEEDED within the progress
+// timeout plus slack.
+void StallLoop(const std::string& address, uint64_t worker_id,
+               const std::atomic<bool>& stop, Counters& c) {
+  auto stub = NewStub(address);
+  for (int i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, std::chrono::seconds(60));
+    PushReply reply;
+    const absl::Time start = absl::Now();
+    auto writer = stub->Push(&ctx, &reply);
+    if (i % 2 == 0) {
+      PushChunk header;
+      header.mutable_header()->set_worker_id(worker_id);
+      header.mutable_header()->set_num_minibatches(1);
+      writer->Write(header);
+    }
+    const grpc::Status s = writer->Finish();  // waits for the server
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED ||
+        seconds > kProgressTimeoutS + kStallSlackS) {
+      c.Error(absl::StrCat("stalled push: ", s.error_code(), " ",
+                           s.error_message(), " after ", seconds, " s"));
+      continue;
+    }
+    c.stalled_ended.fetch_add(1, std::memory_order_relaxed);
+    const int64_t ms = static_cast<int64_t>(seconds * 1000);
+    int64_t slowest = c.stalled_slowest_ms.load();
+    while (ms > slowest &&
+           !c.stalled_slowest_ms.compare_exchange_weak(slowest, ms)) {
+    }
+  }
+}
+
 // One puller: pulls the whole range over and over and checks its size.
 void PullLoop(const std::string& address, const Plan& plan, uint64_t worker_id,
               const std::atomic<bool>& stop, Counters& c) {
@@ -379,6 +303,10 @@ TEST_F(SoakTest, SixtyFourStreamsKeepMemoryFlat) {
     clients.emplace_back(PullLoop, address_, std::cref(plan), 1000 + i,
                          std::cref(stop), std::ref(c));
   }
+  for (int i = 0; i < kStallers; ++i) {
+    clients.emplace_back(StallLoop, address_, 2000 + i, std::cref(stop),
+                         std::ref(c));
+  }
 
   // Sample the server's RSS every 250 ms (a measurement interval, not a wait
   // for a condition). In-flight messages make single samples swing by 10-20%
@@ -444,6 +372,11 @@ TEST_F(SoakTest, SixtyFourStreamsKeepMemoryFlat) {
               static_cast<long long>(c.pushes_applied.load()),
               static_cast<long long>(c.pulls.load()),
               static_cast<long long>(c.errors.load()));
+  std::printf(
+      "soak: %lld stalled push streams ended by the server (timeout %.0f s), "
+      "the slowest after %.2f s\n",
+      static_cast<long long>(c.stalled_ended.load()), kProgressTimeoutS,
+      c.stalled_slowest_ms.load() / 1000.0);
   RecordProperty("pushes_per_s", absl::StrCat(push_rate));
   RecordProperty("pulls_per_s", absl::StrCat(pull_rate));
   RecordProperty("rss_warm_kb", absl::StrCat(rss_warm));
@@ -455,6 +388,7 @@ TEST_F(SoakTest, SixtyFourStreamsKeepMemoryFlat) {
     EXPECT_EQ(c.errors.load(), 0) << "first error: " << c.first_error;
   }
   EXPECT_EQ(c.pushes_other.load(), 0);
+  EXPECT_GT(c.stalled_ended.load(), 0);
   EXPECT_GT(pushes_end - pushes_warm, 0);
   EXPECT_GT(pulls_end - pulls_warm, 0);
   EXPECT_LT(growth, kMaxGrowth)

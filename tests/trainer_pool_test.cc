@@ -6,7 +6,6 @@
 // so which worker is slower does not depend on the machine.
 #include <algorithm>
 #include <functional>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -15,7 +14,8 @@
 #include "model/cpu_backend.h"
 #include "server/grpc_server.h"
 #include "server/model_options.h"
-#include "worker/data/frame_examples.h"
+#include "worker/data/make_examples.h"
+#include "worker/data/toy_task.h"
 #include "worker/data/utterances.h"
 #include "worker/loop/fake_clock.h"
 #include "worker/ps/connect.h"
@@ -24,41 +24,15 @@
 namespace asgd {
 namespace {
 
-ModelSpec SmallSpec() {
-  ModelSpec spec;
-  spec.feature_dim = 4;
-  spec.context = 1;
-  spec.layers = {LayerSpec::Dense(8, Activation::kRelu)};
-  spec.num_classes = 3;
-  return spec;
-}
-
-// 20 utterances of 50 frames whose features carry their label.
-Utterances MakeData(int part, int parts) {
-  Utterances utts(4);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> noise(0, 0.3f);
-  for (int u = 0; u < 20; ++u) {
-    std::vector<float> f;
-    std::vector<int32_t> l;
-    for (int t = 0; t < 50; ++t) {
-      const int label = (t / 5 + u) % 3;
-      for (int d = 0; d < 4; ++d) f.push_back((d == label ? 2.0f : 0.0f) + noise(rng));
-      l.push_back(label);
-    }
-    if (u % parts == part) utts.Add(f, l);
-  }
-  return utts;
-}
-
-std::unique_ptr<GrpcServer> StartServer(int sync_workers) {
+std::unique_ptr<GrpcServer> StartServer(int sync_workers,
+                                        const ModelSpec& spec) {
   ParamStoreOptions o;
-  SetModel(SmallSpec(), &o);
+  SetModel(spec, &o);
   o.num_shards = 2;
   o.optimizer.learning_rate = 0.1f;
   o.sync_workers = sync_workers;
   auto server =
-      GrpcServer::Start(o, InitialParams(SmallSpec(), 1), "127.0.0.1", 0);
+      GrpcServer::Start(o, InitialParams(spec, 1), "127.0.0.1", 0);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
 }
@@ -84,12 +58,20 @@ std::vector<absl::StatusOr<TrainResult>> RunWorkers(
       }
       TrainerOptions o = options(w);
       o.loop.worker_index = w;
-      const Utterances train_utts = MakeData(o.use_pool ? 0 : w, o.use_pool ? 1 : n);
-      const Utterances heldout_utts = MakeData(0, 1);
-      FrameExamples train(&train_utts, 1), heldout(&heldout_utts, 1);
-      auto backend = CreateCpuBackend(SmallSpec(), 64);
-      Trainer trainer(client->get(), backend->get(), &train, &heldout, o,
-                      nullptr);
+      const ModelSpec& spec = (*client)->model();
+      const Utterances train_utts =
+          ToyUtterances(1, o.use_pool ? 0 : w, o.use_pool ? 1 : n);
+      const Utterances heldout_utts = ToyUtterances(1);
+      auto train = MakeExamples(spec, &train_utts, ToyDataOptions());
+      auto heldout = MakeExamples(spec, &heldout_utts, ToyDataOptions());
+      if (!train.ok() || !heldout.ok()) {
+        results[w] = train.ok() ? heldout.status() : train.status();
+        return;
+      }
+      auto backend = CreateCpuBackend(
+          spec, ShapeOfBatch(**train, o.loop.batch_size).rows());
+      Trainer trainer(client->get(), backend->get(), train->get(),
+                      heldout->get(), o, nullptr);
       results[w] = trainer.Run();
       if (done) done(w);
     });
@@ -159,7 +141,7 @@ class Race {
 };
 
 TEST(TrainerPoolTest, SharedPoolGivesASlowWorkerFewerBatches) {
-  auto server = StartServer(0);
+  auto server = StartServer(0, ToyModel("dnn"));
   ASSERT_NE(server, nullptr);
   Race race;
   Race::Fast fast(&race);
@@ -190,7 +172,7 @@ TEST(TrainerPoolTest, SharedPoolGivesASlowWorkerFewerBatches) {
 }
 
 TEST(TrainerPoolTest, SyncModeAppliesOneAveragedUpdatePerStep) {
-  auto server = StartServer(2);
+  auto server = StartServer(2, ToyModel("dnn"));
   ASSERT_NE(server, nullptr);
   auto results = RunWorkers(*server, 2, [](int) {
     TrainerOptions o = BaseOptions();
@@ -207,6 +189,42 @@ TEST(TrainerPoolTest, SyncModeAppliesOneAveragedUpdatePerStep) {
   EXPECT_EQ(server->store()->version(), 25u);
   EXPECT_EQ(server->store()->stats().pushes_applied, 25u);
 }
+
+// The pool and the synchronous baseline train every model kind (the pool
+// hands out chunks for the recurrent ones).
+class EveryModelKindTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryModelKindTest, SharedPoolAndSyncModeLearnTheToyTask) {
+  for (const bool sync : {false, true}) {
+    auto server = StartServer(sync ? 2 : 0, ToyModel(GetParam()));
+    ASSERT_NE(server, nullptr);
+    auto results = RunWorkers(*server, 2, [&](int) {
+      TrainerOptions o = BaseOptions();
+      o.loop.batch_size = 20;
+      if (sync) {
+        o.mode = TrainMode::kSync;
+        o.loop.epochs = 0;
+        o.loop.max_steps = 60;
+      } else {
+        o.use_pool = true;
+        o.loop.epochs = 3;
+      }
+      return o;
+    });
+    for (auto& r : results) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_GT(r->heldout_accuracy, 0.8) << GetParam() << " sync " << sync;
+    }
+    if (!sync) {
+      // Every batch of every epoch once, among the two workers.
+      EXPECT_EQ(server->pool()->TakenBy(0) + server->pool()->TakenBy(1),
+                static_cast<uint64_t>(results[0]->steps + results[1]->steps));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, EveryModelKindTest,
+                         ::testing::Values("dnn", "cnn", "lstm", "blstm"));
 
 }  // namespace
 }  // namespace asgd

@@ -76,6 +76,10 @@ ABSL_FLAG(double, local_learning_rate, 0,
 ABSL_FLAG(double, epochs, 1.0,
           "Passes over this worker's part of the data (0: no limit).");
 ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps (0: no limit).");
+ABSL_FLAG(double, time_budget_s, 0,
+          "Stop training after this many seconds (0: no limit): a wall-clock "
+          "budget, e.g. to compare models at equal time. Not with the "
+          "lockstep modes (sync, allreduce).");
 ABSL_FLAG(int, chunk_frames, 20,
           "Recurrent models (lstm, blstm): labelled frames per training chunk "
           "(truncated backpropagation through time at chunk boundaries).");
@@ -335,6 +339,7 @@ int Run() {
   loop.batch_size = absl::GetFlag(FLAGS_batch_size);
   loop.max_steps = absl::GetFlag(FLAGS_max_steps);
   loop.epochs = absl::GetFlag(FLAGS_epochs);
+  loop.max_seconds = absl::GetFlag(FLAGS_time_budget_s);
   loop.slowdown = absl::GetFlag(FLAGS_slowdown);
   loop.log_every = absl::GetFlag(FLAGS_log_every);
   loop.eval_every = absl::GetFlag(FLAGS_eval_every);

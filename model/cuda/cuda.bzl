@@ -3,21 +3,55 @@
 With a toolkit (@asgd_cuda's CUDA_FOUND, see //third_party/cuda):
   :cuda_backend      the backend, nvcc-compiled objects wrapped in a cc_library
   :libasgd_cuda.so   the plugin the worker dlopens (asgd_worker links no CUDA)
-  :cuda_backend_test CPU-vs-CUDA tests (they skip on a machine without a GPU)
+  :cuda_backend_test, :cuda_conv_test, :cuda_lstm_test
+                     CPU-vs-CUDA tests (they skip on a machine without a GPU)
 Without one, :cuda_backend_test is a stand-in that reports itself skipped
 with the reason, so test totals say what was not built.
 """
 
 load("@asgd_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
 
-# cuda_kernels.cu holds the device code and needs nothing but CUDA;
-# cuda_backend.cu is the host-side backend class (absl, cuBLAS). Both build sm_80
-# (A100) and sm_90 (H100/H200) machine code plus compute_90 PTX that newer GPUs
-# can JIT-compile. The headers a .cu includes are listed in its srcs so that a
-# change to them rebuilds it. nvcc names its temporary files after its pid,
-# which is the same in every sandbox: each run gets its own TMPDIR. (Bazel's
-# C++ rules cannot compile them: the toolkit's headers are outside the
-# execution root and undeclared.)
+# The plugin's sources, one object each: cuda_util.cu (errors, RAII owners,
+# the row-major GEMM), cuda_kernels.cu (the reduction kernels), one file per
+# layer type (cuda_dense.cu, cuda_conv.cu, cuda_lstm.cu, each running the
+# steps of its <kind>_impl.h with CudaExec) and their factory
+# (cuda_layer.cu), and the backend class (cuda_backend.cu). All build sm_80
+# (A100) and sm_90 (H100/H200) machine code plus compute_90 PTX that newer
+# GPUs can JIT-compile. Every object lists every header of the plugin (and
+# the model headers they include) in its srcs, so that a change to one
+# rebuilds what may include it. nvcc names
+# its temporary files after its pid, which is the same in every sandbox: each
+# run gets its own TMPDIR. (Bazel's C++ rules cannot compile them: the
+# toolkit's headers are outside the execution root and undeclared.)
+_CU_SOURCES = [
+    "cuda_util",
+    "cuda_kernels",
+    "cuda_layer",
+    "cuda_dense",
+    "cuda_conv",
+    "cuda_lstm",
+    "cuda_backend",
+]
+
+_CU_HEADERS = [
+    "conv_impl.h",
+    "cuda_backend.h",
+    "cuda_device.cuh",
+    "cuda_exec.cuh",
+    "cuda_kernels.h",
+    "cuda_layer.h",
+    "cuda_options.h",
+    "cuda_util.h",
+    "dense_impl.h",
+    "layer_math.h",
+    "lstm_impl.h",
+    "//common:model_layout.h",
+    "//common:status_macros.h",
+    "//model:backend.h",
+    "//model:batch_check.h",
+    "//model:model_spec.h",
+]
+
 def _nvcc(src):
     return ("t=$$(mktemp -d) && trap 'rm -rf \"$$t\"' EXIT && TMPDIR=$$t " +
             NVCC + " -std=c++17 -O3 -Xcompiler -fPIC,-Wall " +
@@ -25,6 +59,13 @@ def _nvcc(src):
             "-gencode arch=compute_90,code=sm_90 " +
             "-gencode arch=compute_90,code=compute_90 -I. " +
             "-c $(location " + src + ") -o $@")
+
+# The CPU-vs-CUDA tests, one file per layer kind.
+_CUDA_TESTS = [
+    "cuda_backend_test",
+    "cuda_conv_test",
+    "cuda_lstm_test",
+]
 
 def asgd_cuda_targets():
     if not CUDA_FOUND:
@@ -38,39 +79,17 @@ def asgd_cuda_targets():
         )
         return
 
-    native.genrule(
-        name = "cuda_kernels_o",
-        srcs = [
-            "cuda_kernels.cu",
-            "cuda_kernels.h",
-        ],
-        outs = ["cuda_kernels.o"],
-        cmd = _nvcc("cuda_kernels.cu"),
-    )
-
-    native.genrule(
-        name = "cuda_backend_o",
-        srcs = [
-            "cuda_backend.cu",
-            "cuda_backend.h",
-            "cuda_kernels.h",
-            "cuda_options.h",
-            "//common:model_layout.h",
-            "//common:status_macros.h",
-            "//model:backend.h",
-            "//model:batch_check.h",
-            "//model:model_spec.h",
-        ],
-        outs = ["cuda_backend.o"],
-        cmd = _nvcc("cuda_backend.cu"),
-    )
+    for name in _CU_SOURCES:
+        native.genrule(
+            name = name + "_o",
+            srcs = [name + ".cu"] + _CU_HEADERS,
+            outs = [name + ".o"],
+            cmd = _nvcc(name + ".cu"),
+        )
 
     native.cc_library(
         name = "cuda_backend",
-        srcs = [
-            ":cuda_backend_o",
-            ":cuda_kernels_o",
-        ],
+        srcs = [":" + name + "_o" for name in _CU_SOURCES],
         hdrs = ["cuda_backend.h"],
         deps = [
             ":cuda_options",
@@ -83,17 +102,37 @@ def asgd_cuda_targets():
         ],
     )
 
-    native.cc_test(
-        name = "cuda_backend_test",
-        srcs = ["cuda_backend_test.cc"],
+    native.cc_library(
+        name = "cuda_test_util",
+        testonly = True,
+        srcs = ["cuda_test_util.cc"],
+        hdrs = ["cuda_test_util.h"],
         deps = [
+            ":backend_compare",
             ":cuda_backend",
-            "//model:backend",
+            ":cuda_options",
             "//model:cpu_backend",
             "//model:model_spec",
-            "//third_party:gtest_main",
+            "//third_party:absl",
+            "//third_party:gtest",
         ],
     )
+
+    for name in _CUDA_TESTS:
+        native.cc_test(
+            name = name,
+            srcs = [name + ".cc"],
+            deps = [
+                ":backend_compare",
+                ":cuda_backend",
+                ":cuda_test_util",
+                "//model:backend",
+                "//model:model_presets",
+                "//model:model_spec",
+                "//third_party:absl",
+                "//third_party:gtest_main",
+            ],
+        )
 
     # The plugin, loaded by the worker only when asked for (cuda_plugin.h).
     native.cc_binary(

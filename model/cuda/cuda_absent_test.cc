@@ -1,7 +1,8 @@
-// Stands in for cuda_dnn_test in a build without a CUDA toolkit (see
-// worker/cuda.bzl): the CUDA backend and its CPU-vs-CUDA tests were not
-// built, which the test totals report as a skipped test with the reason. It
-// also checks that such a build says so clearly.
+// Stands in for cuda_backend_test (and cuda_conv_test, cuda_lstm_test) in a
+// build without a CUDA toolkit (see model/cuda/cuda.bzl): the CUDA backend and
+// its CPU-vs-CUDA tests were not built, which the test totals report as a
+// skipped test with the reason. It also checks that such a build says so
+// clearly. (layer_impl_test still checks the CUDA layers' steps on the CPU.)
 #include "absl/status/status.h"
 #include "asgd_cuda/cuda_config.h"
 #include "gmock/gmock.h"
@@ -13,7 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(CudaDnnTest, NotBuiltWithoutACudaToolkit) {
+TEST(CudaBackendTest, NotBuiltWithoutACudaToolkit) {
   const absl::Status status = CudaBuildStatus();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(status.message(), HasSubstr("built without CUDA support"));

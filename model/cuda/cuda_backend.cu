@@ -1,5 +1,3 @@
-#include "model/cuda/cuda_backend.h"
-
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -7,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -16,178 +13,22 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "model/batch_check.h"
+#include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_kernels.h"
+#include "model/cuda/cuda_layer.h"
+#include "model/cuda/cuda_util.h"
 
 namespace asgd {
 namespace {
 
-// ---------------------------------------------------------------------------
-// CUDA / cuBLAS errors as absl::Status.
-
-absl::Status CudaError(absl::string_view call, cudaError_t error) {
-  std::string message = absl::StrCat(call, " failed: ", cudaGetErrorName(error),
-                                     " (", cudaGetErrorString(error), ")");
-  switch (error) {
-    case cudaErrorMemoryAllocation:
-      return absl::ResourceExhaustedError(message);
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorDevicesUnavailable:
-      return absl::UnavailableError(message);
-    case cudaErrorInvalidDevice:
-      return absl::InvalidArgumentError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
-absl::Status CublasError(absl::string_view call, cublasStatus_t status) {
-  std::string message =
-      absl::StrCat(call, " failed: ", cublasGetStatusName(status), " (",
-                   cublasGetStatusString(status), ")");
-  if (status == CUBLAS_STATUS_ALLOC_FAILED) {
-    return absl::ResourceExhaustedError(message);
-  }
-  return absl::InternalError(message);
-}
-
-#define ASGD_CUDA_RETURN_IF_ERROR(expr)          \
-  do {                                           \
-    const cudaError_t asgd_cuda_error_ = (expr); \
-    if (asgd_cuda_error_ != cudaSuccess) {       \
-      return CudaError(#expr, asgd_cuda_error_); \
-    }                                            \
-  } while (false)
-
-#define ASGD_CUBLAS_RETURN_IF_ERROR(expr)               \
-  do {                                                  \
-    const cublasStatus_t asgd_cublas_status_ = (expr);  \
-    if (asgd_cublas_status_ != CUBLAS_STATUS_SUCCESS) { \
-      return CublasError(#expr, asgd_cublas_status_);   \
-    }                                                   \
-  } while (false)
-
-// ---------------------------------------------------------------------------
-// RAII owners. Destructors ignore errors: there is nobody to report them to,
-// and a failed free after a device fault must not abort the process.
-
-// `count` elements of T in device memory (cudaMalloc), freed on destruction.
-template <typename T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)),
-        size_(std::exchange(other.size_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      data_ = std::exchange(other.data_, nullptr);
-      size_ = std::exchange(other.size_, 0);
-    }
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { Reset(); }
-
-  static absl::StatusOr<DeviceBuffer> Create(int64_t count) {
-    DeviceBuffer buffer;
-    void* data = nullptr;
-    ASGD_CUDA_RETURN_IF_ERROR(
-        cudaMalloc(&data, static_cast<size_t>(count) * sizeof(T)));
-    buffer.data_ = static_cast<T*>(data);
-    buffer.size_ = count;
-    return buffer;
-  }
-
-  T* get() const { return data_; }
-  int64_t size() const { return size_; }
-
- private:
-  void Reset() {
-    if (data_ != nullptr) cudaFree(data_);
-    data_ = nullptr;
-    size_ = 0;
-  }
-
-  T* data_ = nullptr;
-  int64_t size_ = 0;
-};
-
-// `count` elements of T in page-locked host memory (cudaMallocHost), the
-// staging area of asynchronous copies; freed on destruction.
-template <typename T>
-class PinnedHostBuffer {
- public:
-  PinnedHostBuffer() = default;
-  PinnedHostBuffer(PinnedHostBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)),
-        size_(std::exchange(other.size_, 0)) {}
-  PinnedHostBuffer& operator=(PinnedHostBuffer&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      data_ = std::exchange(other.data_, nullptr);
-      size_ = std::exchange(other.size_, 0);
-    }
-    return *this;
-  }
-  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
-  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
-  ~PinnedHostBuffer() { Reset(); }
-
-  static absl::StatusOr<PinnedHostBuffer> Create(int64_t count) {
-    PinnedHostBuffer buffer;
-    void* data = nullptr;
-    ASGD_CUDA_RETURN_IF_ERROR(
-        cudaMallocHost(&data, static_cast<size_t>(count) * sizeof(T)));
-    buffer.data_ = static_cast<T*>(data);
-    buffer.size_ = count;
-    return buffer;
-  }
-
-  T* get() const { return data_; }
-  int64_t size() const { return size_; }
-
- private:
-  void Reset() {
-    if (data_ != nullptr) cudaFreeHost(data_);
-    data_ = nullptr;
-    size_ = 0;
-  }
-
-  T* data_ = nullptr;
-  int64_t size_ = 0;
-};
-
-struct StreamDeleter {
-  void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
-};
-struct EventDeleter {
-  void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
-};
-struct CublasDeleter {
-  void operator()(cublasHandle_t h) const { cublasDestroy(h); }
-};
-using Stream =
-    std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
-using Event = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
-using Cublas =
-    std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
-
-absl::StatusOr<Stream> CreateStream() {
-  cudaStream_t s = nullptr;
-  ASGD_CUDA_RETURN_IF_ERROR(
-      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  return Stream(s);
-}
-
-absl::StatusOr<Event> CreateEvent() {
-  cudaEvent_t e = nullptr;
-  ASGD_CUDA_RETURN_IF_ERROR(
-      cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  return Event(e);
-}
+using cuda::CreateEvent;
+using cuda::CreateStream;
+using cuda::Cublas;
+using cuda::CudaLayer;
+using cuda::DeviceBuffer;
+using cuda::Event;
+using cuda::PinnedHostBuffer;
+using cuda::Stream;
 
 // Device count, or kUnavailable saying why there is none.
 absl::StatusOr<int> DeviceCount() {
@@ -221,7 +62,8 @@ absl::Status CheckDeviceOrdinal(int device) {
 constexpr int64_t kChunkFloats = int64_t{1} << 20;
 
 // ---------------------------------------------------------------------------
-// The backend.
+// The backend: the layers of cuda_layer.h in order, as model/cpu_backend.cc
+// runs those of model/layers/, then the softmax with cross-entropy.
 //
 // Streams: compute_ runs GEMMs and kernels; copy_ runs every host<->device
 // copy. Per call:
@@ -241,21 +83,20 @@ class CudaBackend final : public ModelBackend {
     if (max_batch < 1) {
       return absl::InvalidArgumentError("max_rows must be at least 1");
     }
-    for (const LayerSpec& layer : spec.layers) {
-      if (layer.kind != LayerKind::kDense) {
-        return absl::UnimplementedError(absl::StrCat(
-            "the CUDA backend has no ", LayerKindName(layer.kind),
-            " layers; use --backend=cpu for this model"));
-      }
-    }
     if (options.math != CudaOptions::MathMode::kFp32 &&
         options.math != CudaOptions::MathMode::kTf32) {
       return absl::InvalidArgumentError("unknown CudaOptions::math");
     }
+    if (options.conv_block_rows < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CudaOptions::conv_block_rows must be >= 0, got ",
+                       options.conv_block_rows));
+    }
     ASGD_RETURN_IF_ERROR(CheckDeviceOrdinal(options.device));
-    std::unique_ptr<CudaBackend> dnn(new CudaBackend(spec, max_batch, options));
-    ASGD_RETURN_IF_ERROR(dnn->Init());
-    return std::unique_ptr<ModelBackend>(std::move(dnn));
+    std::unique_ptr<CudaBackend> backend(
+        new CudaBackend(spec, max_batch, options));
+    ASGD_RETURN_IF_ERROR(backend->Init());
+    return std::unique_ptr<ModelBackend>(std::move(backend));
   }
 
   ~CudaBackend() override {
@@ -271,42 +112,28 @@ class CudaBackend final : public ModelBackend {
   absl::StatusOr<BatchResult> ComputeGradient(absl::Span<const float> params,
                                               const Batch& batch,
                                               absl::Span<float> grad) override {
-    ASGD_RETURN_IF_ERROR(
-        CheckBatch(spec_, max_batch_, num_params_, params, batch, true));
-    if (static_cast<int64_t>(grad.size()) != num_params_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient buffer has ", grad.size(), " floats, want ", num_params_));
-    }
-    absl::StatusOr<BatchResult> result =
-        RunGradient(params, batch.inputs, batch.labels, grad);
+    ASGD_RETURN_IF_ERROR(CheckGradientCall(spec_, max_batch_, num_params_,
+                                           params, batch, grad));
+    absl::StatusOr<BatchResult> result = RunGradient(params, batch, grad);
     if (!result.ok()) Drain();
     return result;
   }
 
-  absl::Status LogPosteriors(absl::Span<const float> params,
-                             const Batch& batch,
+  absl::Status LogPosteriors(absl::Span<const float> params, const Batch& batch,
                              absl::Span<float> out) override {
-    ASGD_RETURN_IF_ERROR(
-        CheckBatch(spec_, max_batch_, num_params_, params, batch, false));
-    const int64_t want = int64_t{batch.rows()} * spec_.num_classes;
-    if (static_cast<int64_t>(out.size()) != want) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output has ", out.size(), " floats, want ", want));
-    }
-    absl::Status status = RunLogPosteriors(params, batch.inputs, out);
+    ASGD_RETURN_IF_ERROR(CheckOutputCall(spec_, max_batch_, num_params_,
+                                         params, batch, out.size(),
+                                         spec_.num_classes));
+    absl::Status status = RunLogPosteriors(params, batch, out);
     if (!status.ok()) Drain();
     return status;
   }
 
   absl::Status Predict(absl::Span<const float> params, const Batch& batch,
                        absl::Span<int32_t> out) override {
-    ASGD_RETURN_IF_ERROR(
-        CheckBatch(spec_, max_batch_, num_params_, params, batch, false));
-    if (static_cast<int>(out.size()) != batch.rows()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output has ", out.size(), " entries, want ", batch.rows()));
-    }
-    absl::Status status = RunPredict(params, batch.inputs, out);
+    ASGD_RETURN_IF_ERROR(CheckOutputCall(spec_, max_batch_, num_params_,
+                                         params, batch, out.size(), 1));
+    absl::Status status = RunPredict(params, batch, out);
     if (!status.ok()) Drain();
     return status;
   }
@@ -322,19 +149,16 @@ class CudaBackend final : public ModelBackend {
         max_batch_(max_batch),
         options_(options),
         num_params_(ModelParamCount(spec)) {
-    int64_t offset = 0;
+    // Layer l's parameters are one contiguous slice of the flat vector.
     for (int l = 0; l < num_layers(); ++l) {
-      const int64_t in = layer_in(l), out = layer_out(l);
-      weight_offset_.push_back(offset);
-      bias_offset_.push_back(offset + out * in);
-      // Layer l's weight and bias are one contiguous slice.
+      const int64_t begin = LayerParamOffset(spec, l);
+      const int64_t end = begin + LayerParamCount(spec, l);
+      offsets_.push_back(begin);
       std::vector<Chunk> chunks;
-      const int64_t end = offset + out * in + out;
-      for (int64_t c = offset; c < end; c += kChunkFloats) {
+      for (int64_t c = begin; c < end; c += kChunkFloats) {
         chunks.push_back({c, std::min(kChunkFloats, end - c)});
       }
       layer_chunks_.push_back(std::move(chunks));
-      offset = end;
     }
   }
 
@@ -351,9 +175,16 @@ class CudaBackend final : public ModelBackend {
         cublas_.get(), options_.math == CudaOptions::MathMode::kTf32
                            ? CUBLAS_TF32_TENSOR_OP_MATH
                            : CUBLAS_DEFAULT_MATH));
+    ctx_.stream = compute_.get();
+    ctx_.cublas = cublas_.get();
+    ctx_.math = options_.math;
 
     const int layers = num_layers();
     for (int l = 0; l < layers; ++l) {
+      ASGD_ASSIGN_OR_RETURN(
+          std::unique_ptr<CudaLayer> layer,
+          cuda::CreateCudaLayer(spec_, l, max_batch_, options_));
+      layers_.push_back(std::move(layer));
       ASGD_ASSIGN_OR_RETURN(Event ready, CreateEvent());
       params_ready_.push_back(std::move(ready));
       ASGD_ASSIGN_OR_RETURN(Event computed, CreateEvent());
@@ -369,16 +200,18 @@ class CudaBackend final : public ModelBackend {
 
     const int64_t batch = max_batch_;
     int64_t widest = spec_.input_dim();
-    for (int l = 0; l < layers; ++l) widest = std::max<int64_t>(widest, layer_out(l));
+    for (int l = 0; l < layers; ++l) {
+      widest = std::max<int64_t>(widest, layers_[l]->out_shape().dim());
+    }
     ASGD_ASSIGN_OR_RETURN(d_params_, DeviceBuffer<float>::Create(num_params_));
     ASGD_ASSIGN_OR_RETURN(d_grad_, DeviceBuffer<float>::Create(num_params_));
-    ASGD_ASSIGN_OR_RETURN(d_inputs_,
-                          DeviceBuffer<float>::Create(batch * spec_.input_dim()));
+    ASGD_ASSIGN_OR_RETURN(
+        d_inputs_, DeviceBuffer<float>::Create(batch * spec_.input_dim()));
     ASGD_ASSIGN_OR_RETURN(d_labels_, DeviceBuffer<int32_t>::Create(batch));
     for (int l = 0; l < layers; ++l) {
       ASGD_ASSIGN_OR_RETURN(
           DeviceBuffer<float> acts,
-          DeviceBuffer<float>::Create(batch * layer_out(l)));
+          DeviceBuffer<float>::Create(batch * layers_[l]->out_shape().dim()));
       d_acts_.push_back(std::move(acts));
     }
     ASGD_ASSIGN_OR_RETURN(d_delta_,
@@ -410,28 +243,6 @@ class CudaBackend final : public ModelBackend {
     cudaGetLastError();
   }
 
-  // C [m, n] = op(A) op(B) in cuBLAS's column-major terms (the comments at
-  // each call map them to the row-major matrices).
-  absl::Status Gemm(cublasOperation_t op_a, cublasOperation_t op_b, int m,
-                    int n, int k, const float* a, int lda, const float* b,
-                    int ldb, float* c, int ldc) {
-    const float alpha = 1.0f, beta = 0.0f;
-    const cublasComputeType_t compute =
-        options_.math == CudaOptions::MathMode::kTf32
-            ? CUBLAS_COMPUTE_32F_FAST_TF32
-            : CUBLAS_COMPUTE_32F;
-    const cublasStatus_t status =
-        cublasGemmEx(cublas_.get(), op_a, op_b, m, n, k, &alpha, a, CUDA_R_32F,
-                     lda, b, CUDA_R_32F, ldb, &beta, c, CUDA_R_32F, ldc,
-                     compute, CUBLAS_GEMM_DEFAULT);
-    if (status != CUBLAS_STATUS_SUCCESS) {
-      return CublasError(
-          absl::StrCat("cublasGemmEx(m=", m, ", n=", n, ", k=", k, ")"),
-          status);
-    }
-    return absl::OkStatus();
-  }
-
   // Stages `count` floats of `src` at `offset` through the pinned buffer and
   // enqueues their upload to `dst` + offset on copy_.
   absl::Status Upload(const float* src, float* pinned, float* dst,
@@ -443,28 +254,33 @@ class CudaBackend final : public ModelBackend {
     return absl::OkStatus();
   }
 
-  // Uploads the inputs (and labels, if not empty) and every layer's
+  // The input of layer l on the device.
+  const float* LayerInput(int l) const {
+    return l == 0 ? d_inputs_.get() : d_acts_[l - 1].get();
+  }
+
+  // Uploads the inputs (and labels, if `with_labels`) and every layer's
   // parameters, and enqueues the forward pass, layer by layer, so that layer
-  // l's GEMM can start while later layers are still being copied. On the
-  // device, d_acts_[l] then holds layer l's activation for l < L and the
+  // l can start while later layers' parameters are still being copied. On
+  // the device, d_acts_[l] then holds layer l's output for l < L and the
   // logits for l == L.
   absl::Status UploadAndForward(absl::Span<const float> params,
-                                absl::Span<const float> inputs,
-                                absl::Span<const int32_t> labels, int n) {
+                                const Batch& batch, bool with_labels) {
+    const int n = batch.rows();
     const int64_t input_floats = int64_t{n} * spec_.input_dim();
-    std::memcpy(h_inputs_.get(), inputs.data(), input_floats * sizeof(float));
+    std::memcpy(h_inputs_.get(), batch.inputs.data(),
+                input_floats * sizeof(float));
     ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         d_inputs_.get(), h_inputs_.get(), input_floats * sizeof(float),
         cudaMemcpyHostToDevice, copy_.get()));
-    if (!labels.empty()) {
-      std::memcpy(h_labels_.get(), labels.data(), n * sizeof(int32_t));
+    if (with_labels) {
+      std::memcpy(h_labels_.get(), batch.labels.data(), n * sizeof(int32_t));
       ASGD_CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(d_labels_.get(), h_labels_.get(), n * sizeof(int32_t),
                           cudaMemcpyHostToDevice, copy_.get()));
     }
 
-    const int last = num_layers() - 1;
-    for (int l = 0; l <= last; ++l) {
+    for (int l = 0; l < num_layers(); ++l) {
       for (const Chunk& chunk : layer_chunks_[l]) {
         ASGD_RETURN_IF_ERROR(Upload(params.data(), h_params_.get(),
                                     d_params_.get(), chunk.offset,
@@ -474,59 +290,39 @@ class CudaBackend final : public ModelBackend {
           cudaEventRecord(params_ready_[l].get(), copy_.get()));
       ASGD_CUDA_RETURN_IF_ERROR(
           cudaStreamWaitEvent(compute_.get(), params_ready_[l].get(), 0));
-
-      // Z [n, out] = A_prev [n, in] W^T, all row-major. Column-major, that is
-      // Z^T [out, n] = W [out, in] A_prev^T [in, n], where the row-major W is
-      // the column-major [in, out] matrix W^T (ld in), hence op T; A_prev is
-      // the column-major [in, n] matrix A_prev^T (ld in), op N.
-      const int in = layer_in(l), out = layer_out(l);
-      const float* a_prev = l == 0 ? d_inputs_.get() : d_acts_[l - 1].get();
-      float* z = d_acts_[l].get();
-      ASGD_RETURN_IF_ERROR(Gemm(CUBLAS_OP_T, CUBLAS_OP_N, /*m=*/out, /*n=*/n,
-                                /*k=*/in, d_params_.get() + weight_offset_[l],
-                                /*lda=*/in, a_prev, /*ldb=*/in, z,
-                                /*ldc=*/out));
-      ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchBiasActivation(
-          z, d_params_.get() + bias_offset_[l], n, out, layer_act(l),
-          compute_.get()));
+      ASGD_RETURN_IF_ERROR(layers_[l]->Forward(
+          ctx_, d_params_.get() + offsets_[l], LayerInput(l), batch.sequences,
+          batch.steps, d_acts_[l].get()));
     }
     return absl::OkStatus();
   }
 
   absl::StatusOr<BatchResult> RunGradient(absl::Span<const float> params,
-                                          absl::Span<const float> inputs,
-                                          absl::Span<const int32_t> labels,
+                                          const Batch& batch,
                                           absl::Span<float> grad) {
-    const int n = static_cast<int>(labels.size());
+    const int n = batch.rows();
     const int last = num_layers() - 1;
     int labelled = 0;
-    for (int32_t label : labels) labelled += label != kNoLabel;
+    for (int32_t label : batch.labels) labelled += label != kNoLabel;
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-    ASGD_RETURN_IF_ERROR(UploadAndForward(params, inputs, labels, n));
+    ASGD_RETURN_IF_ERROR(UploadAndForward(params, batch, true));
 
     // dZ_L = (softmax - onehot) / labelled (0 on unlabelled rows), plus
     // per-row loss and hit.
-    float* dz = d_delta_.get();
-    float* da = d_delta_prev_.get();
+    float* dout = d_delta_.get();
+    float* din = d_delta_prev_.get();
     ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchSoftmaxCrossEntropy(
         d_acts_[last].get(), d_labels_.get(), n, spec_.num_classes,
-        labelled > 0 ? 1.0f / labelled : 0.0f, dz, d_row_loss_.get(),
+        labelled > 0 ? 1.0f / labelled : 0.0f, dout, d_row_loss_.get(),
         d_row_int_.get(), compute_.get()));
 
     for (int l = last; l >= 0; --l) {
-      const int in = layer_in(l), out = layer_out(l);
-      const float* a_prev = l == 0 ? d_inputs_.get() : d_acts_[l - 1].get();
-      // dW [out, in] = dZ^T [out, n] A_prev [n, in], row-major. Column-major:
-      // dW^T [in, out] = A_prev^T [in, n] dZ [n, out], where A_prev^T is the
-      // row-major A_prev read column-major (ld in, op N) and dZ is the
-      // transpose of the row-major dZ read column-major (ld out, op T).
-      ASGD_RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_T, /*m=*/in, /*n=*/out,
-                                /*k=*/n, a_prev, /*lda=*/in, dz, /*ldb=*/out,
-                                d_grad_.get() + weight_offset_[l],
-                                /*ldc=*/in));
-      // db = column sums of dZ.
-      ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchColumnSums(
-          dz, n, out, d_grad_.get() + bias_offset_[l], compute_.get()));
+      // The output layer's "out" is the softmax's input; its activation is
+      // none, so Backward does not read it.
+      ASGD_RETURN_IF_ERROR(layers_[l]->Backward(
+          ctx_, d_params_.get() + offsets_[l], LayerInput(l), d_acts_[l].get(),
+          dout, batch.sequences, batch.steps, d_grad_.get() + offsets_[l],
+          l == 0 ? nullptr : din));
 
       // Download this layer's gradient while the lower layers compute.
       ASGD_CUDA_RETURN_IF_ERROR(
@@ -549,17 +345,7 @@ class CudaBackend final : public ModelBackend {
         ASGD_CUDA_RETURN_IF_ERROR(
             cudaEventRecord(grad_downloaded_[l][c].get(), copy_.get()));
       }
-      if (l == 0) break;
-
-      // dA_prev [n, in] = dZ [n, out] W [out, in], row-major. Column-major:
-      // dA_prev^T [in, n] = W^T [in, out] dZ^T [out, n]; both are the
-      // row-major buffers read column-major (ld in and ld out), op N.
-      ASGD_RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_N, /*m=*/in, /*n=*/n,
-                                /*k=*/out, d_params_.get() + weight_offset_[l],
-                                /*lda=*/in, dz, /*ldb=*/out, da, /*ldc=*/in));
-      ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchActivationBackward(
-          da, a_prev, int64_t{n} * in, layer_act(l - 1), compute_.get()));
-      std::swap(dz, da);
+      std::swap(dout, din);
     }
 
     // Copy each chunk out of pinned memory as soon as it has arrived.
@@ -585,13 +371,12 @@ class CudaBackend final : public ModelBackend {
     return result;
   }
 
-  absl::Status RunPredict(absl::Span<const float> params,
-                          absl::Span<const float> inputs,
+  absl::Status RunPredict(absl::Span<const float> params, const Batch& batch,
                           absl::Span<int32_t> out) {
-    const int n = static_cast<int>(out.size());
+    const int n = batch.rows();
     const int last = num_layers() - 1;
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-    ASGD_RETURN_IF_ERROR(UploadAndForward(params, inputs, {}, n));
+    ASGD_RETURN_IF_ERROR(UploadAndForward(params, batch, false));
     ASGD_CUDA_RETURN_IF_ERROR(
         cuda_kernels::LaunchRowArgmax(d_acts_[last].get(), n, spec_.num_classes,
                                       d_row_int_.get(), compute_.get()));
@@ -611,13 +396,12 @@ class CudaBackend final : public ModelBackend {
   // The logits of the forward pass, downloaded, then log-softmax per row on
   // the host (in double, like the CPU backend).
   absl::Status RunLogPosteriors(absl::Span<const float> params,
-                                absl::Span<const float> inputs,
-                                absl::Span<float> out) {
+                                const Batch& batch, absl::Span<float> out) {
     const int c = spec_.num_classes;
-    const int n = static_cast<int>(out.size() / c);
+    const int n = batch.rows();
     const int last = num_layers() - 1;
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-    ASGD_RETURN_IF_ERROR(UploadAndForward(params, inputs, {}, n));
+    ASGD_RETURN_IF_ERROR(UploadAndForward(params, batch, false));
     ASGD_CUDA_RETURN_IF_ERROR(
         cudaEventRecord(predicted_.get(), compute_.get()));
     ASGD_CUDA_RETURN_IF_ERROR(
@@ -628,61 +412,40 @@ class CudaBackend final : public ModelBackend {
     ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy_.get()));
     ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_.get()));
     for (int i = 0; i < n; ++i) {
-      const float* row = h_logits_.get() + int64_t{i} * c;
-      float* o = out.data() + int64_t{i} * c;
-      const float mx = *std::max_element(row, row + c);
-      double sum = 0;
-      for (int k = 0; k < c; ++k) sum += std::exp(double{row[k]} - mx);
-      const float log_sum = static_cast<float>(std::log(sum)) + mx;
-      for (int k = 0; k < c; ++k) o[k] = row[k] - log_sum;
+      LogSoftmaxRow(h_logits_.get() + int64_t{i} * c, c,
+                    out.data() + int64_t{i} * c);
     }
     return absl::OkStatus();
   }
 
-  // Layers 0..num_layers()-1: the hidden dense layers, then the output
-  // layer's affine part.
+  // Layers 0..num_layers()-1: the hidden layers, then the output layer's
+  // affine part.
   int num_layers() const { return static_cast<int>(spec_.layers.size()) + 1; }
-  int layer_in(int l) const { return LayerInputShape(spec_, l).dim(); }
-  int layer_out(int l) const { return LayerOutputShape(spec_, l).dim(); }
-  cuda_kernels::Act layer_act(int l) const {
-    if (l >= static_cast<int>(spec_.layers.size())) {
-      return cuda_kernels::Act::kIdentity;
-    }
-    switch (spec_.layers[l].dense.activation) {
-      case Activation::kRelu:
-        return cuda_kernels::Act::kRelu;
-      case Activation::kSigmoid:
-        return cuda_kernels::Act::kSigmoid;
-      case Activation::kTanh:
-        return cuda_kernels::Act::kTanh;
-      case Activation::kNone:
-        break;
-    }
-    return cuda_kernels::Act::kIdentity;
-  }
 
   const ModelSpec spec_;
   const int max_batch_;
   const CudaOptions options_;
   const int64_t num_params_;
-  std::vector<int64_t> weight_offset_, bias_offset_;
+  std::vector<int64_t> offsets_;                  // of each layer's params
   std::vector<std::vector<Chunk>> layer_chunks_;  // [layer][chunk]
 
-  // Declaration order matters for destruction (reverse): buffers, then
-  // events, then the cuBLAS handle, then the streams it uses.
+  // Declaration order matters for destruction (reverse): buffers and layers,
+  // then events, then the cuBLAS handle, then the streams it uses.
   Stream compute_, copy_;
   Cublas cublas_;
-  std::vector<Event> params_ready_;                  // [layer], on copy_
-  std::vector<Event> grad_computed_;                 // [layer], on compute_
+  cuda::Context ctx_;                 // compute_ and cublas_, for the layers
+  std::vector<Event> params_ready_;   // [layer], on copy_
+  std::vector<Event> grad_computed_;  // [layer], on compute_
   std::vector<std::vector<Event>> grad_downloaded_;  // [layer][chunk], copy_
   Event predicted_;                                  // on compute_
 
-  DeviceBuffer<float> d_params_, d_grad_;       // [num_params]
-  DeviceBuffer<float> d_inputs_;                // [max_batch, input_dim]
-  DeviceBuffer<int32_t> d_labels_;              // [max_batch]
-  std::vector<DeviceBuffer<float>> d_acts_;     // [layer][max_batch, out]
-  DeviceBuffer<float> d_delta_, d_delta_prev_;  // [max_batch, widest]
-  DeviceBuffer<float> d_row_loss_;              // [max_batch]
+  std::vector<std::unique_ptr<CudaLayer>> layers_;  // hidden, then output
+  DeviceBuffer<float> d_params_, d_grad_;           // [num_params]
+  DeviceBuffer<float> d_inputs_;                    // [max_batch, input_dim]
+  DeviceBuffer<int32_t> d_labels_;                  // [max_batch]
+  std::vector<DeviceBuffer<float>> d_acts_;         // [layer][max_batch, out]
+  DeviceBuffer<float> d_delta_, d_delta_prev_;      // [max_batch, widest]
+  DeviceBuffer<float> d_row_loss_;                  // [max_batch]
   DeviceBuffer<int32_t> d_row_int_;  // [max_batch]: hits or predictions
 
   PinnedHostBuffer<float> h_params_, h_grad_;

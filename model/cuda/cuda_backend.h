@@ -1,7 +1,11 @@
 // The CUDA ModelBackend (model/backend.h): the same model, parameter layout
-// and results as CreateCpuBackend() (model/cpu_backend.h), with the GEMMs in
-// cuBLAS and the rest in a few small CUDA kernels (cuda_kernels.h). Models of
-// dense layers only: a conv or lstm layer is kUnimplemented.
+// and results as CreateCpuBackend() (model/cpu_backend.h), for every layer
+// kind of model/model_spec.h (dense, conv with max-pooling, LSTM and BLSTM
+// with projection and cell clipping), with the GEMMs in cuBLAS and the rest
+// in small CUDA kernels. Each layer type's CUDA code sits in its own file
+// behind the internal CudaLayer interface (cuda_layer.h: cuda_dense.cu,
+// cuda_conv.cu, cuda_lstm.cu), driven in order the way model/cpu_backend.cc
+// drives model/layers/.
 //
 //   auto backend = CreateCudaBackend(spec, /*max_rows=*/256);
 //   if (!backend.ok()) ...  // kUnavailable when the machine has no CUDA device
@@ -20,10 +24,25 @@
 // MathMode::kTf32 (the default) cuBLAS rounds GEMM inputs to TF32 (10-bit
 // mantissa) and accumulates in fp32: results match the CPU backend to about
 // 1e-3 relative. MathMode::kFp32 keeps full fp32 GEMMs (about 1e-6 relative).
+// Discrete choices (a ReLU at 0, a pooling window's maximum, a cell at its
+// clip, the argmax of two nearly equal logits) follow the same rules as on
+// the CPU but can fall the other way when two values are within rounding.
 //
 // Errors: every CUDA and cuBLAS failure comes back as an absl::Status naming
 // the call and the CUDA/cuBLAS error; nothing aborts the process. After an
 // error the instance should be discarded.
+//
+// Verification. The CPU-vs-CUDA tests (cuda_backend_test.cc,
+// cuda_conv_test.cc, cuda_lstm_test.cc) run where a device is present and
+// skip elsewhere. Without a device, layer_impl_test.cc still runs every
+// layer's steps (dense_impl.h, conv_impl.h, lstm_impl.h: every index, every
+// element-wise op, every GEMM in the column-major form handed to cuBLAS)
+// on the CPU against model/layers/. Verified only by compilation there: the
+// kernel launches (cuda_exec.cuh), the reduction kernels (cuda_kernels.cu:
+// softmax with cross-entropy, argmax, column and channel sums), the cuBLAS
+// calls themselves, the streams and events of this file, and device memory
+// handling. (The streams, events, softmax, argmax and column-sum kernels are
+// those of the earlier dense-only backend; ChannelSums is new.)
 //
 // Thread-safety: a backend instance owns device buffers, streams and a
 // cuBLAS handle; use it from one thread at a time (one instance per worker
@@ -39,12 +58,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "model/model_spec.h"
-#include "model/cuda/cuda_options.h"
 #include "model/backend.h"
+#include "model/cuda/cuda_options.h"
+#include "model/model_spec.h"
 
 namespace asgd {
-
 
 // OK when at least one CUDA device is usable; otherwise kUnavailable with the
 // reason, e.g. "no CUDA device: cudaGetDeviceCount returned
@@ -61,10 +79,11 @@ absl::StatusOr<std::string> CudaDeviceName(int device);
 
 // Creates the CUDA backend on options.device with buffers for batches of up
 // to `max_batch` rows, allocating all device and pinned host memory up front.
-// Errors: InvalidArgument for a bad spec, max_batch < 1, or a device ordinal
-// out of range; kUnavailable when no CUDA device is present;
-// kResourceExhausted when device or pinned memory runs out; kInternal for
-// other CUDA/cuBLAS failures. name() of the result is "cuda".
+// Errors: InvalidArgument for a bad spec, max_batch < 1,
+// options.conv_block_rows < 0, or a device ordinal out of range;
+// kUnavailable when no CUDA device is present; kResourceExhausted when device
+// or pinned memory runs out; kInternal for other CUDA/cuBLAS failures. name()
+// of the result is "cuda".
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCudaBackend(
     const ModelSpec& spec, int max_batch, const CudaOptions& options = {});
 

@@ -1,13 +1,13 @@
-// Device code of the CUDA ModelBackend. Kept deliberately plain: elementwise
-// kernels use grid-stride loops, row reductions use one 256-thread block per
-// row with a shared-memory tree, column sums use one 32x32 block per 32
-// columns. Every reduction has a fixed order, so results are deterministic.
-#include "model/cuda/cuda_kernels.h"
-
+// The reduction kernels of the CUDA ModelBackend. Kept deliberately plain:
+// row and channel reductions use one 256-thread block per row or channel with
+// a shared-memory tree, column sums use one 32x32 block per 32 columns. Every
+// reduction has a fixed order, so results are deterministic.
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cmath>
+
+#include "model/cuda/cuda_kernels.h"
 
 namespace asgd {
 namespace cuda_kernels {
@@ -16,49 +16,6 @@ namespace {
 constexpr int kBlock = 256;  // threads per block; a power of two (reductions)
 constexpr int kTile = 32;    // ColumnSumsKernel: block of kTile x kTile
 constexpr int kTileThreads = kTile * kTile;
-
-// Blocks for an elementwise kernel over `count` elements. Grid-stride loops
-// cover whatever a capped grid leaves over.
-int ElementwiseBlocks(int64_t count) {
-  const int64_t blocks = (count + kBlock - 1) / kBlock;
-  return static_cast<int>(blocks < 65536 ? blocks : 65536);
-}
-
-__device__ __forceinline__ int64_t GlobalThread() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-
-__device__ __forceinline__ int64_t GridThreads() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
-__global__ void BiasActivationKernel(float* z, const float* bias, int64_t count,
-                                     int cols, Act act) {
-  for (int64_t j = GlobalThread(); j < count; j += GridThreads()) {
-    float v = z[j] + bias[j % cols];
-    if (act == Act::kRelu) {
-      v = v < 0.0f ? 0.0f : v;  // like std::max(v, 0.0f): NaN stays NaN
-    } else if (act == Act::kSigmoid) {
-      v = 1.0f / (1.0f + expf(-v));
-    } else if (act == Act::kTanh) {
-      v = tanhf(v);
-    }
-    z[j] = v;
-  }
-}
-
-__global__ void ActivationBackwardKernel(float* da, const float* a,
-                                         int64_t count, Act act) {
-  for (int64_t j = GlobalThread(); j < count; j += GridThreads()) {
-    if (act == Act::kRelu) {
-      da[j] = a[j] > 0.0f ? da[j] : 0.0f;
-    } else if (act == Act::kSigmoid) {
-      da[j] *= a[j] * (1.0f - a[j]);
-    } else if (act == Act::kTanh) {
-      da[j] *= 1.0f - a[j] * a[j];
-    }
-  }
-}
 
 // Argmax of row[0, cols) over the kBlock threads of the block: the largest
 // value, ties to the smallest index (like std::max_element). Every thread of
@@ -189,30 +146,34 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
+// One block of kBlock threads per channel k = blockIdx.x: thread t sums the
+// elements e = t, t + kBlock, ... of the rows * group elements of channel k
+// (row e / group, position e % group), then the block adds the partial sums
+// in a fixed tree.
+__global__ void __launch_bounds__(kBlock)
+    ChannelSumsKernel(const float* m, int rows, int groups, int group,
+                      float* sums) {
+  __shared__ float s_sum[kBlock];
+  const int k = blockIdx.x;
+  if (k >= groups) return;  // the whole block leaves together
+  const int64_t per_channel = static_cast<int64_t>(rows) * group;
+  const int64_t row_stride = static_cast<int64_t>(groups) * group;
+  float s = 0.0f;
+  for (int64_t e = threadIdx.x; e < per_channel; e += kBlock) {
+    const int64_t i = e / group;
+    const int64_t q = e % group;
+    s += m[i * row_stride + static_cast<int64_t>(k) * group + q];
+  }
+  const float total = BlockSum(s, s_sum);
+  if (threadIdx.x == 0) sums[k] = total;
+}
+
 }  // namespace
-
-cudaError_t LaunchBiasActivation(float* z, const float* bias, int rows,
-                                 int cols, Act act, cudaStream_t stream) {
-  const int64_t count = static_cast<int64_t>(rows) * cols;
-  if (count <= 0) return cudaSuccess;
-  BiasActivationKernel<<<ElementwiseBlocks(count), kBlock, 0, stream>>>(
-      z, bias, count, cols, act);
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchActivationBackward(float* da, const float* a, int64_t count,
-                                     Act act, cudaStream_t stream) {
-  if (count <= 0 || act == Act::kIdentity) return cudaSuccess;
-  ActivationBackwardKernel<<<ElementwiseBlocks(count), kBlock, 0, stream>>>(
-      da, a, count, act);
-  return cudaGetLastError();
-}
 
 cudaError_t LaunchSoftmaxCrossEntropy(const float* logits,
                                       const int32_t* labels, int rows, int cols,
-                                      float scale,
-                                      float* dlogits, float* row_loss,
-                                      int32_t* row_correct,
+                                      float scale, float* dlogits,
+                                      float* row_loss, int32_t* row_correct,
                                       cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   SoftmaxCrossEntropyKernel<<<rows, kBlock, 0, stream>>>(
@@ -233,6 +194,14 @@ cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* sums,
   const dim3 block(kTile, kTile);
   const int blocks = (cols + kTile - 1) / kTile;
   ColumnSumsKernel<<<blocks, block, 0, stream>>>(m, rows, cols, sums);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchChannelSums(const float* m, int rows, int groups, int group,
+                              float* sums, cudaStream_t stream) {
+  if (rows <= 0 || groups <= 0 || group <= 0) return cudaSuccess;
+  ChannelSumsKernel<<<groups, kBlock, 0, stream>>>(m, rows, groups, group,
+                                                   sums);
   return cudaGetLastError();
 }
 

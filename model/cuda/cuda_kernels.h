@@ -1,6 +1,9 @@
-// The CUDA kernels of the CUDA ModelBackend (model/cuda/cuda_backend.h),
-// behind thin launchers so that only cuda_kernels.cu needs nvcc. Internal to
-// //model/cuda:cuda_backend; other code should use CreateCudaBackend().
+// The CUDA kernels of the CUDA ModelBackend (model/cuda/cuda_backend.h) that
+// are reductions over rows or columns: softmax with cross-entropy, argmax,
+// column and channel sums. (The layers' element-wise passes are the ops of
+// layer_math.h, dense_impl.h, conv_impl.h and lstm_impl.h, launched by
+// CudaExec, cuda_exec.cuh.) Internal to //model/cuda:cuda_backend and
+// compiled only by nvcc; other code should use CreateCudaBackend().
 //
 // All matrices are row-major and live in device memory. Every launcher
 // enqueues its kernel on `stream` and returns cudaGetLastError() (launch
@@ -18,21 +21,6 @@
 namespace asgd {
 namespace cuda_kernels {
 
-enum class Act : int { kIdentity = 0, kRelu = 1, kSigmoid = 2, kTanh = 3 };
-
-// z[i][j] = act(z[i][j] + bias[j]) for z [rows, cols].
-cudaError_t LaunchBiasActivation(float* z, const float* bias, int rows,
-                                 int cols, Act act, cudaStream_t stream);
-
-// Multiplies the gradient `da` by the activation's derivative, written in
-// terms of the activation's output `a` (both `count` floats):
-//   relu:    da = a > 0 ? da : 0
-//   sigmoid: da *= a * (1 - a)
-//   tanh:    da *= 1 - a * a
-//   identity: no change.
-cudaError_t LaunchActivationBackward(float* da, const float* a, int64_t count,
-                                     Act act, cudaStream_t stream);
-
 // For each row i of `logits` [rows, cols], with p = softmax(logits[i]):
 //   dlogits[i][k] = (p[k] - (k == labels[i])) * scale
 //   row_loss[i] = -log(max(p[labels[i]], 1e-30))
@@ -42,9 +30,8 @@ cudaError_t LaunchActivationBackward(float* da, const float* a, int64_t count,
 // alias `logits`.
 cudaError_t LaunchSoftmaxCrossEntropy(const float* logits,
                                       const int32_t* labels, int rows, int cols,
-                                      float scale,
-                                      float* dlogits, float* row_loss,
-                                      int32_t* row_correct,
+                                      float scale, float* dlogits,
+                                      float* row_loss, int32_t* row_correct,
                                       cudaStream_t stream);
 
 // out[i] = argmax_k logits[i][k] for logits [rows, cols]; ties go to the
@@ -55,6 +42,12 @@ cudaError_t LaunchRowArgmax(const float* logits, int rows, int cols,
 // sums[j] = sum_i m[i][j] for m [rows, cols].
 cudaError_t LaunchColumnSums(const float* m, int rows, int cols, float* sums,
                              cudaStream_t stream);
+
+// sums[k] = sum over i in [0, rows), q in [0, group) of
+// m[i][k * group + q] for m [rows, groups * group]: the per-channel sums of
+// channel-major rows (a conv layer's bias gradient). One block per channel.
+cudaError_t LaunchChannelSums(const float* m, int rows, int groups, int group,
+                              float* sums, cudaStream_t stream);
 
 }  // namespace cuda_kernels
 }  // namespace asgd

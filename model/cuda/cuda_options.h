@@ -17,6 +17,11 @@ struct CudaOptions {
     kTf32,  // CUBLAS_COMPUTE_32F_FAST_TF32: tensor cores, fp32 accumulate
   };
   MathMode math = MathMode::kTf32;
+  // Rows per im2col block of the conv layers (their patch buffers hold
+  // block rows × output positions × patch floats); 0 picks it so that each
+  // buffer stays within 16 Mi floats. Tests set small values to run several
+  // blocks.
+  int conv_block_rows = 0;
 };
 
 // "fp32" / "tf32"; InvalidArgument otherwise.

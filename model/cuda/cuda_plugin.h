@@ -8,7 +8,9 @@
 //
 // Both sides are built from this tree with the same compiler and the same
 // shared Abseil, so C++ types cross the boundary; kCudaPluginAbiVersion
-// guards against mixing builds.
+// guards against mixing builds: bump it whenever this table or a type it
+// passes (ModelSpec, ModelBackend, CudaOptions) changes, or a stale plugin
+// left next to a new worker would read the new types with the old layout.
 #ifndef ASGD_MODEL_CUDA_CUDA_PLUGIN_H_
 #define ASGD_MODEL_CUDA_CUDA_PLUGIN_H_
 
@@ -22,7 +24,8 @@
 
 namespace asgd {
 
-inline constexpr int kCudaPluginAbiVersion = 2;
+// 4: CudaOptions::conv_block_rows; the plugin computes every layer kind.
+inline constexpr int kCudaPluginAbiVersion = 4;
 
 struct CudaPluginApi {
   int abi_version;

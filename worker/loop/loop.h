@@ -69,6 +69,10 @@ struct LoopOptions {
   int batch_size = 256;
   int64_t max_steps = 0;  // 0: no limit
   double epochs = 1.0;    // passes over the data; 0: no limit
+  // Stop after this many seconds of training (0: no limit): a wall-clock
+  // budget. Lockstep modes (sync, allreduce) refuse it: their workers must
+  // run the same number of steps.
+  double max_seconds = 0;
   // > 1 makes a straggler on purpose: after each minibatch the worker idles
   // (slowdown - 1) times the minibatch's compute time.
   double slowdown = 1.0;
@@ -81,9 +85,17 @@ struct LoopOptions {
   Clock* clock = nullptr;               // null: RealClock()
 };
 
-// InvalidArgument unless batch_size >= 1, slowdown >= 1, and the counts and
-// periods are not negative.
+// InvalidArgument unless batch_size >= 1, slowdown >= 1, and the counts,
+// periods and budgets are not negative.
 absl::Status ValidateLoopOptions(const LoopOptions& options);
+
+// What both loops check before they start: the options are valid, the
+// backend computes a model of `model_size` parameters, and `train` has
+// examples of the model's input size whose minibatches fit the backend.
+// InvalidArgument or FailedPrecondition saying what is wrong.
+absl::Status CheckLoopSetup(const LoopOptions& options,
+                            const ModelBackend& backend,
+                            const ExampleSet& train, int64_t model_size);
 
 // Seconds spent per phase of the loop.
 struct PhaseTimes {
@@ -155,6 +167,8 @@ class LoopReporter {
   Clock* clock() const { return clock_; }
   // Seconds since construction.
   double Seconds() const;
+  // True once the loop has run max_steps steps or max_seconds seconds.
+  bool Done(int64_t steps) const;
 
   // Books one computed minibatch: steps, frames, loss, the progress window,
   // the phase times, and tells the observer.

@@ -46,25 +46,8 @@ DecentralizedTrainer::DecentralizedTrainer(
 
 absl::Status DecentralizedTrainer::Validate() const {
   const LoopOptions& loop = options_.loop;
-  ASGD_RETURN_IF_ERROR(ValidateLoopOptions(loop));
-  if (model_->size() != ModelParamCount(backend_->spec())) {
-    return absl::FailedPreconditionError(
-        "the model does not have the layout this worker's backend expects");
-  }
-  if (train_->num_examples() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", loop.worker_index,
-        " has no training data (more workers than utterances?)"));
-  }
-  if (train_->input_dim() != backend_->spec().input_dim()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the data gives ", train_->input_dim(),
-        " inputs per row but the model takes ", backend_->spec().input_dim()));
-  }
-  if (ShapeOfBatch(*train_, loop.batch_size).rows() > backend_->max_rows()) {
-    return absl::InvalidArgumentError(
-        "a minibatch is larger than the backend was made for");
-  }
+  ASGD_RETURN_IF_ERROR(
+      CheckLoopSetup(loop, *backend_, *train_, model_->size()));
   if (!(options_.learning_rate > 0)) {
     return absl::InvalidArgumentError("the learning rate must be > 0");
   }
@@ -72,10 +55,10 @@ absl::Status DecentralizedTrainer::Validate() const {
     return absl::InvalidArgumentError("peer client of another worker");
   }
   if (options_.mode == DecentralizedMode::kAllreduce) {
-    if (loop.max_steps <= 0 || mailbox_ == nullptr) {
+    if (loop.max_steps <= 0 || loop.max_seconds > 0 || mailbox_ == nullptr) {
       return absl::InvalidArgumentError(
-          "allreduce needs a step count (equal on every worker) and a "
-          "mailbox");
+          "allreduce needs a step count (equal on every worker, no time "
+          "budget) and a mailbox");
     }
     if (options_.delay_by_one) {
       return absl::InvalidArgumentError(
@@ -135,7 +118,7 @@ absl::StatusOr<DecentralizedResult> DecentralizedTrainer::Run() {
   };
 
   for (uint64_t step = 0;; ++step) {
-    if (loop.max_steps > 0 && r.steps >= loop.max_steps) break;
+    if (reporter_.Done(r.steps)) break;
     // Allreduce runs in lockstep: exactly max_steps steps on every worker.
     if (adpsgd && loop.epochs > 0 && sampler.epochs() >= loop.epochs) break;
     const absl::Time t0 = clock->Now();

@@ -7,63 +7,22 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics_testing.h"
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
 #include "prometheus/registry.h"
 #include "worker/data/frame_examples.h"
+#include "worker/data/toy_task.h"
 #include "worker/data/utterances.h"
 #include "worker/peer/decentralized_metrics.h"
 
 namespace asgd {
 namespace {
 
-ModelSpec SmallSpec() {
-  ModelSpec spec;
-  spec.feature_dim = 4;
-  spec.context = 1;
-  spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
-  spec.num_classes = 3;
-  return spec;
-}
-
-// Frames whose features carry their label, so training can learn them;
-// utterances u with u % parts == part.
-Utterances MakeData(uint32_t seed, int part = 0, int parts = 1,
-                    int num_utts = 24) {
-  Utterances utts(4);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> noise(0, 0.5f);
-  for (int u = 0; u < num_utts; ++u) {
-    std::vector<float> f;
-    std::vector<int32_t> l;
-    for (int t = 0; t < 50; ++t) {
-      const int label = (t / 5 + u) % 3;
-      for (int d = 0; d < 4; ++d) f.push_back((d == label ? 1.0f : 0.0f) + noise(rng));
-      l.push_back(label);
-    }
-    if (u % parts == part) utts.Add(f, l);
-  }
-  return utts;
-}
-
-// A lone worker: no peers, so only the order of gradient and update differs.
-class NoPeers final : public PeerClient {
- public:
-  int worker_index() const override { return 0; }
-  int num_workers() const override { return 1; }
-  absl::Status Average(int, uint64_t, absl::Span<const float>,
-                       absl::Span<float>) override {
-    return absl::InternalError("no peers");
-  }
-  absl::Status SendSegment(int, uint64_t, int, FlatRange,
-                           absl::Span<const float>) override {
-    return absl::InternalError("no peers");
-  }
-  std::vector<int> AwaitPeersDone(absl::Duration) override { return {}; }
-};
+ModelSpec SmallSpec() { return ToyModel("dnn"); }
 
 TEST(DelayByOneTest, AppliesEachGradientOneStepLate) {
-  const Utterances utts = MakeData(2);
+  const Utterances utts = ToyUtterances(2, 0, 1, 24, 0.5f, 1.0f);
   FrameExamples train(&utts, 1);
   const std::vector<float> x0 = InitialParams(SmallSpec(), 3);
   const float lr = 0.1f;
@@ -108,23 +67,6 @@ TEST(DelayByOneTest, AppliesEachGradientOneStepLate) {
   EXPECT_EQ(result->train.params, x);
 }
 
-double MetricValue(prometheus::Registry& registry, const std::string& name,
-                   const std::string& result) {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& m : family.metric) {
-      bool match = result.empty();
-      for (const auto& l : m.label) {
-        if (l.name == "result" && l.value == result) match = true;
-      }
-      if (!match) continue;
-      return family.type == prometheus::MetricType::Counter ? m.counter.value
-                                                            : m.gauge.value;
-    }
-  }
-  return -1;
-}
-
 TEST(DecentralizedMetricsTest, CountsExchangesAndKeepsTheDistance) {
   prometheus::Registry registry;
   DecentralizedMetrics metrics(registry, 3);
@@ -132,16 +74,23 @@ TEST(DecentralizedMetricsTest, CountsExchangesAndKeepsTheDistance) {
   metrics.OnAverage(AverageResult::kFailed, 0);
   metrics.OnAverage(AverageResult::kSkipped, 0);
   metrics.OnAverage(AverageResult::kSkipped, 0);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_consensus_distance", ""), 2.5);
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_consensus_distance", "", ""),
+            2.5);
   metrics.OnAverageServed(1.25);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_consensus_distance", ""), 1.25);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "ok"), 1);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "failed"),
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_consensus_distance", "", ""),
+            1.25);
+  EXPECT_EQ(
+      MetricValue(registry, "asgd_worker_peer_averages_total", "result", "ok"),
+      1);
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "result",
+                        "failed"),
             1);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "skipped"),
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "result",
+                        "skipped"),
             2);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_served_total", ""),
-            1);
+  EXPECT_EQ(
+      MetricValue(registry, "asgd_worker_peer_averages_served_total", "", ""),
+      1);
 }
 
 TEST(DecentralizedModeTest, Parse) {

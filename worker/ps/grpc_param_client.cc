@@ -94,10 +94,16 @@ class RawCall {
 constexpr char kPullMethod[] = "/asgd.v1.ParameterServer/Pull";
 constexpr char kPushMethod[] = "/asgd.v1.ParameterServer/Push";
 
+// `s` with the server's address in front of its message; its payloads (a
+// refusal) are kept.
 absl::Status WithServer(const std::string& address, absl::Status s) {
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat("server ", address, ": ",
-                                             s.message()));
+  absl::Status out(s.code(),
+                   absl::StrCat("server ", address, ": ", s.message()));
+  s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    out.SetPayload(url, payload);
+  });
+  return out;
 }
 
 }  // namespace
@@ -108,6 +114,11 @@ absl::StatusOr<std::unique_ptr<GrpcParamClient>> GrpcParamClient::Create(
   if (addresses.empty()) return absl::InvalidArgumentError("no servers given");
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
+  // A server that went away is tried again every 0.1 s at first, then at
+  // most every 0.5 s (gRPC's default grows to 120 s): a restarted server is
+  // used again well within a second of accepting connections.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
   // A connection of its own, even when several clients share a process
   // (benchmarks, tests): gRPC would otherwise multiplex them onto one.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -202,6 +213,14 @@ absl::StatusOr<std::unique_ptr<GrpcParamClient>> GrpcParamClient::Create(
   // The server's own limit bounds both directions; 4 bytes each, it must stay
   // well under gRPC's 4 MB default message size.
   client->max_chunk_elements_ = static_cast<int64_t>(descs[0].max_chunk_elements());
+  for (const auto& d : descs) {
+    const int limit = static_cast<int>(
+        std::min<uint32_t>(d.max_push_minibatches(), 1u << 20));
+    if (limit > 0 && (client->max_push_minibatches_ == 0 ||
+                      limit < client->max_push_minibatches_)) {
+      client->max_push_minibatches_ = limit;
+    }
+  }
   if (client->max_chunk_elements_ < 1 ||
       client->max_chunk_elements_ > (int64_t{3} << 20) / 4) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -223,6 +242,9 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server,
   const FlatRange range = layout_.ServerRange(server);
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.rpc_timeout);
+  // A server that is away (restarting) is waited for, within the deadline:
+  // the pull goes out as soon as the channel reconnects.
+  ctx.set_wait_for_ready(true);
   asgd::v1::PullRequest request;
   request.set_worker_id(options_.worker_id);
   request.set_dtype(static_cast<asgd::v1::WireDtype>(options_.wire_dtype));
@@ -260,7 +282,7 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server,
         "): training diverged; restart with a lower --learning_rate"));
   }
   if (!bad.ok()) return bad;
-  ASGD_RETURN_IF_ERROR(FromGrpcStatus(status));
+  ASGD_RETURN_IF_ERROR(FromGrpcStatus(status, ctx));
   ASGD_RETURN_IF_ERROR(assembler.Finish(assembler.chunks_received()));
   return version;
 }
@@ -331,7 +353,7 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
     got_reply = call.Read(&reply_buffer);
     status = call.Finish();
   }
-  ASGD_RETURN_IF_ERROR(FromGrpcStatus(status));
+  ASGD_RETURN_IF_ERROR(FromGrpcStatus(status, ctx));
   asgd::v1::PushReply reply;
   if (!got_reply) {
     return absl::DataLossError("push answered OK without a reply");

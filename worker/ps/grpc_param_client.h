@@ -6,7 +6,11 @@
 // index exactly once, one layout fingerprint and one model spec, whose
 // tensors are the layout's. The addresses may be given in
 // any order. Pull and Push talk to all servers concurrently, one stream each,
-// every call with a deadline. Tensor chunks are encoded straight into gRPC
+// every call with a deadline. A pull waits (within its deadline) for a server
+// that is away to come back, and the channels retry connecting at least
+// every half second, so a restarted server is used again within about that
+// long. A refusal the server sends (overload) comes back as a Refusal
+// payload of the status. Tensor chunks are encoded straight into gRPC
 // slices and decoded straight from them (common/tensor_wire.h), as float32 or
 // bfloat16 (PoolClientOptions::wire_dtype); each client has its own
 // connection per server.
@@ -42,6 +46,7 @@ class GrpcParamClient final : public ParamClient {
   const std::map<std::string, std::string>& attributes() const override {
     return attributes_;
   }
+  int max_push_minibatches() const override { return max_push_minibatches_; }
   absl::Status Pull(absl::Span<float> params,
                     std::vector<uint64_t>* versions) override;
   absl::StatusOr<PushOutcome> Push(absl::Span<const float> gradient,
@@ -69,6 +74,7 @@ class GrpcParamClient final : public ParamClient {
   const ModelSpec model_;
   std::map<std::string, std::string> attributes_;
   int64_t max_chunk_elements_ = 0;  // the pool's chunk limit
+  int max_push_minibatches_ = 0;    // the smallest any server reported
   std::vector<std::string> addresses_;  // by server index
   std::vector<std::unique_ptr<asgd::v1::ParameterServer::Stub>> stubs_;
   // The same channels, for the raw Pull and Push methods.

@@ -6,6 +6,11 @@
 // pushes and assembles pulls across the pool's servers. Versions are per
 // server: versions[i] is server i's version.
 //
+// Errors: a server that refused a call because it is overloaded returns
+// Unavailable carrying a Refusal (common/refusal.h); a push computed from
+// versions the pool never reached (a restarted server), Aborted. Callers
+// decide on these codes and the refusal, never on the message.
+//
 // Thread-safety: implementations allow one Push in flight concurrently with
 // calls of the other methods from a second thread (a worker computes while
 // its previous push is on the wire); otherwise one thread at a time.
@@ -67,6 +72,9 @@ class ParamClient {
   virtual const ModelSpec& model() const = 0;
   // Model attributes served by the pool (e.g. "learning_rate").
   virtual const std::map<std::string, std::string>& attributes() const = 0;
+  // The most minibatches one push may carry (PushHeader.num_minibatches);
+  // 0 when the pool does not say.
+  virtual int max_push_minibatches() const { return 0; }
 
   // Fetches the whole model into `params` (layout().total_size() floats) and
   // each server's version into `versions`.

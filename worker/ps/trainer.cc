@@ -1,13 +1,15 @@
 #include "worker/ps/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <future>
 #include <memory>
 #include <optional>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/refusal.h"
 #include "common/status_macros.h"
 #include "worker/data/make_examples.h"
 #include "worker/ps/pool_source.h"
@@ -32,42 +34,36 @@ Trainer::Trainer(ParamClient* client, ModelBackend* backend,
       options_(options),
       log_(log),
       reporter_(options.loop, backend, heldout, log),
-      clock_(reporter_.clock()) {}
+      clock_(reporter_.clock()),
+      jitter_state_(options.jitter_seed != 0
+                        ? options.jitter_seed
+                        : JitterSeed(options.loop.worker_index)) {}
 
 absl::Status Trainer::ValidateSetup() const {
   const LoopOptions& loop = options_.loop;
-  ASGD_RETURN_IF_ERROR(ValidateLoopOptions(loop));
-  if (ModelParamCount(backend_->spec()) != client_->layout().total_size()) {
-    return absl::FailedPreconditionError(
-        "the backend's model is not the pool's model");
-  }
-  if (train_->num_examples() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", loop.worker_index,
-        " has no training data (more workers than utterances?)"));
-  }
-  if (train_->input_dim() != backend_->spec().input_dim()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the data gives ", train_->input_dim(),
-        " inputs per row but the model takes ", backend_->spec().input_dim()));
-  }
-  if (ShapeOfBatch(*train_, loop.batch_size).rows() > backend_->max_rows()) {
-    return absl::InvalidArgumentError(
-        "a minibatch is larger than the backend was made for");
-  }
+  ASGD_RETURN_IF_ERROR(CheckLoopSetup(loop, *backend_, *train_,
+                                      client_->layout().total_size()));
   if (options_.push_every < 1) {
     return absl::InvalidArgumentError("push_every must be >= 1");
+  }
+  if (const int limit = client_->max_push_minibatches();
+      limit > 0 && options_.push_every > limit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--push_every=", options_.push_every,
+                     " is more minibatches per push than the servers accept (",
+                     limit, "; asgd_server --max_push_minibatches)"));
   }
   if (options_.use_pool && ShapeOfBatch(*train_, loop.batch_size).examples >
                                train_->num_examples()) {
     return absl::InvalidArgumentError("batch larger than the training data");
   }
   if (options_.mode == TrainMode::kSync &&
-      (loop.max_steps <= 0 || options_.use_pool || options_.push_every != 1 ||
-       options_.compute_while_pushing)) {
+      (loop.max_steps <= 0 || loop.max_seconds > 0 || options_.use_pool ||
+       options_.push_every != 1 || options_.compute_while_pushing)) {
     return absl::InvalidArgumentError(
-        "synchronous mode needs a step count (equal on every worker), one "
-        "minibatch per push, no background pushes and no minibatch pool");
+        "synchronous mode needs a step count (equal on every worker, no time "
+        "budget), one minibatch per push, no background pushes and no "
+        "minibatch pool");
   }
   return absl::OkStatus();
 }
@@ -85,6 +81,10 @@ absl::Status Trainer::LocalSgd(BatchSource* source, float lr,
   std::vector<float> grad(result->params.size());
   for (;;) {
     if (max_steps > 0 && result->steps >= max_steps) break;
+    if (options_.loop.max_seconds > 0 &&
+        reporter_.Seconds() >= options_.loop.max_seconds) {
+      break;
+    }
     const absl::Time t0 = clock_->Now();
     ASGD_ASSIGN_OR_RETURN(bool more, source->Next(&batch));
     if (!more) break;
@@ -151,9 +151,9 @@ absl::Status Trainer::WarmStart(TrainResult* result,
 
 namespace {
 
-// Errors a restarting or briefly unreachable pool produces. A push computed
-// from versions a restored server never reached is also transient: pull
-// again.
+// Errors a restarting or briefly unreachable pool produces, by code alone.
+// ABORTED is a push computed from versions a restored server never reached:
+// pull again.
 bool Transient(const absl::Status& s) {
   switch (s.code()) {
     case absl::StatusCode::kUnavailable:
@@ -161,14 +161,25 @@ bool Transient(const absl::Status& s) {
     case absl::StatusCode::kAborted:
     case absl::StatusCode::kCancelled:
       return true;
-    case absl::StatusCode::kInvalidArgument:
-      return absl::StrContains(s.message(), "from the future");
     default:
       return false;
   }
 }
 
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
+
+uint64_t JitterSeed(int worker_index) {
+  return SplitMix64(SplitMix64(static_cast<uint64_t>(worker_index)) ^
+                    SplitMix64(static_cast<uint64_t>(getpid())) ^
+                    static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())));
+}
 
 absl::Status Trainer::BackOff(const absl::Status& error, absl::string_view what) {
   if (!Transient(error)) return error;
@@ -183,10 +194,11 @@ absl::Status Trainer::BackOff(const absl::Status& error, absl::string_view what)
   absl::Duration wait = options_.initial_backoff;
   for (int i = 0; i < failures_ && wait < options_.max_backoff; ++i) wait *= 2;
   wait = std::min(wait, options_.max_backoff);
-  // Jitter in [0.5, 1.5): workers that lost the same server do not return
-  // in lockstep.
+  // Jitter in [0.5, 1], from a per-worker seed: workers that lost the same
+  // server do not return in lockstep, and none waits past max_backoff.
   jitter_state_ = jitter_state_ * 6364136223846793005ull + 1442695040888963407ull;
-  wait *= 0.5 + static_cast<double>(jitter_state_ >> 11) * 0x1.0p-53;
+  wait *= 0.5 + 0.5 * static_cast<double>(SplitMix64(jitter_state_) >> 11) *
+                    0x1.0p-53;
   ++failures_;
   if (options_.loop.observer != nullptr) options_.loop.observer->OnRpcRetry();
   if (log_ != nullptr) {
@@ -263,10 +275,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       if (!in_flight.has_value()) return absl::OkStatus();
       absl::StatusOr<PushOutcome> outcome = in_flight->get();
       in_flight.reset();
-      if (!outcome.ok() && absl::IsUnavailable(outcome.status()) &&
-          absl::StrContains(outcome.status().message(), "busy")) {
-        // A server's queues were full. Other servers may have applied their
-        // part, so the gradient is not resent: pull and go on.
+      if (!outcome.ok() && RefusalOf(outcome.status()) != Refusal::kNone) {
+        // A server was overloaded (queues full, push memory in use, too many
+        // pushes from here). Other servers may have applied their part, so
+        // the gradient is not resent: pull and go on.
         ++result.pushes_busy;
         need_pull = true;
         return absl::OkStatus();
@@ -317,7 +329,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     };
 
     for (;;) {
-      if (loop.max_steps > 0 && result.steps >= loop.max_steps) break;
+      if (reporter_.Done(result.steps)) break;
       const absl::Time t0 = clock_->Now();
       if (push_ready()) ASGD_RETURN_IF_ERROR(collect());
       const absl::Time t1 = clock_->Now();
@@ -344,8 +356,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
 
       if (accum_n >= options_.push_every) {
         const bool busy = in_flight.has_value() && !push_ready();
-        const int cap = std::max(options_.push_every,
-                                 options_.max_minibatches_per_push);
+        int cap =
+            std::max(options_.push_every, options_.max_minibatches_per_push);
+        if (client_->max_push_minibatches() > 0) {
+          cap = std::min(cap, client_->max_push_minibatches());
+        }
         if (!(busy && options_.compute_while_pushing && accum_n < cap)) {
           ASGD_RETURN_IF_ERROR(collect());
           ASGD_RETURN_IF_ERROR(start_push());

@@ -74,15 +74,26 @@ struct TrainerOptions {
   // "learning_rate" attribute.
   float local_learning_rate = 0;
   // A failed pull or push of a transient kind (a server is down or
-  // restarting: UNAVAILABLE, DEADLINE_EXCEEDED, ...) is retried with
-  // exponential backoff (initial_backoff doubling up to max_backoff, with
-  // jitter) for up to max_retry_time; the worker then resumes from a fresh
-  // pull. A failed push is never resent: a server that got it may have
-  // applied it.
+  // restarting: UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, and ABORTED for a
+  // push from versions a restarted server never reached) is retried with
+  // exponential backoff (initial_backoff doubling up to max_backoff, times a
+  // jitter in [0.5, 1]) for up to max_retry_time; the worker then resumes
+  // from a fresh pull. A failed push is never resent: a server that got it
+  // may have applied it. A push the server refused as overloaded (a
+  // Refusal, common/refusal.h) is counted as busy and the worker pulls and
+  // goes on at once. Decisions rest on the status code and the refusal,
+  // never on the message text.
   absl::Duration initial_backoff = absl::Milliseconds(100);
-  absl::Duration max_backoff = absl::Seconds(5);
+  absl::Duration max_backoff = absl::Seconds(1);
   absl::Duration max_retry_time = absl::Minutes(10);
+  // Seed of the backoff jitter; 0: from the worker index, the process id
+  // and the clock, so that workers that lost the same server do not retry
+  // in lockstep.
+  uint64_t jitter_seed = 0;
 };
+
+// A jitter seed that differs between workers and between runs.
+uint64_t JitterSeed(int worker_index);
 
 class Trainer {
  public:
@@ -123,7 +134,7 @@ class Trainer {
   // Retry state: consecutive failures and when the first of them happened.
   int failures_ = 0;
   absl::Time first_failure_;
-  uint64_t jitter_state_ = 0x9e3779b97f4a7c15ull;
+  uint64_t jitter_state_;
   uint64_t window_staleness_ = 0;
 };
 

@@ -9,58 +9,38 @@
 #include <algorithm>
 #include <random>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/refusal.h"
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
-#include "worker/data/frame_examples.h"
+#include "worker/data/make_examples.h"
+#include "worker/data/toy_task.h"
 #include "worker/data/utterances.h"
 #include "worker/loop/fake_clock.h"
 
 namespace asgd {
 namespace {
 
-ModelSpec SmallSpec() {
-  ModelSpec spec;
-  spec.feature_dim = 4;
-  spec.context = 1;
-  spec.layers = {LayerSpec::Dense(8, Activation::kRelu)};
-  spec.num_classes = 3;
-  return spec;
-}
-
-// Frames whose features carry their label, so training can learn them.
-Utterances MakeData(int part = 0, int parts = 1) {
-  Utterances utts(4);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> noise(0, 0.3f);
-  for (int u = 0; u < 20; ++u) {
-    std::vector<float> f;
-    std::vector<int32_t> l;
-    for (int t = 0; t < 50; ++t) {
-      const int label = (t / 5 + u) % 3;
-      for (int d = 0; d < 4; ++d) f.push_back((d == label ? 2.0f : 0.0f) + noise(rng));
-      l.push_back(label);
-    }
-    if (u % parts == part) utts.Add(f, l);
-  }
-  return utts;
-}
+ModelSpec SmallSpec() { return ToyModel("dnn"); }
 
 // A one-server pool in memory: plain SGD, records every call. With
 // hold_pushes_, a push does not return before release_pushes_ says so.
 class FakePool : public ParamClient {
  public:
-  explicit FakePool(float lr = 0.1f)
-      : layout_(*ModelLayout::Create(ModelTensors(SmallSpec()), 1, 1)),
-        spec_(SmallSpec()),
-        model_(InitialParams(SmallSpec(), 1)),
+  explicit FakePool(const ModelSpec& spec = SmallSpec(), float lr = 0.1f)
+      : layout_(*ModelLayout::Create(ModelTensors(spec), 1, 1)),
+        spec_(spec),
+        model_(InitialParams(spec, 1)),
         lr_(lr) {
     attributes_["learning_rate"] = "0.1";
   }
   const ModelLayout& layout() const override { return layout_; }
   const ModelSpec& model() const override { return spec_; }
+  int max_push_minibatches() const override { return max_push_minibatches_; }
   const std::map<std::string, std::string>& attributes() const override {
     return attributes_;
   }
@@ -91,17 +71,30 @@ class FakePool : public ParamClient {
       return out;
     }
     std::pair<FakePool*, int64_t> me(this, started_++);
-    mu_.Await(absl::Condition(
+    const absl::Condition released(
         +[](std::pair<FakePool*, int64_t>* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
              a->first->mu_) {
           return !a->first->hold_pushes_ || a->first->released_ > a->second;
         },
-        &me));
+        &me);
+    if (hold_at_most_ > absl::ZeroDuration()) {
+      // Released, or given up on after a while: a worker that waits for
+      // this push (it may not compute more) is not kept waiting forever.
+      mu_.AwaitWithTimeout(released, hold_at_most_);
+    } else {
+      mu_.Await(released);
+    }
     ++completed_;
     if (fail_pushes_ > 0) {
       --fail_pushes_;
       log_.push_back("push-failed");
       return absl::UnavailableError("connection reset");
+    }
+    if (!push_errors_.empty()) {
+      const absl::Status error = push_errors_.front();
+      push_errors_.erase(push_errors_.begin());
+      log_.push_back("push-failed");
+      return error;
     }
     log_.push_back("push");
     minibatches_pushed_ += n;
@@ -160,7 +153,11 @@ class FakePool : public ParamClient {
   int drop_every_ = 0;
   int fail_pulls_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Errors the next pushes get, in order.
+  std::vector<absl::Status> push_errors_ ABSL_GUARDED_BY(mu_);
+  int max_push_minibatches_ = 0;
   bool hold_pushes_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration hold_at_most_;  // 0: until released
   int64_t started_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t released_ ABSL_GUARDED_BY(mu_) = 0;
@@ -177,14 +174,21 @@ TrainerOptions BaseOptions(FakeClock* clock) {
   return o;
 }
 
+// Trains the pool's model on part `part` of `parts` of the toy task.
 absl::StatusOr<TrainResult> Train(ParamClient* client, const TrainerOptions& o,
-                                  int part = 0, int parts = 1) {
-  const Utterances train_utts = MakeData(part, parts);
-  const Utterances heldout_utts = MakeData();
-  FrameExamples train(&train_utts, 1), heldout(&heldout_utts, 1);
-  auto backend = CreateCpuBackend(SmallSpec(), 64);
+                                  int part = 0, int parts = 1,
+                                  std::ostream* log = nullptr) {
+  const Utterances train_utts = ToyUtterances(1, part, parts);
+  const Utterances heldout_utts = ToyUtterances(1);
+  const ModelSpec& spec = client->model();
+  auto train = MakeExamples(spec, &train_utts, ToyDataOptions());
+  if (!train.ok()) return train.status();
+  auto heldout = MakeExamples(spec, &heldout_utts, ToyDataOptions());
+  if (!heldout.ok()) return heldout.status();
+  auto backend =
+      CreateCpuBackend(spec, ShapeOfBatch(**train, o.loop.batch_size).rows());
   if (!backend.ok()) return backend.status();
-  Trainer trainer(client, backend->get(), &train, &heldout, o, nullptr);
+  Trainer trainer(client, backend->get(), train->get(), heldout->get(), o, log);
   return trainer.Run();
 }
 
@@ -201,7 +205,7 @@ TEST(TrainerTest, PushEveryKSendsOneKthAsManyPushes) {
     auto result = Train(&pool, o);
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(result->steps, 40);
-    EXPECT_EQ(result->frames, 40 * 16);
+    EXPECT_EQ(result->frames, 40 * 16);  // labelled frames
     EXPECT_EQ(result->pushes, 40 / k) << "k=" << k;
     absl::MutexLock lock(&pool.mu_);
     EXPECT_EQ(pool.pushes_, 40 / k);
@@ -227,15 +231,15 @@ TEST(TrainerTest, DroppedPushIsFollowedByAFreshPull) {
   }
 }
 
-// Releases push k once the worker has computed 3 minibatches past its
-// start, and every push after the last step: the network is slower than
+// Releases push k once the worker has computed steps_per_push minibatches
+// past its start, and every push after the last step: the network is slower than
 // compute by construction.
 class SlowNetwork : public TrainerObserver {
  public:
-  SlowNetwork(FakePool* pool, int64_t max_steps)
-      : pool_(pool), max_steps_(max_steps) {}
+  SlowNetwork(FakePool* pool, int64_t max_steps, int steps_per_push = 3)
+      : pool_(pool), max_steps_(max_steps), steps_per_push_(steps_per_push) {}
   void OnStep(const StepReport&) override {
-    if (++steps_ % 3 == 0) pool_->Release(released_++);
+    if (++steps_ % steps_per_push_ == 0) pool_->Release(released_++);
     if (steps_ == max_steps_) pool_->ReleaseAll();
   }
   void OnPush(const PushReport&) override {}
@@ -244,6 +248,7 @@ class SlowNetwork : public TrainerObserver {
  private:
   FakePool* const pool_;
   const int64_t max_steps_;
+  const int steps_per_push_;
   int64_t steps_ = 0;
   int64_t released_ = 0;
 };
@@ -364,6 +369,130 @@ TEST(TrainerTest, GivesUpWhenTheServerStaysAway) {
   EXPECT_LT(clock.Sleeps(), absl::Seconds(32));
 }
 
+// What the worker does after a failed push depends on the status code and
+// the refusal only: an overloaded server (any refusal, whatever the text) is
+// "busy": pull and go on at once; a plain UNAVAILABLE (even one saying
+// "busy") and ABORTED are retried after a backoff; INVALID_ARGUMENT is
+// final, even when its text says "from the future".
+TEST(TrainerTest, RetryDecisionsFollowTheCodeAndTheRefusalNotTheText) {
+  FakeClock clock;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.push_errors_ = {
+        WithRefusal(absl::UnavailableError("queues full"), Refusal::kBusy),
+        WithRefusal(absl::UnavailableError("no memory"), Refusal::kPushMemory),
+        WithRefusal(absl::UnavailableError("too many"), Refusal::kPeerLimit),
+        absl::UnavailableError("server busy: apply queues are full"),
+        absl::AbortedError("pull again"),
+    };
+  }
+  RetryCounter counter;
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.observer = &counter;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->pushes_busy, 3);
+  EXPECT_EQ(counter.retries, 2);
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(pool.pushes_, 35);  // none of the 5 refused ones was resent
+}
+
+TEST(TrainerTest, InvalidArgumentIsFinalWhateverItsText) {
+  FakeClock clock;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.push_errors_ = {absl::InvalidArgumentError(
+        "push computed from version 9 (a version from the future)")};
+  }
+  auto result = Train(&pool, BaseOptions(&clock));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The waits between retries, as the worker logs them ("retry N in X").
+std::vector<absl::Duration> LoggedWaits(const std::string& log) {
+  std::vector<absl::Duration> waits;
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.rfind(" in ");
+    if (line.find("; retry ") == std::string::npos || at == std::string::npos) {
+      continue;
+    }
+    absl::Duration d;
+    if (absl::ParseDuration(line.substr(at + 4), &d)) waits.push_back(d);
+  }
+  return waits;
+}
+
+// Workers that lost the same server come back at different times: the
+// jitter comes from a per-worker seed (by default the worker index, the
+// process id and the clock), and no wait passes max_backoff.
+TEST(TrainerTest, BackoffJitterIsPerWorkerAndBounded) {
+  EXPECT_NE(JitterSeed(0), JitterSeed(1));
+  EXPECT_NE(JitterSeed(0), JitterSeed(0));  // the clock moved
+  auto waits_with_seed = [&](uint64_t seed) {
+    FakeClock clock;
+    FakePool pool;
+    {
+      absl::MutexLock lock(&pool.mu_);
+      pool.fail_pulls_ = 8;
+    }
+    TrainerOptions o = BaseOptions(&clock);
+    o.loop.max_steps = 2;
+    o.initial_backoff = absl::Milliseconds(1);
+    o.max_backoff = absl::Milliseconds(8);
+    o.jitter_seed = seed;
+    std::ostringstream log;
+    EXPECT_TRUE(Train(&pool, o, 0, 1, &log).ok());
+    return LoggedWaits(log.str());
+  };
+  const std::vector<absl::Duration> a = waits_with_seed(1);
+  const std::vector<absl::Duration> b = waits_with_seed(2);
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 8u);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a, waits_with_seed(1));  // a seed gives the same waits
+  for (size_t i = 0; i < a.size(); ++i) {
+    const absl::Duration full =
+        std::min(absl::Milliseconds(1) * (1 << i), absl::Milliseconds(8));
+    for (absl::Duration w : {a[i], b[i]}) {
+      EXPECT_GE(w, full / 2) << i;
+      EXPECT_LE(w, full) << i;
+    }
+  }
+}
+
+TEST(TrainerTest, PushEveryBeyondTheServersLimitIsRefusedAtStart) {
+  FakeClock clock;
+  FakePool pool;
+  pool.max_push_minibatches_ = 4;
+  TrainerOptions o = BaseOptions(&clock);
+  o.push_every = 5;
+  EXPECT_EQ(Train(&pool, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Computing while pushing never puts more than the limit into one push,
+  // even when the network is slow enough for 8: a push is released after 8
+  // more minibatches, or (when the worker stops at the limit and waits for
+  // it) after 50 ms.
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.hold_pushes_ = true;
+  }
+  pool.hold_at_most_ = absl::Milliseconds(50);
+  SlowNetwork network(&pool, 40, /*steps_per_push=*/8);
+  o.push_every = 1;
+  o.compute_while_pushing = true;
+  o.max_minibatches_per_push = 8;
+  o.loop.observer = &network;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(pool.max_minibatches_, 4);
+  EXPECT_EQ(pool.minibatches_pushed_, 40);
+}
+
 TEST(TrainerTest, SgdModeTrainsLocallyAndHandsTheModelOver) {
   FakeClock clock;
   FakePool pool;
@@ -419,6 +548,26 @@ TEST(TrainerTest, StragglerIdlesInProportionToItsCompute) {
   EXPECT_NEAR(result->phases.idle, 10 * 0.003, 1e-9);  // sleep + tick
 }
 
+TEST(TrainerTest, StopsAtTheTimeBudget) {
+  FakeClock clock;
+  clock.set_tick(absl::Milliseconds(1));  // time moves 1 ms per reading
+  FakePool pool;
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.max_steps = 0;
+  o.loop.epochs = 0;
+  o.loop.max_seconds = 0.1;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // About 7 clock readings per step: the budget ends it after some steps,
+  // long before the data would.
+  EXPECT_GT(result->steps, 5);
+  EXPECT_LT(result->steps, 30);
+  o.mode = TrainMode::kSync;
+  o.loop.max_steps = 10;
+  EXPECT_EQ(Train(&pool, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(TrainerTest, SyncModeNeedsAStepCountAndOnePushPerStep) {
   FakeClock clock;
   FakePool pool;
@@ -432,6 +581,52 @@ TEST(TrainerTest, SyncModeNeedsAStepCountAndOnePushPerStep) {
   EXPECT_EQ(Train(&pool, o).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
+
+// Every training mode of the trainer trains every model kind: the toy task is
+// learned well above chance (33%) whatever the model and the mode.
+struct KindAndMode {
+  std::string kind;
+  std::string mode;  // asgd, accumulate, background, sgd, warm_start
+};
+
+class EveryModelKindTest : public ::testing::TestWithParam<KindAndMode> {};
+
+TEST_P(EveryModelKindTest, LearnsTheToyTask) {
+  const KindAndMode& p = GetParam();
+  FakeClock clock;
+  FakePool pool(ToyModel(p.kind), 0.2f);
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.batch_size = 20;
+  o.loop.max_steps = 150;
+  if (p.mode == "accumulate") o.push_every = 3;
+  if (p.mode == "background") o.compute_while_pushing = true;
+  if (p.mode == "sgd") o.mode = TrainMode::kSgd;
+  if (p.mode == "warm_start") o.warm_start_epochs = 0.5;
+  pool.attributes_["learning_rate"] = "0.2";
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 150);
+  // Sequence models count only the labelled frames of their chunks.
+  EXPECT_GE(result->frames, 150 * 10);
+  EXPECT_GT(result->heldout_accuracy, 0.8) << p.kind << " " << p.mode;
+}
+
+std::vector<KindAndMode> KindsAndModes() {
+  std::vector<KindAndMode> out;
+  for (const char* kind : {"dnn", "cnn", "lstm", "blstm"}) {
+    for (const char* mode :
+         {"asgd", "accumulate", "background", "sgd", "warm_start"}) {
+      out.push_back({kind, mode});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(KindsAndModes, EveryModelKindTest,
+                         ::testing::ValuesIn(KindsAndModes()),
+                         [](const auto& info) {
+                           return info.param.kind + "_" + info.param.mode;
+                         });
 
 }  // namespace
 }  // namespace asgd

@@ -1,0 +1,96 @@
+#include "kaldi/alignments.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace asgd::kaldi {
+
+absl::StatusOr<std::vector<std::string>> ExpandFileList(
+    absl::string_view spec) {
+  std::vector<std::string> files;
+  for (absl::string_view item : absl::StrSplit(spec, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (item.empty()) continue;
+    const std::string pattern(item);
+    if (pattern.find_first_of("*?[") == std::string::npos) {
+      files.push_back(pattern);
+      continue;
+    }
+    glob_t g;
+    const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+    if (rc == GLOB_NOMATCH) {
+      globfree(&g);
+      return absl::NotFoundError(
+          absl::StrCat("\"", pattern, "\" matches no file"));
+    }
+    if (rc != 0) {
+      globfree(&g);
+      return absl::UnavailableError(
+          absl::StrCat("cannot expand \"", pattern, "\""));
+    }
+    std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    globfree(&g);
+    std::sort(matches.begin(), matches.end());
+    files.insert(files.end(), matches.begin(), matches.end());
+  }
+  if (files.empty()) {
+    return absl::InvalidArgumentError("the alignment file list is empty");
+  }
+  return files;
+}
+
+absl::StatusOr<std::unique_ptr<AlignmentReader>> AlignmentReader::Open(
+    std::vector<std::string> files, const ReadLimits& limits) {
+  if (files.empty()) {
+    return absl::InvalidArgumentError("no alignment files");
+  }
+  return std::unique_ptr<AlignmentReader>(
+      new AlignmentReader(std::move(files), limits));
+}
+
+absl::StatusOr<bool> AlignmentReader::Next(AlignmentEntry* entry) {
+  if (!failed_.ok()) return failed_;
+  while (true) {
+    if (ark_ == nullptr) {
+      if (next_file_ >= static_cast<int>(files_.size())) return false;
+      current_file_ = next_file_++;
+      auto opened =
+          SequentialArchiveReader::Open(files_[current_file_], limits_);
+      if (!opened.ok()) {
+        failed_ = opened.status();
+        return failed_;
+      }
+      ark_ = *std::move(opened);
+    }
+    entry->key.clear();
+    entry->labels.clear();
+    entry->file_index = current_file_;
+    absl::StatusOr<bool> more = ark_->Next();
+    absl::Status s = more.status();
+    if (s.ok() && *more) {
+      entry->key = ark_->key();
+      entry->where = {ark_->path(), ark_->object_offset(), 0, ark_->key()};
+      s = ark_->ReadInt32Vector(&entry->labels);
+      if (s.ok()) return true;
+    }
+    if (s.ok()) {  // end of this file
+      ark_.reset();
+      continue;
+    }
+    ark_.reset();
+    if (!IsBadData(s)) {
+      failed_ = s;
+      return s;
+    }
+    ++files_cut_short_;
+    return s;
+  }
+}
+
+}  // namespace asgd::kaldi

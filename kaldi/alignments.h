@@ -1,0 +1,85 @@
+// Frame-label alignments: int32-vector archives of zero-based pdf ids, one
+// label per frame, as `ali-to-pdf` writes them (binary or text, gzip'd or
+// not), spread over several files (ali.1.gz ... ali.N.gz).
+//
+// These must be pdf ids. The ali.*.gz of steps/align_*.sh hold transition
+// ids; convert them first:
+//   ali-to-pdf exp/tri3_ali/final.mdl
+//     "ark:gunzip -c exp/tri3_ali/ali.*.gz|" ark:exp/tri3_ali/pdf.ark
+//
+//   ASGD_ASSIGN_OR_RETURN(std::vector<std::string> files,
+//                         ExpandFileList("exp/tri3_ali/pdf.*.gz"));
+//   ASGD_ASSIGN_OR_RETURN(auto reader, AlignmentReader::Open(files));
+//   AlignmentEntry e;
+//   while (true) {
+//     absl::StatusOr<bool> more = reader->Next(&e);
+//     if (!more.ok()) { ... IsBadData(): e.key / e.where say which;
+//                       Next() goes on with the next file }
+//     if (!*more) break;
+//     ... e.key, e.labels
+//   }
+//
+// Thread-safety: an AlignmentReader is used by one thread.
+#ifndef ASGD_KALDI_ALIGNMENTS_H_
+#define ASGD_KALDI_ALIGNMENTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kaldi/archive_reader.h"
+#include "kaldi/bad_data.h"
+#include "kaldi/object_reader.h"
+
+namespace asgd::kaldi {
+
+// A comma-separated list of paths and glob patterns, e.g.
+// "exp/tri3_ali/pdf.*.gz,extra/pdf.ark", in order; the matches of one
+// pattern sorted. kNotFound when a pattern matches nothing, InvalidArgument
+// for an empty list.
+absl::StatusOr<std::vector<std::string>> ExpandFileList(absl::string_view spec);
+
+struct AlignmentEntry {
+  std::string key;
+  std::vector<int32_t> labels;
+  DataLocation where;  // archive and offset of the labels' object
+  int file_index = 0;  // index into the reader's files
+};
+
+class AlignmentReader {
+ public:
+  // Opens nothing yet: files are opened one at a time as reading goes.
+  static absl::StatusOr<std::unique_ptr<AlignmentReader>> Open(
+      std::vector<std::string> files, const ReadLimits& limits = {});
+
+  // The next alignment over all files; false after the last. A bad entry is
+  // a BadDataError (e.key holds its key when it was read); the rest of that
+  // file cannot be read (archives cannot resynchronise) and Next() goes on
+  // with the next file. An I/O error (a file that cannot be opened) is
+  // returned as is and ends the reader.
+  absl::StatusOr<bool> Next(AlignmentEntry* entry);
+
+  const std::vector<std::string>& files() const { return files_; }
+  // Files whose tail was lost to an error.
+  int files_cut_short() const { return files_cut_short_; }
+
+ private:
+  AlignmentReader(std::vector<std::string> files, const ReadLimits& limits)
+      : files_(std::move(files)), limits_(limits) {}
+
+  std::vector<std::string> files_;
+  ReadLimits limits_;
+  int next_file_ = 0;
+  int current_file_ = -1;
+  std::unique_ptr<SequentialArchiveReader> ark_;
+  int files_cut_short_ = 0;
+  absl::Status failed_;
+};
+
+}  // namespace asgd::kaldi
+
+#endif  // ASGD_KALDI_ALIGNMENTS_H_

@@ -1,0 +1,127 @@
+// Bad Kaldi data: why a record is refused, the error every reader of this
+// library returns for it, the refuse/skip policy and the per-reason counts.
+//
+// Two kinds of failure, told apart by status code:
+//  * Bad data: absl::StatusCode::kInvalidArgument, with a BadDataReason in the
+//    status payload (BadDataReasonOf) and a message that names the file, the
+//    byte offset and, where known, the utterance:
+//      "/exp/feats.ark at byte 1234 (utterance spk1-utt7): truncated: the
+//       FM data needs 16000 bytes from byte 1249, 120 remain"
+//    Callers decide on the code and the reason, never on the text. A
+//    BadDataPolicy chooses between failing with the error and skipping the
+//    utterance (counted in BadDataCounts).
+//  * Everything else: a file that cannot be opened or read (kNotFound,
+//    kPermissionDenied, kUnavailable), an rxfilename this library does not
+//    read (kUnimplemented: pipes, stdin), bad options (kInvalidArgument
+//    without a reason). These are never skipped.
+//
+// Thread-safety: the functions are thread-safe; a BadDataCounts is a plain
+// value (synchronise concurrent writers yourself).
+#ifndef ASGD_KALDI_BAD_DATA_H_
+#define ASGD_KALDI_BAD_DATA_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace asgd::kaldi {
+
+enum class BadDataReason : int {
+  kNone = 0,
+  // A line of feats.scp, cmvn.scp or utt2spk that does not parse (missing
+  // rxfilename, bad offset, bad range syntax, an overlong line).
+  kMalformedLine,
+  // A row/column range outside the matrix it selects from.
+  kBadRange,
+  // An scp offset at or past the end of its archive.
+  kOffsetPastEnd,
+  // An archive (or gzip stream) that ends inside a key or an object.
+  kTruncated,
+  // An object of an unexpected type: an unknown token ("XM "), or a known
+  // one where another belongs (a vector where features belong).
+  kUnknownToken,
+  // A known object with impossible contents: a size byte other than 4,
+  // negative dimensions, rows of different lengths in a text matrix, a
+  // non-numeric text value, a key that is too long, corrupt gzip data.
+  kMalformedObject,
+  // An object beyond the configured size limits (ReadLimits).
+  kTooLarge,
+  // NaN or Inf in features.
+  kNonFinite,
+  // Features whose dimension differs from the data set's.
+  kDimMismatch,
+  // An utterance of feats.scp with no alignment.
+  kMissingAlignment,
+  // Features and alignment of different lengths.
+  kLengthMismatch,
+  // A label < 0 or >= the class count.
+  kLabelOutOfRange,
+  // A key seen twice (feats.scp, alignments).
+  kDuplicateKey,
+  // No speaker in utt2spk, or no CMVN stats for the speaker.
+  kMissingSpeaker,
+  // CMVN stats that cannot normalise: wrong shape, count < 1, non-finite.
+  kBadCmvn,
+  kNumReasons
+};
+
+inline constexpr int kNumBadDataReasons =
+    static_cast<int>(BadDataReason::kNumReasons);
+
+// "truncated", "offset_past_end", ...: stable snake_case names, usable as
+// metric label values.
+absl::string_view BadDataReasonName(BadDataReason reason);
+
+// Where a record lives. Empty/negative fields are left out of messages.
+struct DataLocation {
+  std::string file;
+  int64_t offset = -1;  // byte offset (in decompressed bytes for gzip)
+  int64_t line = 0;     // 1-based line of a text table; 0: none
+  std::string key;      // utterance (or speaker) id
+};
+
+// "FILE at byte N (line L) (utterance K)".
+std::string FormatLocation(const DataLocation& where);
+
+// kInvalidArgument "<location>: <reason name>: <what>" with `reason` as
+// payload.
+absl::Status BadDataError(BadDataReason reason, const DataLocation& where,
+                          absl::string_view what);
+
+// The reason of a BadDataError; kNone for any other status (OK included).
+BadDataReason BadDataReasonOf(const absl::Status& status);
+
+// Whether `status` is a BadDataError (and hence subject to the policy).
+inline bool IsBadData(const absl::Status& status) {
+  return BadDataReasonOf(status) != BadDataReason::kNone;
+}
+
+enum class BadDataPolicy {
+  kRefuse,  // the first bad record is an error
+  kSkip,    // bad utterances are skipped and counted
+};
+
+// "refuse" or "skip"; InvalidArgument otherwise.
+absl::StatusOr<BadDataPolicy> ParseBadDataPolicy(absl::string_view text);
+
+// Utterances skipped, by reason. Each utterance is counted once, under the
+// first reason found for it.
+struct BadDataCounts {
+  std::array<int64_t, kNumBadDataReasons> by_reason{};
+
+  void Add(BadDataReason reason) { ++by_reason[static_cast<int>(reason)]; }
+  int64_t Get(BadDataReason reason) const {
+    return by_reason[static_cast<int>(reason)];
+  }
+  int64_t Total() const;
+  // "truncated=1 non_finite=2" (only non-zero reasons); "none" when empty.
+  std::string ToString() const;
+};
+
+}  // namespace asgd::kaldi
+
+#endif  // ASGD_KALDI_BAD_DATA_H_

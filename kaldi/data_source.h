@@ -1,0 +1,236 @@
+// KaldiDataSource: the utterances of a Kaldi data directory with their frame
+// labels, for one worker's part, read through the scp offsets with bounded
+// memory and shuffled in a bounded buffer.
+//
+// Input:
+//   <data_dir>/feats.scp   `utt rxfilename` (scp.h: archives with offsets,
+//                          ranges; FM, DM, CM, CM2, CM3 or text matrices)
+//   <data_dir>/utt2spk     optional: `utt spk`
+//   <data_dir>/cmvn.scp    optional: `spk rxfilename` of 2 × (D+1) stats
+//                          (cmvn.h); keyed by utterance when there is no
+//                          utt2spk, as apply-cmvn does
+//   alignments             pdf-id int32-vector archives (alignments.h)
+//
+// Output: per utterance its key, features [T × D] float (CMVN applied) and
+// labels [T] int32 in [0, num_classes).
+//
+// Parts: the utterance on the i-th non-blank line of feats.scp (i from 0)
+// belongs to part i % num_parts. Every worker reads feats.scp and all
+// alignment files (each worker judges only its own utterances), so all
+// workers agree on feature_dim() and num_classes().
+//
+// Memory, for a part of U utterances with F frames in all:
+//   * an index of about 120 bytes + the key per utterance;
+//   * the labels: 4·F bytes in memory up to max_label_memory_bytes, beyond
+//     that in an unlinked temporary file in temp_dir (label_store.h);
+//   * CMVN transforms: 8·D bytes per speaker of the part;
+//   * at most max_open_files archives open, each with a 64 KiB buffer;
+//   * the shuffle buffer: at most shuffle_buffer_utterances utterances and
+//     shuffle_buffer_bytes bytes (one utterance larger than that alone),
+//     plus the utterance being read and the one handed out.
+// Features are never held beyond that, so a corpus larger than memory works.
+//
+// Order: each pass (StartEpoch) reads the part's utterances in an order
+// drawn from (seed, epoch, part): blocks of `read_block` consecutive scp
+// entries (1: every utterance on its own; larger blocks read archives more
+// sequentially) in a random permutation, then through a shuffle buffer from
+// which a uniformly random utterance leaves each time it is full. With
+// shuffle = false the order is feats.scp's and nothing is buffered
+// (evaluation, writing log-likelihoods).
+//
+// Bad data (bad_data.h): problems found while indexing (malformed scp line,
+// duplicate key, missing alignment, label out of range, missing speaker or
+// bad CMVN stats, a bad alignment entry) are reported by Create(); problems
+// found while reading features (truncated archive, unknown token, offset
+// past the end, NaN/Inf, dimension or length mismatch, bad range) by Next().
+// With BadDataPolicy::kRefuse the first one is the error (and Next() keeps
+// returning it until StartEpoch()); with kSkip the utterance is dropped for
+// good and counted once in bad_data(). I/O errors (a missing archive, a
+// read error) and kUnimplemented rxfilenames (pipes) are errors under
+// either policy.
+//
+// Example (a worker's training loop and an evaluation pass):
+//   KaldiDataOptions o;
+//   o.data_dir = "data/train";
+//   o.alignments = "exp/tri3_ali/pdf.*.gz";
+//   o.part = worker_index;
+//   o.num_parts = num_workers;
+//   o.policy = BadDataPolicy::kSkip;
+//   ASGD_ASSIGN_OR_RETURN(auto source, KaldiDataSource::Create(o));
+//   // model input: source->feature_dim(), output: source->num_classes()
+//   KaldiUtterance utt;
+//   for (uint64_t epoch = 0; epoch < epochs; ++epoch) {
+//     source->StartEpoch(epoch);
+//     while (true) {
+//       ASGD_ASSIGN_OR_RETURN(bool more, source->Next(&utt));
+//       if (!more) break;
+//       // utt.features (utt.num_frames() × feature_dim), utt.labels
+//     }
+//     log(source->bad_data().ToString());
+//   }
+//
+// Thread-safety: not thread-safe; one thread drives a source (run several
+// sources, e.g. train and held-out, in different threads if needed).
+#ifndef ASGD_KALDI_DATA_SOURCE_H_
+#define ASGD_KALDI_DATA_SOURCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kaldi/archive_reader.h"
+#include "kaldi/bad_data.h"
+#include "kaldi/cmvn.h"
+#include "kaldi/label_store.h"
+#include "kaldi/matrix.h"
+#include "kaldi/object_reader.h"
+#include "kaldi/scp.h"
+
+namespace asgd::kaldi {
+
+enum class CmvnMode {
+  kAuto,     // apply cmvn.scp when the data directory has one
+  kOff,      // never
+  kRequire,  // apply; a directory without cmvn.scp is an error
+};
+
+struct KaldiDataOptions {
+  std::string data_dir;    // required
+  std::string alignments;  // required: files and globs (ExpandFileList)
+  int part = 0;
+  int num_parts = 1;
+
+  // 0: the largest label of all alignments + 1. Otherwise labels must be
+  // below it.
+  int32_t num_classes = 0;
+  // Labels at or above this are out of range in any case (guards the
+  // scanned class count against a corrupt label).
+  int32_t max_num_classes = 1 << 20;
+  // 0: the column count of the first readable utterance of feats.scp.
+  int32_t feature_dim = 0;
+
+  CmvnMode cmvn = CmvnMode::kAuto;
+  bool norm_vars = false;
+
+  BadDataPolicy policy = BadDataPolicy::kRefuse;
+
+  bool shuffle = true;
+  uint64_t seed = 1;
+  int32_t read_block = 1;
+  int32_t shuffle_buffer_utterances = 64;
+  int64_t shuffle_buffer_bytes = int64_t{64} << 20;
+
+  int max_open_files = 16;
+  int64_t max_label_memory_bytes = int64_t{256} << 20;
+  std::string temp_dir = "/tmp";
+  ReadLimits limits;
+  // base_dir for relative rxfilenames ("": the current directory).
+  std::string scp_base_dir;
+};
+
+struct KaldiUtterance {
+  std::string key;
+  Matrix features;              // num_frames × feature_dim
+  std::vector<int32_t> labels;  // num_frames
+  int32_t num_frames() const { return features.rows; }
+  // Bytes of the data it holds (what the shuffle buffer counts).
+  int64_t bytes() const {
+    return static_cast<int64_t>(features.data.size() * sizeof(float) +
+                                labels.size() * sizeof(int32_t) + key.size());
+  }
+};
+
+struct KaldiDataStats {
+  int64_t utterances_read = 0;  // handed out by Next(), all passes
+  int64_t frames_read = 0;
+  int64_t buffer_utterances = 0;  // now in the shuffle buffer
+  int64_t buffer_bytes = 0;
+  int64_t peak_buffer_utterances = 0;
+  int64_t peak_buffer_bytes = 0;
+  int open_files = 0;
+  int64_t file_opens = 0;
+  int64_t label_memory_bytes = 0;
+  bool labels_spilled = false;
+};
+
+class KaldiDataSource {
+ public:
+  // Indexes the part: reads feats.scp, utt2spk, cmvn.scp (and the stats of
+  // the part's speakers) and every alignment file, and determines
+  // feature_dim and num_classes. Errors: InvalidArgument for bad options;
+  // bad data under kRefuse (see above); I/O errors.
+  static absl::StatusOr<std::unique_ptr<KaldiDataSource>> Create(
+      const KaldiDataOptions& options);
+  ~KaldiDataSource();
+
+  int32_t feature_dim() const { return feature_dim_; }
+  int32_t num_classes() const { return num_classes_; }
+  // The part's utterances not (yet) known to be bad, and their frames (by
+  // their alignments).
+  int64_t num_utterances() const { return live_utterances_; }
+  int64_t num_frames() const { return live_frames_; }
+  // Whether CMVN is applied.
+  bool cmvn_applied() const { return !transforms_.empty(); }
+
+  // Starts pass `epoch` (see Order above), dropping what is left of the
+  // current one.
+  void StartEpoch(uint64_t epoch);
+
+  // The next utterance of the pass into `out` (its previous contents are
+  // replaced); false at the end of the pass. Before the first StartEpoch()
+  // the source is in pass 0.
+  absl::StatusOr<bool> Next(KaldiUtterance* out);
+
+  const BadDataCounts& bad_data() const { return bad_; }
+  KaldiDataStats stats() const;
+
+ private:
+  struct Record;
+  explicit KaldiDataSource(const KaldiDataOptions& options);
+
+  absl::Status Index();
+  absl::Status ReadScp(std::vector<ScpEntry>* first_entries);
+  absl::Status ReadSpeakers();
+  absl::Status ReadCmvn();
+  absl::Status ReadAlignments();
+  absl::Status FindFeatureDim(const std::vector<ScpEntry>& first_entries);
+  // Applies the policy to a bad-data status about `record` (may be null:
+  // a line that has no record).
+  absl::Status Reject(Record* record, const absl::Status& status);
+  absl::Status Load(const Record& record, KaldiUtterance* out);
+
+  KaldiDataOptions options_;
+  std::vector<std::string> paths_;  // archive paths, interned
+  std::vector<Record> records_;
+  absl::flat_hash_map<std::string, int64_t> by_key_;
+  std::vector<std::string> speakers_;      // interned speaker ids
+  std::vector<CmvnTransform> transforms_;  // per speaker, when applied
+  std::vector<std::string> alignment_files_;
+  std::unique_ptr<LabelStore> labels_;
+  RxfilenameReader reader_;
+  int32_t feature_dim_ = 0;
+  int32_t num_classes_ = 0;
+  int64_t live_utterances_ = 0;
+  int64_t live_frames_ = 0;
+  BadDataCounts bad_;
+
+  // The current pass.
+  std::vector<int64_t> order_;
+  size_t cursor_ = 0;
+  std::mt19937_64 rng_;
+  std::vector<KaldiUtterance> buffer_;
+  int64_t buffer_bytes_ = 0;
+  bool has_pending_ = false;
+  KaldiUtterance pending_;
+  absl::Status pass_error_;
+  KaldiDataStats stats_;
+};
+
+}  // namespace asgd::kaldi
+
+#endif  // ASGD_KALDI_DATA_SOURCE_H_

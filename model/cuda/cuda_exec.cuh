@@ -1,0 +1,93 @@
+// CudaExec: the Exec of layer_math.h on a CUDA device. Every step is enqueued
+// on the context's stream: GEMMs through cuda::Gemm (cuBLAS), each ForEach as
+// one launch of ForEachKernel (a grid-stride loop calling the op once per
+// element), the sums as the block-reduction kernels of cuda_kernels.h, Copy2D
+// and Zero as cudaMemcpy2DAsync and cudaMemsetAsync. Each returns the launch
+// or call error as an absl::Status (faults during execution surface at the
+// backend's next synchronization).
+//
+// Internal to the plugin; included only by .cu files (nvcc).
+//
+// Thread-safety: as its Context (one thread at a time).
+#ifndef ASGD_MODEL_CUDA_CUDA_EXEC_CUH_
+#define ASGD_MODEL_CUDA_CUDA_EXEC_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "model/cuda/cuda_device.cuh"
+#include "model/cuda/cuda_kernels.h"
+#include "model/cuda/cuda_util.h"
+
+namespace asgd {
+namespace cuda {
+
+// op(e) for e in [0, count), one element per thread and iteration.
+template <class Op>
+__global__ void ForEachKernel(int64_t count, Op op) {
+  for (int64_t e = cuda_kernels::GlobalThread(); e < count;
+       e += cuda_kernels::GridThreads()) {
+    op(e);
+  }
+}
+
+class CudaExec {
+ public:
+  explicit CudaExec(const Context& ctx) : ctx_(ctx) {}
+
+  absl::Status Gemm(bool trans_a, bool trans_b, int m, int n, int k,
+                    const float* a, int lda, const float* b, int ldb,
+                    float beta, float* c, int ldc) {
+    return cuda::Gemm(ctx_, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c,
+                      ldc);
+  }
+
+  template <class Op>
+  absl::Status ForEach(int64_t count, const Op& op) {
+    if (count <= 0) return absl::OkStatus();
+    ForEachKernel<Op>
+        <<<cuda_kernels::ElementwiseGrid(count),
+           cuda_kernels::kElementwiseBlock, 0, ctx_.stream>>>(count, op);
+    ASGD_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  }
+
+  absl::Status ColumnSums(const float* m, int rows, int cols, float* sums) {
+    ASGD_CUDA_RETURN_IF_ERROR(
+        cuda_kernels::LaunchColumnSums(m, rows, cols, sums, ctx_.stream));
+    return absl::OkStatus();
+  }
+
+  absl::Status ChannelSums(const float* m, int rows, int groups, int group,
+                           float* sums) {
+    ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchChannelSums(
+        m, rows, groups, group, sums, ctx_.stream));
+    return absl::OkStatus();
+  }
+
+  absl::Status Copy2D(float* dst, int64_t dst_stride, const float* src,
+                      int64_t src_stride, int64_t width, int64_t rows) {
+    if (width <= 0 || rows <= 0) return absl::OkStatus();
+    ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+        dst, sizeof(float) * dst_stride, src, sizeof(float) * src_stride,
+        sizeof(float) * width, rows, cudaMemcpyDeviceToDevice, ctx_.stream));
+    return absl::OkStatus();
+  }
+
+  absl::Status Zero(float* p, int64_t count) {
+    if (count <= 0) return absl::OkStatus();
+    ASGD_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(p, 0, sizeof(float) * count, ctx_.stream));
+    return absl::OkStatus();
+  }
+
+ private:
+  const Context ctx_;
+};
+
+}  // namespace cuda
+}  // namespace asgd
+
+#endif  // ASGD_MODEL_CUDA_CUDA_EXEC_CUH_

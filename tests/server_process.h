@@ -1,0 +1,182 @@
+// Helpers for tests that run the real asgd_server binary as a child process:
+// start it on port 0 (its port read from --port_file), watch its resident
+// memory, stop it with SIGTERM, and talk to it with generated stubs of its
+// own connection (as separate worker processes have).
+//
+// Thread-safety: a ServerProcess belongs to one thread; the free functions
+// are thread-safe.
+#ifndef ASGD_TESTS_SERVER_PROCESS_H_
+#define ASGD_TESTS_SERVER_PROCESS_H_
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/asgd.grpc.pb.h"
+
+namespace asgd {
+
+// VmRSS of `pid` in kB, or -1.
+inline int64_t RssKb(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    int64_t kb = -1;
+    fields >> kb;
+    return kb;
+  }
+  return -1;
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The test's scratch directory.
+inline std::string TestDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return tmp != nullptr ? tmp : "/tmp";
+}
+
+// Reads an integer a process writes to `path`; 0 until it is there.
+inline int ReadPortFile(const std::string& path) {
+  int port = 0;
+  const std::string text = ReadFile(path);
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port) && port > 0) {
+    return port;
+  }
+  return 0;
+}
+
+// The asgd_server child process: started with --port=0, its port read from
+// --port_file. Killed (SIGKILL) if the test exits without stopping it, also
+// when the test process dies (PR_SET_PDEATHSIG).
+class ServerProcess {
+ public:
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  // `name` keeps the files of several servers in one directory apart.
+  void Start(const std::string& binary, const std::vector<std::string>& flags,
+             const std::string& dir, const std::string& name = "server") {
+    port_file_ = absl::StrCat(dir, "/", name, ".port");
+    log_file_ = absl::StrCat(dir, "/", name, ".log");
+    unlink(port_file_.c_str());
+    std::vector<std::string> args = {binary, "--host=127.0.0.1", "--port=0",
+                                     "--port_file=" + port_file_};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t parent = getpid();
+    pid_ = fork();
+    ASSERT_GE(pid_, 0) << "fork failed";
+    if (pid_ == 0) {
+      // Child: only async-signal-safe calls until exec.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      const int fd =
+          open(log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+
+  // Waits (bounded) for the port file; 0 if the server died or timed out.
+  int WaitForPort(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (const int port = ReadPortFile(port_file_); port > 0) return port;
+      if (!Alive()) return 0;
+      absl::SleepFor(absl::Milliseconds(10));  // polling a file, bounded
+    }
+    return 0;
+  }
+
+  bool Alive() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_status_ = status;
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+
+  // SIGTERM, then waits (bounded) for the exit. Returns the wait status, or
+  // -1 when it had to be killed.
+  int Stop(absl::Duration timeout) {
+    if (pid_ <= 0) return exit_status_;
+    kill(pid_, SIGTERM);
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (!Alive()) return exit_status_;
+      absl::SleepFor(absl::Milliseconds(10));  // polling the child, bounded
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    return -1;
+  }
+
+  pid_t pid() const { return pid_; }
+  std::string Log() const { return ReadFile(log_file_); }
+
+ private:
+  pid_t pid_ = -1;
+  int exit_status_ = -1;
+  std::string port_file_;
+  std::string log_file_;
+};
+
+// A stub with a connection of its own.
+inline std::unique_ptr<asgd::v1::ParameterServer::Stub> NewStub(
+    const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return asgd::v1::ParameterServer::NewStub(grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args));
+}
+
+template <typename T>
+void SetDeadline(grpc::ClientContext* ctx, T duration) {
+  ctx->set_deadline(std::chrono::system_clock::now() + duration);
+}
+
+}  // namespace asgd
+
+#endif  // ASGD_TESTS_SERVER_PROCESS_H_
