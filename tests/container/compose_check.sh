@@ -55,6 +55,9 @@ PROM_IMAGE=localhost/asgd-check-prometheus:latest
 SERVICES=(corpus server-0 server-1 worker-0 worker-1 prometheus)
 
 ctr_setup compose docker-compose
+# A compose project of its own: podman keeps the DNS entries of compose networks in
+# one directory for the whole machine, by network name.
+PROJECT=asgd-check-$(echo "${CTR_RUN##*-}" | tr 'A-Z' 'a-z')
 ctr_base_image
 clone=$CTR_RUN/clone
 ctr_clone "$clone"
