@@ -49,7 +49,6 @@ source "$here/lib.sh"
 MIN_ACCURACY=${CHECK_MIN_ACCURACY:-60}
 BUILD_TIMEOUT=${CHECK_BUILD_TIMEOUT_S:-2400}
 TRAIN_TIMEOUT=${CHECK_TRAIN_TIMEOUT_S:-900}
-PROJECT=asgd-check
 PROM_IMAGE=localhost/asgd-check-prometheus:latest
 # Every service but grafana (not available here; see docker-compose.check.yml).
 SERVICES=(corpus server-0 server-1 worker-0 worker-1 prometheus)
