@@ -73,6 +73,7 @@ CORPUS="$WORKDIR/corpus"
 asgd_corpus "$CORPUS"
 rm -rf "$WORKDIR/runs"
 mkdir -p "$WORKDIR/runs" "$OUT"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # The servers' model flags of the next runs (the models grid changes them).
 RUN_MODEL=$MODEL
@@ -203,8 +204,28 @@ fi
 
 cores=$(nproc)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+# The command that repeats these runs: the settings each grid reads.
+command="GRID=\"$GRID\""
+settings="batch $BATCH, $NUM_SERVERS servers x 1 shard"
+if has_grid scaling || has_grid decentralized; then
+  command+=" MODEL=$MODEL MODEL_FLAGS=\"$MODEL_FLAGS\" EPOCHS=$EPOCHS LEARNING_RATE=$LEARNING_RATE"
+  has_grid scaling && command+=" WORKERS=\"$WORKERS\""
+  settings+="; model $MODEL ($MODEL_FLAGS; see each run's server log), lr $LEARNING_RATE (sync, allreduce, adpsgd: lr x workers), $EPOCHS epochs, straggler ${SLOWDOWN}x slower"
+  has_grid decentralized && settings+=", delay-by-one on $DELAY_TOPOLOGY"
+fi
+if has_grid models; then
+  command+=" MODELS=\"$MODELS\" BUDGET_S=$BUDGET_S"
+  settings+="; models grid: $BUDGET_S s each, 2 ASGD workers"
+  for m in $MODELS; do
+    flags_var="MODEL_FLAGS_$m" worker_var="WORKER_FLAGS_$m"
+    [ -z "${!flags_var:-}" ] || command+=" $flags_var=\"${!flags_var}\""
+    [ -z "${!worker_var:-}" ] || command+=" $worker_var=\"${!worker_var}\""
+  done
+fi
+[ -z "$WORKER_FLAGS" ] || command+=" WORKER_FLAGS=\"$WORKER_FLAGS\""
 python3 scripts/experiment_report.py --runs "$WORKDIR/runs" --out "$OUT" \
-  --targets "$TARGETS" --machine "$cores cores, $cpu, no GPU" \
-  --command "GRID=\"$GRID\" MODEL=$MODEL EPOCHS=$EPOCHS WORKERS=\"$WORKERS\" scripts/experiment.sh" \
-  --settings "model $MODEL ($MODEL_FLAGS; see each run's server log), batch $BATCH, lr $LEARNING_RATE (sync, allreduce, adpsgd: lr x workers), $NUM_SERVERS servers x 1 shard, $EPOCHS epochs (models grid: $BUDGET_S s each), delay-by-one on $DELAY_TOPOLOGY"
+  --targets "$TARGETS" \
+  --machine "$cores cores, $cpu, no GPU; load average $load_start at the start, $load_end at the end" \
+  --command "$command scripts/experiment.sh" --settings "$settings"
 echo "== results in $OUT"

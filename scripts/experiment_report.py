@@ -222,6 +222,28 @@ def models_table(runs, lines):
     return chosen
 
 
+def targets_table(main_runs, base, targets, lines):
+    """Appends the time-to-target table of the scaling runs to `lines`."""
+    lines.append("Time to reach held-out frame accuracy targets (from worker "
+                 "0's start; periodic evaluations on a 5,000-frame held-out "
+                 "subset every 3 s), with the scaling efficiency against "
+                 "1-worker SGD in brackets: T(sgd-1) / (workers x T).\n")
+    lines.append("| run | workers | " +
+                 " | ".join(f"{t:g}%" for t in targets) + " |")
+    lines.append("|---|---|" + "---|" * len(targets))
+    for r in main_runs:
+        cells = []
+        for target in targets:
+            t = time_to(r["curve"], target)
+            cell = fmt_time(t)
+            tb = time_to(base["curve"], target) if base else None
+            if t is not None and tb is not None and r is not base:
+                cell += f" [{100 * tb / (r['n'] * t):.0f}%]"
+            cells.append(cell)
+        lines.append(f"| {r['name']} | {r['n']} | " + " | ".join(cells) + " |")
+    lines.append("")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", required=True)
@@ -261,24 +283,8 @@ def main():
                if r["mode"] in PS_MODES and r["name"] != r["model_name"]]
     main_runs = [r for r in ps_runs if r["straggler"] == "0"]
     lines = []
-    lines.append("Time to reach held-out frame accuracy targets (from worker "
-                 "0's start; periodic evaluations on a 5,000-frame held-out "
-                 "subset every 3 s), with the scaling efficiency against "
-                 "1-worker SGD in brackets: T(sgd-1) / (workers x T).\n")
-    lines.append("| run | workers | " +
-                 " | ".join(f"{t:g}%" for t in targets) + " |")
-    lines.append("|---|---|" + "---|" * len(targets))
-    for r in main_runs:
-        cells = []
-        for target in targets:
-            t = time_to(r["curve"], target)
-            cell = fmt_time(t)
-            tb = time_to(base["curve"], target) if base else None
-            if t is not None and tb is not None and r is not base:
-                cell += f" [{100 * tb / (r['n'] * t):.0f}%]"
-            cells.append(cell)
-        lines.append(f"| {r['name']} | {r['n']} | " + " | ".join(cells) + " |")
-    lines.append("")
+    if main_runs:
+        targets_table(main_runs, base, targets, lines)
     lines.append("Final held-out frame accuracy (all held-out frames, the "
                  "servers' model after the run) and wall time:\n")
     lines.append("| run | mode | workers | final accuracy | vs sgd-1 | wall time "
