@@ -59,8 +59,11 @@ absl::StatusOr<std::unique_ptr<KaldiDataSource>> KaldiDataSource::Create(
   if (options.data_dir.empty()) {
     return absl::InvalidArgumentError("KaldiDataSource: no data_dir");
   }
-  if (options.alignments.empty()) {
-    return absl::InvalidArgumentError("KaldiDataSource: no alignments");
+  if (options.alignments.empty() != options.features_only) {
+    return absl::InvalidArgumentError(
+        options.features_only
+            ? "KaldiDataSource: features_only takes no alignments"
+            : "KaldiDataSource: no alignments");
   }
   if (options.num_parts < 1 || options.part < 0 ||
       options.part >= options.num_parts) {
@@ -92,6 +95,7 @@ absl::Status KaldiDataSource::Reject(Record* record,
     record->bad = BadDataReasonOf(status);
   }
   bad_.Add(BadDataReasonOf(status));
+  if (options_.on_skip) options_.on_skip(status);
   return absl::OkStatus();
 }
 
@@ -100,7 +104,7 @@ absl::Status KaldiDataSource::Index() {
   ASGD_RETURN_IF_ERROR(ReadScp(&first_entries));
   ASGD_RETURN_IF_ERROR(ReadSpeakers());
   ASGD_RETURN_IF_ERROR(ReadCmvn());
-  ASGD_RETURN_IF_ERROR(ReadAlignments());
+  if (!options_.features_only) ASGD_RETURN_IF_ERROR(ReadAlignments());
   ASGD_RETURN_IF_ERROR(FindFeatureDim(first_entries));
   by_key_ = {};
   for (const Record& r : records_) {
@@ -306,6 +310,7 @@ absl::Status KaldiDataSource::ReadAlignments() {
       continue;
     }
     if (!*more) break;
+    alignment_frames_ += static_cast<int64_t>(e.labels.size());
     for (int32_t l : e.labels) {
       if (l >= 0 && l < options_.max_num_classes && l > max_label) {
         max_label = l;
@@ -435,9 +440,14 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
                                        i % f.cols, " is ", f.data[i]));
     }
   }
-  s = labels_->Read(r.labels, &out->labels);
-  if (!s.ok()) return s;
-  if (static_cast<int64_t>(out->labels.size()) != f.rows) {
+  if (labels_ == nullptr) {
+    out->labels.clear();  // features_only
+  } else {
+    s = labels_->Read(r.labels, &out->labels);
+    if (!s.ok()) return s;
+  }
+  if (labels_ != nullptr &&
+      static_cast<int64_t>(out->labels.size()) != f.rows) {
     return BadDataError(
         BadDataReason::kLengthMismatch, where,
         absl::StrCat(f.rows, " feature frames but ", out->labels.size(),

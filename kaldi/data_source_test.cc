@@ -152,6 +152,10 @@ TEST_F(DataSourceTest, PartIOfNGetsExactlyItsUtterances) {
           << "part " << part << " of " << n;
       EXPECT_EQ(keys.size(), want.size());
       EXPECT_EQ((*source)->num_utterances(), static_cast<int64_t>(want.size()));
+      // Every part counts the frames of all alignments alike.
+      int64_t all_frames = 0;
+      for (const UttSpec& u : data_->utts()) all_frames += u.frames();
+      EXPECT_EQ((*source)->alignment_frames(), all_frames);
       for (const std::string& k : keys) EXPECT_TRUE(seen.insert(k).second);
     }
     EXPECT_EQ(seen.size(), all.size());
@@ -226,6 +230,40 @@ TEST_F(DataSourceTest, ShuffleBufferStaysWithinItsLimits) {
   EXPECT_LE(stats.peak_buffer_bytes, 200);
   EXPECT_GE(stats.peak_buffer_utterances, 2);
   EXPECT_EQ(stats.buffer_utterances, 0);
+}
+
+// Decoding reads features with CMVN and no alignments.
+TEST_F(DataSourceTest, FeaturesOnlyReadsWithoutAlignments) {
+  data_->Write();
+  KaldiDataOptions labelled = OptionsFor(*data_);
+  auto with_labels = KaldiDataSource::Create(labelled);
+  ASSERT_TRUE(with_labels.ok());
+  auto want = Pass(with_labels->get(), 0);
+  ASSERT_TRUE(want.ok());
+
+  KaldiDataOptions o = OptionsFor(*data_);
+  o.alignments.clear();
+  o.features_only = true;
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ((*source)->num_classes(), 0);
+  EXPECT_TRUE((*source)->cmvn_applied());
+  auto utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok()) << utts.status();
+  ASSERT_EQ(utts->size(), want->size());
+  for (size_t i = 0; i < utts->size(); ++i) {
+    EXPECT_EQ((*utts)[i].key, (*want)[i].key);
+    EXPECT_EQ((*utts)[i].features.data, (*want)[i].features.data);
+    EXPECT_TRUE((*utts)[i].labels.empty());
+  }
+  // Alignments with features_only, or neither, are bad options.
+  o.alignments = data_->alignments();
+  EXPECT_EQ(KaldiDataSource::Create(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.alignments.clear();
+  o.features_only = false;
+  EXPECT_EQ(KaldiDataSource::Create(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(DataSourceTest, ClassCountFromAFlag) {
@@ -410,6 +448,8 @@ TEST_P(BadDataTest, SkipDropsExactlyThatUtteranceAndCountsIt) {
   auto d = Make(&o);
   o.policy = BadDataPolicy::kSkip;
   o.shuffle = true;
+  std::vector<absl::Status> reported;
+  o.on_skip = [&](const absl::Status& s) { reported.push_back(s); };
   auto source = KaldiDataSource::Create(o);
   ASSERT_TRUE(source.ok()) << source.status();
   std::vector<std::string> want = SpecKeys(*d);
@@ -425,6 +465,10 @@ TEST_P(BadDataTest, SkipDropsExactlyThatUtteranceAndCountsIt) {
         << (*source)->bad_data().ToString();
     EXPECT_EQ((*source)->bad_data().Total(), 1);
     EXPECT_EQ((*source)->num_utterances(), TestDataDir::kUtterances - 1);
+    // Reported once, when dropped, with the refusal's message.
+    ASSERT_EQ(reported.size(), 1u);
+    EXPECT_EQ(BadDataReasonOf(reported[0]), c.reason);
+    EXPECT_THAT(reported[0].message(), HasSubstr(d->utts()[c.victim].key));
   }
 }
 
