@@ -10,6 +10,26 @@
 
 namespace asgd {
 
+void UtterancesStream::StartPass(uint64_t seed, uint64_t pass) {
+  order_ = std::vector<int>(utt_->num_utterances());
+  std::iota(order_.begin(), order_.end(), 0);
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + pass);
+  std::shuffle(order_.begin(), order_.end(), rng);
+  next_ = 0;
+}
+
+absl::StatusOr<bool> UtterancesStream::Next(std::vector<float>* features,
+                                            std::vector<int32_t>* labels) {
+  if (next_ >= order_.size()) return false;
+  const int u = order_[next_++];
+  const int64_t begin = utt_->begin(u), end = utt_->end(u);
+  const int dim = utt_->feature_dim();
+  features->assign(utt_->frame(begin), utt_->frame(begin) + (end - begin) * dim);
+  labels->resize(end - begin);
+  for (int64_t f = begin; f < end; ++f) (*labels)[f - begin] = utt_->label(f);
+  return true;
+}
+
 StreamSource::StreamSource(std::unique_ptr<UtteranceStream> stream,
                            const ModelSpec& spec, const DataOptions& data,
                            const StreamOptions& options)

@@ -66,6 +66,25 @@ class UtteranceStream {
   virtual int64_t frames_per_pass() const = 0;
 };
 
+// An UtteranceStream over utterances already in memory (which must outlive
+// it), each pass in a random order of (seed, pass): tests, and streaming
+// code paths over small data.
+class UtterancesStream final : public UtteranceStream {
+ public:
+  explicit UtterancesStream(const Utterances* utterances)
+      : utt_(utterances) {}
+  int feature_dim() const override { return utt_->feature_dim(); }
+  void StartPass(uint64_t seed, uint64_t pass) override;
+  absl::StatusOr<bool> Next(std::vector<float>* features,
+                            std::vector<int32_t>* labels) override;
+  int64_t frames_per_pass() const override { return utt_->num_frames(); }
+
+ private:
+  const Utterances* const utt_;
+  std::vector<int> order_;
+  size_t next_ = 0;
+};
+
 // Bytes a window (or an in-memory example set) holds per frame: the
 // utterance storage and 16 bytes of example order and chunk index.
 inline int64_t ExampleBytesPerFrame(int feature_dim) {
