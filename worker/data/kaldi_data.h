@@ -35,6 +35,10 @@
 #include "absl/status/statusor.h"
 #include "kaldi/bad_data.h"
 #include "kaldi/data_source.h"
+#include "model/model_spec.h"
+#include "worker/data/batch_source.h"
+#include "worker/data/examples.h"
+#include "worker/data/make_examples.h"
 #include "worker/data/stream_source.h"
 #include "worker/data/utterances.h"
 
@@ -100,6 +104,37 @@ struct LoadedKaldiData {
 absl::StatusOr<LoadedKaldiData> LoadKaldiUtterances(const KaldiInput& in,
                                                     int part, int num_parts,
                                                     int64_t max_bytes);
+
+// A worker's data from Kaldi data directories, as the training loops take
+// it (see PrepareKaldiWorkerData).
+struct KaldiWorkerData {
+  // Training: with the shared pool, the whole training set in memory
+  // (`train` over `train_utts`); otherwise this worker's part streamed
+  // (`open_source`; `train` then only gives the examples' shape).
+  std::unique_ptr<Utterances> train_utts;
+  std::unique_ptr<ExampleSet> train;
+  OpenBatchSource open_source;
+  // The held-out set in memory; null without one.
+  std::unique_ptr<Utterances> heldout_utts;
+  std::unique_ptr<ExampleSet> heldout;
+  int feature_dim = 0;
+  int32_t num_classes = 0;
+  int64_t part_frames = 0;  // labelled frames this worker trains on per epoch
+  int64_t all_frames = 0;   // of every worker (alignment_frames())
+  std::string summary;      // one line for the log
+};
+
+// Prepares worker `index` of `num_workers`: indexes its part of `train`
+// (with `shared_pool`, loads all of it), checks that the data's features
+// and class count are the model's (FailedPrecondition naming both
+// otherwise), and loads `heldout` (data_dir empty: none; its class count is
+// the training data's). Within the budget of `train` (see the top):
+// ResourceExhausted when the pool's training set or the held-out set does
+// not fit. Streamed sources (open_source) share the index made here for
+// their first pass and re-index for later ones (a warm start).
+absl::StatusOr<KaldiWorkerData> PrepareKaldiWorkerData(
+    const KaldiInput& train, const KaldiInput& heldout, const ModelSpec& spec,
+    const DataOptions& data, int index, int num_workers, bool shared_pool);
 
 }  // namespace asgd
 

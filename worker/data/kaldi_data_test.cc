@@ -155,5 +155,69 @@ TEST_F(KaldiDataTest, BadDataIsSkippedWithAReportOrRefusedThroughTheStream) {
   EXPECT_THAT(error.message(), HasSubstr(victim));
 }
 
+TEST_F(KaldiDataTest, PreparesStreamedOrPooledDataAndHeldOut) {
+  data_->Write();
+  const ModelSpec spec = Spec();
+  KaldiInput heldout = Input();  // the same directory serves as held-out
+  // Streamed: the part's shape, a source per call (the first on the index
+  // made here), the held-out set in memory.
+  auto d = PrepareKaldiWorkerData(Input(), heldout, spec, {}, 1, 2, false);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->num_classes, 10);
+  EXPECT_EQ(d->train->num_examples(), 0);
+  EXPECT_EQ(d->all_frames, Frames());
+  EXPECT_EQ(d->heldout->num_examples(), Frames());
+  EXPECT_THAT(d->summary, HasSubstr("part 1 of 2"));
+  int64_t part_frames = 0;
+  for (size_t i = 1; i < data_->utts().size(); i += 2) {
+    part_frames += data_->utts()[i].frames();
+  }
+  EXPECT_EQ(d->part_frames, part_frames);
+  for (int call = 0; call < 2; ++call) {
+    auto source = d->open_source(7, 1);
+    ASSERT_TRUE(source.ok()) << source.status();
+    BatchBuffer batch(5, 1, spec.input_dim());
+    int64_t labelled = 0;
+    while (*(*source)->Next(&batch)) {
+      for (int32_t l : batch.labels) labelled += l != kNoLabel;
+    }
+    EXPECT_EQ(labelled, part_frames) << "call " << call;
+  }
+  // The shared pool: everything in memory, or refused beyond the budget.
+  d = PrepareKaldiWorkerData(Input(), KaldiInput{}, spec, {}, 1, 2, true);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train->num_examples(), Frames());
+  EXPECT_FALSE(d->open_source);
+  EXPECT_EQ(d->heldout, nullptr);
+  KaldiInput small = Input();
+  small.memory_bytes = 2 * Frames() * ExampleBytesPerFrame(3) - 2;
+  auto refused = PrepareKaldiWorkerData(small, KaldiInput{}, spec, {}, 0, 1, true);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--kaldi_memory_mb"));
+  // ... the held-out set gets a quarter of the budget.
+  refused = PrepareKaldiWorkerData(small, heldout, spec, {}, 0, 1, false);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("held-out"));
+}
+
+TEST_F(KaldiDataTest, ClassCountOrFeaturesOtherThanTheModelsAreRefused) {
+  data_->Write();
+  ModelSpec spec = Spec();
+  spec.num_classes = 12;
+  auto d = PrepareKaldiWorkerData(Input(), KaldiInput{}, spec, {}, 0, 1, false);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(d.status().message(), HasSubstr("10 classes"));
+  EXPECT_THAT(d.status().message(), HasSubstr("--kaldi_num_classes"));
+  KaldiInput twelve = Input();
+  twelve.num_classes = 12;  // as hmm-info would say
+  EXPECT_TRUE(
+      PrepareKaldiWorkerData(twelve, KaldiInput{}, spec, {}, 0, 1, false).ok());
+  spec = Spec();
+  spec.feature_dim = 40;
+  d = PrepareKaldiWorkerData(Input(), KaldiInput{}, spec, {}, 0, 1, false);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(d.status().message(), HasSubstr("features per frame"));
+}
+
 }  // namespace
 }  // namespace asgd
