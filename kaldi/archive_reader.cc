@@ -144,4 +144,22 @@ absl::Status RxfilenameReader::ReadMatrix(const Rxfilename& rx,
   return ReadMatrixObject(*in, limits_, key, out);
 }
 
+absl::StatusOr<std::vector<float>> ReadFloatVectorFile(
+    const std::string& path, const ReadLimits& limits) {
+  auto in = InputStream::OpenSequential(path);
+  if (!in.ok()) return in.status();
+  std::vector<float> v;
+  absl::Status s = ReadFloatVectorObject(in->get(), limits, "", &v);
+  if (!s.ok()) return s;
+  for (int c = (*in)->Peek(); c >= 0; c = (*in)->Peek()) {
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+      return BadDataError(BadDataReason::kMalformedObject,
+                          {path, (*in)->position()},
+                          "more data after the vector");
+    }
+    (*in)->Get();
+  }
+  return v;
+}
+
 }  // namespace asgd::kaldi

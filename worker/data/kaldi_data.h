@@ -17,7 +17,8 @@
 // the key each) and the CMVN statistics per speaker.
 //
 // Features are normalised per speaker with cmvn.scp (as apply-cmvn does;
-// means only unless norm_vars); class ids are pdf ids, the class count the
+// means and variances unless norm_vars is false: the models have no input
+// normalisation of their own); class ids are pdf ids, the class count the
 // largest pdf id of all alignments + 1 unless given.
 //
 // Thread-safety: a stream is used by one thread; the functions are
@@ -49,7 +50,7 @@ struct KaldiInput {
   std::string alignments;  // pdf-id archives: files and globs
   kaldi::BadDataPolicy policy = kaldi::BadDataPolicy::kRefuse;
   kaldi::CmvnMode cmvn = kaldi::CmvnMode::kAuto;
-  bool norm_vars = false;
+  bool norm_vars = true;
   int32_t num_classes = 0;  // 0: the largest pdf id + 1
   int64_t memory_bytes = int64_t{1} << 30;
   std::string temp_dir = "/tmp";

@@ -57,8 +57,8 @@ TEST_F(KaldiDataTest, LoadsWholeWithinTheBudgetAndRefusesBeyondIt) {
   EXPECT_EQ(loaded->utterances->num_utterances(), TestDataDir::kUtterances);
   EXPECT_EQ(loaded->num_classes, 10);
   EXPECT_EQ(loaded->frames_total, Frames());
-  // feats.scp order, per-speaker CMVN applied.
-  const std::vector<double> want = data_->Normalised(data_->utts()[0], false);
+  // feats.scp order, per-speaker CMVN (means and variances) applied.
+  const std::vector<double> want = data_->Normalised(data_->utts()[0], true);
   for (size_t k = 0; k < want.size(); ++k) {
     EXPECT_NEAR(loaded->utterances->frame(0)[k], want[k], 1e-4);
   }
