@@ -355,7 +355,7 @@ int Run() {
   std::unique_ptr<ExampleSet> train, heldout;
   OpenBatchSource open_source;  // streamed Kaldi data
   BadDataReporter bad_data(&std::cout, absl::StrFormat("worker %d: ", index),
-                           registry.get(), index);
+                           kaldi ? registry.get() : nullptr, index);
   KaldiWorkerData kaldi_data;
   if (kaldi) {
     kaldi_train.on_skip = kaldi_heldout.on_skip = bad_data.Callback();
