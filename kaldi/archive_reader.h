@@ -120,6 +120,11 @@ class RxfilenameReader {
 absl::StatusOr<std::vector<float>> ReadFloatVectorFile(
     const std::string& path, const ReadLimits& limits = {});
 
+// A file holding one matrix (FM, DM, compressed or text), read in double:
+// e.g. global CMVN statistics. Errors as ReadFloatVectorFile.
+absl::StatusOr<DoubleMatrix> ReadDoubleMatrixFile(
+    const std::string& path, const ReadLimits& limits = {});
+
 }  // namespace asgd::kaldi
 
 #endif  // ASGD_KALDI_ARCHIVE_READER_H_

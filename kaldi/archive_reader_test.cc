@@ -162,6 +162,17 @@ TEST_F(ArchiveReaderTest, ReadsAVectorFileInEveryForm) {
   EXPECT_TRUE(IsBadData(ReadFloatVectorFile(dir_ + "/matrix").status()));
   EXPECT_EQ(ReadFloatVectorFile(dir_ + "/none").status().code(),
             absl::StatusCode::kNotFound);
+  // A matrix file (global CMVN statistics), double or float.
+  testing::WriteFile(dir_ + "/dm", testing::DmObject(2, 2, {1, 2, 3, 4}));
+  testing::WriteFile(dir_ + "/fm", testing::FmObject(1, 2, {0.5f, 8}));
+  auto dm = ReadDoubleMatrixFile(dir_ + "/dm");
+  ASSERT_TRUE(dm.ok()) << dm.status();
+  EXPECT_EQ(dm->data, (std::vector<double>{1, 2, 3, 4}));
+  auto fm = ReadDoubleMatrixFile(dir_ + "/fm");
+  ASSERT_TRUE(fm.ok());
+  EXPECT_EQ(fm->rows, 1);
+  EXPECT_EQ(fm->data, (std::vector<double>{0.5, 8}));
+  EXPECT_TRUE(IsBadData(ReadDoubleMatrixFile(dir_ + "/fv").status()));
 }
 
 }  // namespace

@@ -82,6 +82,12 @@ absl::StatusOr<std::unique_ptr<KaldiDataSource>> KaldiDataSource::Create(
         "max_open_files >= 1, shuffle_buffer_bytes >= 0");
   }
   auto source = std::unique_ptr<KaldiDataSource>(new KaldiDataSource(options));
+  if (!options.global_cmvn.data.empty()) {
+    ASGD_ASSIGN_OR_RETURN(
+        source->global_,
+        MakeCmvnTransform(options.global_cmvn, /*norm_vars=*/true,
+                          {"global CMVN statistics"}));
+  }
   ASGD_RETURN_IF_ERROR(source->Index());
   source->StartEpoch(0);
   return source;
@@ -465,6 +471,14 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
     }
     ApplyCmvn(t, &f);
   }
+  if (global_.dim() > 0) {
+    if (global_.dim() != f.cols) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the global CMVN statistics are of dimension ", global_.dim(),
+          ", the features of ", r.key, " of ", f.cols));
+    }
+    ApplyCmvn(global_, &f);
+  }
   out->key = r.key;
   return absl::OkStatus();
 }
@@ -529,6 +543,26 @@ KaldiDataStats KaldiDataSource::stats() const {
   s.label_memory_bytes = labels_ == nullptr ? 0 : labels_->memory_bytes();
   s.labels_spilled = labels_ != nullptr && labels_->spilled();
   return s;
+}
+
+absl::StatusOr<DoubleMatrix> PooledCmvnStats(const std::string& data_dir,
+                                             const ReadLimits& limits,
+                                             const std::string& scp_base_dir) {
+  const std::string path = absl::StrCat(data_dir, "/cmvn.scp");
+  ScpOptions scp_options;
+  scp_options.base_dir = scp_base_dir;
+  ASGD_ASSIGN_OR_RETURN(auto scp, ScpReader::Open(path, scp_options));
+  RxfilenameReader reader(/*max_open_files=*/4, limits);
+  std::vector<DoubleMatrix> speakers;
+  ScpEntry e;
+  while (true) {
+    ASGD_ASSIGN_OR_RETURN(bool more, scp->Next(&e));
+    if (!more) break;
+    DoubleMatrix stats;
+    ASGD_RETURN_IF_ERROR(reader.ReadMatrix(e.rx, e.key, &stats));
+    speakers.push_back(std::move(stats));
+  }
+  return PoolSpeakerCmvnStats(speakers, {path});
 }
 
 }  // namespace asgd::kaldi

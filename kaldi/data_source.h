@@ -124,6 +124,10 @@ struct KaldiDataOptions {
 
   CmvnMode cmvn = CmvnMode::kAuto;
   bool norm_vars = false;
+  // Global statistics (2 × (D+1), e.g. PooledCmvnStats of the training
+  // directory) applied after the per-speaker CMVN, means and variances, as
+  // `apply-cmvn --norm-vars=true global.stats` would; empty: none.
+  DoubleMatrix global_cmvn;
 
   BadDataPolicy policy = BadDataPolicy::kRefuse;
   // Under kSkip, called with the error of each bad record when it is
@@ -190,8 +194,9 @@ class KaldiDataSource {
   // alignments of utterances that feats.scp lacks): the same number on every
   // worker, e.g. to size the step count of lockstep training.
   int64_t alignment_frames() const { return alignment_frames_; }
-  // Whether CMVN is applied.
+  // Whether per-speaker CMVN is applied; whether global statistics are.
   bool cmvn_applied() const { return !transforms_.empty(); }
+  bool global_cmvn_applied() const { return global_.dim() > 0; }
 
   // Starts pass `epoch` (see Order above), dropping what is left of the
   // current one.
@@ -226,6 +231,7 @@ class KaldiDataSource {
   absl::flat_hash_map<std::string, int64_t> by_key_;
   std::vector<std::string> speakers_;      // interned speaker ids
   std::vector<CmvnTransform> transforms_;  // per speaker, when applied
+  CmvnTransform global_;                   // dim 0: none
   std::vector<std::string> alignment_files_;
   std::unique_ptr<LabelStore> labels_;
   RxfilenameReader reader_;
@@ -247,6 +253,15 @@ class KaldiDataSource {
   absl::Status pass_error_;
   KaldiDataStats stats_;
 };
+
+// The statistics of every speaker in `data_dir`/cmvn.scp pooled after each
+// one's own mean is removed (PoolSpeakerCmvnStats): with them as
+// KaldiDataOptions::global_cmvn after per-speaker means, the directory's
+// features have unit variance overall. Bad statistics are an error (no
+// policy): kBadCmvn and the other bad-data reasons, naming the file.
+absl::StatusOr<DoubleMatrix> PooledCmvnStats(const std::string& data_dir,
+                                             const ReadLimits& limits = {},
+                                             const std::string& scp_base_dir = "");
 
 }  // namespace asgd::kaldi
 

@@ -266,6 +266,45 @@ TEST_F(DataSourceTest, FeaturesOnlyReadsWithoutAlignments) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Per-speaker means, then the directory's pooled statistics: every
+// dimension has mean 0 and variance 1 over all utterances.
+TEST_F(DataSourceTest, GlobalCmvnAfterSpeakerMeansGivesUnitVariance) {
+  data_->Write();
+  auto pooled = PooledCmvnStats(data_->dir());
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  KaldiDataOptions o = OptionsFor(*data_);
+  o.global_cmvn = *pooled;
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_TRUE((*source)->global_cmvn_applied());
+  auto utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok()) << utts.status();
+  for (int d = 0; d < TestDataDir::kCols; ++d) {
+    double n = 0, sum = 0, sumsq = 0;
+    for (const KaldiUtterance& u : *utts) {
+      for (int r = 0; r < u.features.rows; ++r) {
+        const double x = u.features.at(r, d);
+        n += 1;
+        sum += x;
+        sumsq += x * x;
+      }
+    }
+    EXPECT_NEAR(sum / n, 0, 1e-4) << d;
+    EXPECT_NEAR(sumsq / n, 1, 1e-3) << d;
+  }
+  // Statistics of another dimension: refused when read.
+  DoubleMatrix wide;
+  wide.Resize(2, 6);
+  wide.at(0, 5) = 10;
+  wide.at(1, 0) = wide.at(1, 1) = wide.at(1, 2) = wide.at(1, 3) =
+      wide.at(1, 4) = 10;
+  o.global_cmvn = wide;
+  source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  EXPECT_EQ(Pass(source->get(), 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(DataSourceTest, ClassCountFromAFlag) {
   data_->Write();
   KaldiDataOptions o = OptionsFor(*data_);

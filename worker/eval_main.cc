@@ -57,7 +57,7 @@ int Run() {
   }
   KaldiInput kaldi_input;
   if (kaldi) {
-    auto input = KaldiInputFromFlags(/*need_alignments=*/true);
+    auto input = KaldiInputFromFlags(/*need_alignments=*/true, /*write_global_cmvn=*/false);
     if (!input.ok()) return Fail(input.status());
     kaldi_input = *input;
   }
@@ -88,9 +88,11 @@ int Run() {
       return Fail(s);
     }
     utterances = std::move(loaded->utterances);
-    std::printf("asgd_eval: %s: %d utterances, bad data skipped: %s\n",
-                kaldi_input.data_dir.c_str(), utterances->num_utterances(),
-                loaded->bad.ToString().c_str());
+    std::printf(
+        "asgd_eval: %s: %d utterances, global CMVN: %s, bad data skipped: "
+        "%s\n",
+        kaldi_input.data_dir.c_str(), utterances->num_utterances(),
+        kaldi_input.global_cmvn_source.c_str(), loaded->bad.ToString().c_str());
   } else {
     auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
     if (!corpus.ok()) return Fail(corpus.status());

@@ -9,9 +9,10 @@
 //   latgen-faster-mapped ... exp/tri3/final.mdl exp/tri3/graph/HCLG.fst
 //       ark:exp/asgd/loglikes.ark "ark:|gzip -c > lat.1.gz"
 //
-// Features are normalised as in training (--kaldi_cmvn, --kaldi_norm_vars:
-// use the training run's settings); frame models see each frame with its
-// context, recurrent models each whole utterance as one sequence.
+// Features are normalised as in training (--kaldi_cmvn, --kaldi_norm_vars,
+// --kaldi_global_cmvn: use the training run's settings and statistics file);
+// frame models see each frame with its context, recurrent models each whole
+// utterance as one sequence.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -81,7 +82,7 @@ int Run() {
         "give --priors (pseudo-log-likelihoods for latgen-faster-mapped) or "
         "--log_posteriors, not both"));
   }
-  auto input = KaldiInputFromFlags(/*need_alignments=*/false);
+  auto input = KaldiInputFromFlags(/*need_alignments=*/false, /*write_global_cmvn=*/false);
   if (!input.ok()) return Fail(input.status());
   SetBlasThreads(absl::GetFlag(FLAGS_blas_threads));
 
@@ -136,12 +137,14 @@ int Run() {
   auto writer = kaldi::ArchiveWriter::Create(w);
   if (!writer.ok()) return Fail(writer.status());
 
-  std::printf("asgd_forward: %s (%s) over %s%s\n", loaded->source.c_str(),
-              DescribeModel(spec).c_str(), input->data_dir.c_str(),
+  std::printf("asgd_forward: %s (%s) over %s, %s; global CMVN: %s\n",
+              loaded->source.c_str(), DescribeModel(spec).c_str(),
+              input->data_dir.c_str(),
               (*source)->cmvn_applied()
-                  ? (input->norm_vars ? ", CMVN per speaker (means, variances)"
-                                      : ", CMVN per speaker (means)")
-                  : ", no CMVN");
+                  ? (input->norm_vars ? "CMVN per speaker (means, variances)"
+                                      : "CMVN per speaker (means)")
+                  : "no CMVN per speaker",
+              input->global_cmvn_source.c_str());
   const absl::Time start = absl::Now();
   kaldi::KaldiUtterance utt;
   kaldi::Matrix scores;

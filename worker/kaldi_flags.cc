@@ -1,9 +1,15 @@
 #include "worker/kaldi_flags.h"
 
+#include <sys/stat.h>
+
 #include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kaldi/archive_reader.h"
+#include "kaldi/archive_writer.h"
+#include "kaldi/data_source.h"
 
 ABSL_FLAG(std::string, kaldi_data, "",
           "A Kaldi data directory to read instead of --corpus: feats.scp "
@@ -22,11 +28,18 @@ ABSL_FLAG(std::string, bad_data, "refuse",
 ABSL_FLAG(std::string, kaldi_cmvn, "auto",
           "Per-speaker CMVN from cmvn.scp (with utt2spk): auto (when "
           "cmvn.scp exists), off, or require.");
-ABSL_FLAG(bool, kaldi_norm_vars, true,
-          "With CMVN, normalise the variances too (apply-cmvn "
-          "--norm-vars=true): asgd's models have no input normalisation of "
-          "their own. false: means only (apply-cmvn's default). Use the same "
-          "setting for training, evaluation and asgd_forward.");
+ABSL_FLAG(bool, kaldi_norm_vars, false,
+          "With CMVN, normalise each speaker's variances too (apply-cmvn "
+          "--norm-vars=true); false: means only, as apply-cmvn by default.");
+ABSL_FLAG(std::string, kaldi_global_cmvn, "auto",
+          "Global CMVN after the per-speaker means (as Kaldi's nnet1 recipes "
+          "do; asgd's models have no input normalisation of their own): "
+          "`auto`: the pooled statistics of --kaldi_data's speakers (those of "
+          "the directory read: asgd_eval and asgd_forward should get the "
+          "training run's file instead); `none`; or a FILE of 2 x (dim+1) "
+          "statistics (a Kaldi matrix), which asgd_worker writes from "
+          "--kaldi_data when it does not exist yet. `auto` means `none` with "
+          "--kaldi_norm_vars or --kaldi_cmvn=off.");
 ABSL_FLAG(int, kaldi_num_classes, 0,
           "Output classes of the Kaldi data: the number of pdfs (hmm-info "
           "final.mdl); 0: the largest pdf id in the alignments + 1. Must be "
@@ -45,7 +58,49 @@ namespace asgd {
 
 std::string KaldiDataFlag() { return absl::GetFlag(FLAGS_kaldi_data); }
 
-absl::StatusOr<KaldiInput> KaldiInputFromFlags(bool need_alignments) {
+namespace {
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Sets in->global_cmvn as `flag` says (see --kaldi_global_cmvn); returns
+// where the statistics come from, for the log.
+absl::StatusOr<std::string> ResolveGlobalCmvn(const std::string& flag,
+                                              bool may_write, KaldiInput* in) {
+  if (flag == "none" ||
+      (flag == "auto" &&
+       (in->norm_vars || in->cmvn == kaldi::CmvnMode::kOff ||
+        !Exists(in->data_dir + "/cmvn.scp")))) {
+    return std::string("none");
+  }
+  if (flag == "auto") {
+    ASGD_ASSIGN_OR_RETURN(in->global_cmvn, kaldi::PooledCmvnStats(in->data_dir));
+    return absl::StrCat("the pooled statistics of ", in->data_dir,
+                        "/cmvn.scp");
+  }
+  if (Exists(flag)) {
+    ASGD_ASSIGN_OR_RETURN(in->global_cmvn, kaldi::ReadDoubleMatrixFile(flag));
+    return flag;
+  }
+  if (!may_write) {
+    return absl::NotFoundError(absl::StrCat(
+        "--kaldi_global_cmvn=", flag,
+        ": no such file (asgd_worker writes it from its training directory)"));
+  }
+  ASGD_ASSIGN_OR_RETURN(in->global_cmvn, kaldi::PooledCmvnStats(in->data_dir));
+  std::string bytes;
+  kaldi::EncodeDoubleMatrix(in->global_cmvn, &bytes);
+  ASGD_RETURN_IF_ERROR(kaldi::WriteFileAtomically(flag, bytes));
+  return absl::StrCat(flag, " (written: the pooled statistics of ",
+                      in->data_dir, "/cmvn.scp)");
+}
+
+}  // namespace
+
+absl::StatusOr<KaldiInput> KaldiInputFromFlags(bool need_alignments,
+                                               bool write_global_cmvn) {
   KaldiInput in;
   in.data_dir = absl::GetFlag(FLAGS_kaldi_data);
   in.alignments = absl::GetFlag(FLAGS_kaldi_alignments);
@@ -76,6 +131,9 @@ absl::StatusOr<KaldiInput> KaldiInputFromFlags(bool need_alignments) {
         "--kaldi_cmvn=", cmvn, ": want auto, off or require"));
   }
   in.norm_vars = absl::GetFlag(FLAGS_kaldi_norm_vars);
+  ASGD_ASSIGN_OR_RETURN(in.global_cmvn_source,
+                        ResolveGlobalCmvn(absl::GetFlag(FLAGS_kaldi_global_cmvn),
+                                          write_global_cmvn, &in));
   in.num_classes = absl::GetFlag(FLAGS_kaldi_num_classes);
   if (in.num_classes < 0) {
     return absl::InvalidArgumentError("--kaldi_num_classes must be >= 0");

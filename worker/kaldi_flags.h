@@ -1,8 +1,8 @@
 // The Kaldi data flags shared by asgd_worker, asgd_eval and asgd_forward
 // (defined once, in kaldi_flags.cc):
 //   --kaldi_data, --kaldi_alignments, --bad_data, --kaldi_cmvn,
-//   --kaldi_norm_vars, --kaldi_num_classes, --kaldi_memory_mb,
-//   --kaldi_temp_dir
+//   --kaldi_norm_vars, --kaldi_global_cmvn, --kaldi_num_classes,
+//   --kaldi_memory_mb, --kaldi_temp_dir
 // and the reporter of utterances skipped as bad data (the log and the
 // asgd_worker_bad_data_skipped_total metric).
 #ifndef ASGD_WORKER_KALDI_FLAGS_H_
@@ -28,9 +28,12 @@ namespace asgd {
 std::string KaldiDataFlag();
 
 // The input the flags describe: data_dir = --kaldi_data, alignments =
-// --kaldi_alignments (required when `need_alignments`). InvalidArgument,
-// naming the flag, for a bad value.
-absl::StatusOr<KaldiInput> KaldiInputFromFlags(bool need_alignments);
+// --kaldi_alignments (required when `need_alignments`), the global CMVN
+// statistics of --kaldi_global_cmvn (a missing FILE is written from
+// --kaldi_data when `write_global_cmvn`, else NotFound). InvalidArgument,
+// naming the flag, for a bad value; the errors of reading the statistics.
+absl::StatusOr<KaldiInput> KaldiInputFromFlags(bool need_alignments,
+                                               bool write_global_cmvn);
 
 // Utterances skipped as bad data (--bad_data=skip): each one's message
 // (which names the utterance, the file and the byte offset) is logged, up

@@ -260,7 +260,7 @@ int Run() {
   }
   KaldiInput kaldi_train, kaldi_heldout;
   if (kaldi) {
-    auto input = KaldiInputFromFlags(/*need_alignments=*/true);
+    auto input = KaldiInputFromFlags(/*need_alignments=*/true, /*write_global_cmvn=*/true);
     if (!input.ok()) return Fail(input.status());
     kaldi_train = *input;
     kaldi_heldout = kaldi_train;
@@ -367,7 +367,9 @@ int Run() {
     heldout = std::move(kaldi_data.heldout);
     open_source = kaldi_data.open_source;
     all_train_frames = kaldi_data.all_frames;
-    std::printf("worker %d: %s\n", index, kaldi_data.summary.c_str());
+    std::printf("worker %d: %s; global CMVN: %s\n", index,
+                kaldi_data.summary.c_str(),
+                kaldi_train.global_cmvn_source.c_str());
   } else {
     if (absl::Status s = CheckDataFitsModel(corpus_dim, corpus_classes, spec);
         !s.ok()) {

@@ -18,6 +18,7 @@ kaldi::KaldiDataOptions KaldiSourceOptions(const KaldiInput& in, int part,
   o.num_classes = in.num_classes;
   o.cmvn = in.cmvn;
   o.norm_vars = in.norm_vars;
+  o.global_cmvn = in.global_cmvn;
   o.policy = in.policy;
   o.on_skip = in.on_skip;
   o.shuffle = shuffle;

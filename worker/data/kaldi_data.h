@@ -16,10 +16,11 @@
 // Not bounded by it: the index of the part's utterances (about 120 bytes +
 // the key each) and the CMVN statistics per speaker.
 //
-// Features are normalised per speaker with cmvn.scp (as apply-cmvn does;
-// means and variances unless norm_vars is false: the models have no input
-// normalisation of their own); class ids are pdf ids, the class count the
-// largest pdf id of all alignments + 1 unless given.
+// Features are normalised per speaker with cmvn.scp (as apply-cmvn does:
+// means, and variances with norm_vars), then with global statistics when
+// given (the models have no input normalisation of their own: see
+// worker/kaldi_flags.h); class ids are pdf ids, the class count the largest
+// pdf id of all alignments + 1 unless given.
 //
 // Thread-safety: a stream is used by one thread; the functions are
 // reentrant.
@@ -50,7 +51,11 @@ struct KaldiInput {
   std::string alignments;  // pdf-id archives: files and globs
   kaldi::BadDataPolicy policy = kaldi::BadDataPolicy::kRefuse;
   kaldi::CmvnMode cmvn = kaldi::CmvnMode::kAuto;
-  bool norm_vars = true;
+  bool norm_vars = false;
+  // Applied after the per-speaker CMVN (KaldiDataOptions::global_cmvn);
+  // empty: none.
+  kaldi::DoubleMatrix global_cmvn;
+  std::string global_cmvn_source = "none";  // for the log
   int32_t num_classes = 0;  // 0: the largest pdf id + 1
   int64_t memory_bytes = int64_t{1} << 30;
   std::string temp_dir = "/tmp";

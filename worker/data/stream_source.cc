@@ -180,7 +180,14 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
   }
   if (filled == 0) return false;
   if (filled < n) {
-    // The end of the data: the rest of the minibatch is unlabelled.
+    // The end of the data. A last, smaller minibatch is a noisier step at
+    // the very end of training (on the demo corpus one such step costs
+    // points of held-out accuracy): it is dropped, as the shared pool drops
+    // it, unless the data never filled one, when it goes out padded.
+    if (full_batches_ > 0) {
+      stream_done_ = true;
+      return false;
+    }
     for (int t = 0; t < steps; ++t) {
       const int64_t row = int64_t{t} * n + filled;
       std::fill(batch->inputs.begin() + row * dim,
@@ -190,6 +197,7 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
     }
   }
   for (int32_t label : batch->labels) labelled_drawn_ += label != kNoLabel;
+  full_batches_ += filled == n;
   return true;
 }
 

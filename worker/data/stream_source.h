@@ -15,8 +15,10 @@
 //
 // Epochs: labelled frames handed out divided by the stream's labelled frames
 // per pass. The source reads as many passes as `epochs` needs (0: without
-// end) and stops once epochs() reaches it; the last minibatch of the data
-// may be only partly filled (its remaining rows unlabelled, kNoLabel).
+// end) and stops once epochs() reaches it. The examples left at the very
+// end, too few for a minibatch, are dropped (one small, noisy last step can
+// cost accuracy), unless the data never filled a minibatch: then that one
+// goes out with its remaining rows unlabelled (kNoLabel).
 //
 // Memory: the window (Utterances::BytesPerFrame + 16 bytes per frame for the
 // example order and chunk index, at most `window_bytes`; one utterance
@@ -153,6 +155,7 @@ class StreamSource final : public BatchSource {
   std::vector<int64_t> ids_;
   std::unique_ptr<BatchBuffer> scratch_;  // a minibatch split over windows
   int64_t labelled_drawn_ = 0;
+  int64_t full_batches_ = 0;
   StreamStats stats_;
 };
 
