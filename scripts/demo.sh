@@ -61,10 +61,15 @@ if [ "$DATA" = kaldi ]; then
     say "writing the corpus as Kaldi data directories in $KALDI"
     "$BIN/kaldi/corpus_to_kaldi" --corpus="$CORPUS" --out="$KALDI"
   fi
+  # Per-speaker means (cmvn.scp), then the training set's global statistics,
+  # which worker 0 writes and the evaluation and asgd_forward read.
+  rm -f "$KALDI/global_cmvn.mat"
   DATA_FLAGS=(--kaldi_data="$KALDI/train" --kaldi_alignments="$KALDI/train/pdf.ark"
               --kaldi_heldout_data="$KALDI/heldout"
-              --kaldi_heldout_alignments="$KALDI/heldout/pdf.ark")
-  EVAL_FLAGS=(--kaldi_data="$KALDI/heldout" --kaldi_alignments="$KALDI/heldout/pdf.ark")
+              --kaldi_heldout_alignments="$KALDI/heldout/pdf.ark"
+              --kaldi_global_cmvn="$KALDI/global_cmvn.mat")
+  EVAL_FLAGS=(--kaldi_data="$KALDI/heldout" --kaldi_alignments="$KALDI/heldout/pdf.ark"
+              --kaldi_global_cmvn="$KALDI/global_cmvn.mat")
 fi
 
 say "starting $NUM_SERVERS servers (2 shards each), model $MODEL; logs in $WORKDIR/logs"
@@ -96,6 +101,7 @@ if [ "$DATA" = kaldi ]; then
   "$BIN/kaldi/compute_priors" --alignments="$KALDI/train/pdf.ark" \
     --counts_out="$WORKDIR/decode/pdf.counts" --priors_out="$WORKDIR/decode/prior.vec"
   "$BIN/worker/asgd_forward" --servers="$SERVERS" --kaldi_data="$KALDI/heldout" \
+    --kaldi_global_cmvn="$KALDI/global_cmvn.mat" \
     --priors="$WORKDIR/decode/prior.vec" --out="$WORKDIR/decode/loglikes.ark" \
     --out_scp="$WORKDIR/decode/loglikes.scp"
 fi

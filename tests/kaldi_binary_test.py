@@ -165,21 +165,31 @@ def main():
 
         # Train, evaluate, write log-likelihoods, export.
         model = os.path.join(tmp, "model.mdl")
+        global_cmvn = os.path.join(tmp, "global_cmvn.mat")
+        cmvn_flag = f"--kaldi_global_cmvn={global_cmvn}"
+        r = run([forward, f"--model={model}", f"--kaldi_data={kaldi}/heldout",
+                 "--log_posteriors", f"--out={tmp}/none.ark", cmvn_flag])
+        check("asgd_forward refuses a missing --kaldi_global_cmvn file",
+              r.returncode == 1 and "no such file" in r.stderr, r.stderr)
         r = run([worker] + train_flags + [
             f"--kaldi_data={kaldi}/train",
             f"--kaldi_alignments={kaldi}/train/pdf.ark",
             f"--kaldi_heldout_data={kaldi}/heldout",
             f"--kaldi_heldout_alignments={kaldi}/heldout/pdf.ark",
-            "--epochs=3", f"--save_model={model}"])
-        check("asgd_worker trains from the Kaldi directory",
+            "--epochs=3", f"--save_model={model}", cmvn_flag])
+        check("asgd_worker trains from the Kaldi directory and writes the "
+              "global CMVN statistics",
               r.returncode == 0 and "held-out frame accuracy" in r.stdout
               and "streamed in windows" in r.stdout
-              and "bad data skipped: none" in r.stdout,
+              and f"global CMVN: {global_cmvn} (written" in r.stdout
+              and "bad data skipped: none" in r.stdout
+              and open(global_cmvn, "rb").read(5) == b"\0BDM ",
               r.stdout[-2000:] + r.stderr[-2000:])
         r = run([evaluate, f"--model={model}", f"--kaldi_data={kaldi}/heldout",
-                 f"--kaldi_alignments={kaldi}/heldout/pdf.ark"])
+                 f"--kaldi_alignments={kaldi}/heldout/pdf.ark", cmvn_flag])
         check("asgd_eval reads the Kaldi held-out directory",
-              r.returncode == 0 and "held-out frame accuracy:" in r.stdout,
+              r.returncode == 0 and "held-out frame accuracy:" in r.stdout
+              and f"global CMVN: {global_cmvn}," in r.stdout,
               r.stdout + r.stderr)
 
         priors = os.path.join(tmp, "prior.vec")
@@ -197,7 +207,7 @@ def main():
             scp = os.path.join(tmp, f"{mode}.scp")
             r = run([forward, f"--model={model}",
                      f"--kaldi_data={kaldi}/heldout", f"--out={ark}",
-                     f"--out_scp={scp}"] + extra)
+                     f"--out_scp={scp}", cmvn_flag] + extra)
             if r.returncode != 0:
                 fail(f"asgd_forward {extra}: {r.stdout} {r.stderr}")
             data = open(ark, "rb").read()

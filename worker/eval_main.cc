@@ -57,7 +57,8 @@ int Run() {
   }
   KaldiInput kaldi_input;
   if (kaldi) {
-    auto input = KaldiInputFromFlags(/*need_alignments=*/true, /*write_global_cmvn=*/false);
+    auto input = KaldiInputFromFlags(/*need_alignments=*/true,
+                                     MissingGlobalCmvn::kError);
     if (!input.ok()) return Fail(input.status());
     kaldi_input = *input;
   }

@@ -82,7 +82,8 @@ int Run() {
         "give --priors (pseudo-log-likelihoods for latgen-faster-mapped) or "
         "--log_posteriors, not both"));
   }
-  auto input = KaldiInputFromFlags(/*need_alignments=*/false, /*write_global_cmvn=*/false);
+  auto input = KaldiInputFromFlags(/*need_alignments=*/false,
+                                   MissingGlobalCmvn::kError);
   if (!input.ok()) return Fail(input.status());
   SetBlasThreads(absl::GetFlag(FLAGS_blas_threads));
 

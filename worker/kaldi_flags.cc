@@ -37,9 +37,10 @@ ABSL_FLAG(std::string, kaldi_global_cmvn, "auto",
           "`auto`: the pooled statistics of --kaldi_data's speakers (those of "
           "the directory read: asgd_eval and asgd_forward should get the "
           "training run's file instead); `none`; or a FILE of 2 x (dim+1) "
-          "statistics (a Kaldi matrix), which asgd_worker writes from "
-          "--kaldi_data when it does not exist yet. `auto` means `none` with "
-          "--kaldi_norm_vars or --kaldi_cmvn=off.");
+          "statistics (a Kaldi matrix), which asgd_worker 0 writes from "
+          "--kaldi_data when it does not exist yet (the others compute the "
+          "same). `auto` means `none` with --kaldi_norm_vars or "
+          "--kaldi_cmvn=off.");
 ABSL_FLAG(int, kaldi_num_classes, 0,
           "Output classes of the Kaldi data: the number of pdfs (hmm-info "
           "final.mdl); 0: the largest pdf id in the alignments + 1. Must be "
@@ -68,7 +69,8 @@ bool Exists(const std::string& path) {
 // Sets in->global_cmvn as `flag` says (see --kaldi_global_cmvn); returns
 // where the statistics come from, for the log.
 absl::StatusOr<std::string> ResolveGlobalCmvn(const std::string& flag,
-                                              bool may_write, KaldiInput* in) {
+                                              MissingGlobalCmvn missing,
+                                              KaldiInput* in) {
   if (flag == "none" ||
       (flag == "auto" &&
        (in->norm_vars || in->cmvn == kaldi::CmvnMode::kOff ||
@@ -84,12 +86,16 @@ absl::StatusOr<std::string> ResolveGlobalCmvn(const std::string& flag,
     ASGD_ASSIGN_OR_RETURN(in->global_cmvn, kaldi::ReadDoubleMatrixFile(flag));
     return flag;
   }
-  if (!may_write) {
+  if (missing == MissingGlobalCmvn::kError) {
     return absl::NotFoundError(absl::StrCat(
         "--kaldi_global_cmvn=", flag,
         ": no such file (asgd_worker writes it from its training directory)"));
   }
   ASGD_ASSIGN_OR_RETURN(in->global_cmvn, kaldi::PooledCmvnStats(in->data_dir));
+  if (missing == MissingGlobalCmvn::kCompute) {
+    return absl::StrCat("the pooled statistics of ", in->data_dir,
+                        "/cmvn.scp (worker 0 writes them to ", flag, ")");
+  }
   std::string bytes;
   kaldi::EncodeDoubleMatrix(in->global_cmvn, &bytes);
   ASGD_RETURN_IF_ERROR(kaldi::WriteFileAtomically(flag, bytes));
@@ -100,7 +106,7 @@ absl::StatusOr<std::string> ResolveGlobalCmvn(const std::string& flag,
 }  // namespace
 
 absl::StatusOr<KaldiInput> KaldiInputFromFlags(bool need_alignments,
-                                               bool write_global_cmvn) {
+                                               MissingGlobalCmvn missing) {
   KaldiInput in;
   in.data_dir = absl::GetFlag(FLAGS_kaldi_data);
   in.alignments = absl::GetFlag(FLAGS_kaldi_alignments);
@@ -133,7 +139,7 @@ absl::StatusOr<KaldiInput> KaldiInputFromFlags(bool need_alignments,
   in.norm_vars = absl::GetFlag(FLAGS_kaldi_norm_vars);
   ASGD_ASSIGN_OR_RETURN(in.global_cmvn_source,
                         ResolveGlobalCmvn(absl::GetFlag(FLAGS_kaldi_global_cmvn),
-                                          write_global_cmvn, &in));
+                                          missing, &in));
   in.num_classes = absl::GetFlag(FLAGS_kaldi_num_classes);
   if (in.num_classes < 0) {
     return absl::InvalidArgumentError("--kaldi_num_classes must be >= 0");

@@ -27,13 +27,19 @@ namespace asgd {
 // --kaldi_data ("" when not given).
 std::string KaldiDataFlag();
 
+// What a missing --kaldi_global_cmvn FILE means.
+enum class MissingGlobalCmvn {
+  kError,             // NotFound (asgd_eval, asgd_forward)
+  kCompute,           // computed from --kaldi_data (workers but the first)
+  kComputeAndWrite,   // computed and written (worker 0)
+};
+
 // The input the flags describe: data_dir = --kaldi_data, alignments =
 // --kaldi_alignments (required when `need_alignments`), the global CMVN
-// statistics of --kaldi_global_cmvn (a missing FILE is written from
-// --kaldi_data when `write_global_cmvn`, else NotFound). InvalidArgument,
-// naming the flag, for a bad value; the errors of reading the statistics.
+// statistics of --kaldi_global_cmvn. InvalidArgument, naming the flag, for
+// a bad value; the errors of reading or writing the statistics.
 absl::StatusOr<KaldiInput> KaldiInputFromFlags(bool need_alignments,
-                                               bool write_global_cmvn);
+                                               MissingGlobalCmvn missing);
 
 // Utterances skipped as bad data (--bad_data=skip): each one's message
 // (which names the utterance, the file and the byte offset) is logged, up

@@ -260,7 +260,9 @@ int Run() {
   }
   KaldiInput kaldi_train, kaldi_heldout;
   if (kaldi) {
-    auto input = KaldiInputFromFlags(/*need_alignments=*/true, /*write_global_cmvn=*/true);
+    auto input = KaldiInputFromFlags(
+        /*need_alignments=*/true, index == 0 ? MissingGlobalCmvn::kComputeAndWrite
+                                             : MissingGlobalCmvn::kCompute);
     if (!input.ok()) return Fail(input.status());
     kaldi_train = *input;
     kaldi_heldout = kaldi_train;
