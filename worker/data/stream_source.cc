@@ -79,42 +79,52 @@ double StreamSource::epochs() const {
 }
 
 absl::StatusOr<bool> StreamSource::ReadPending() {
-  while (!stream_done_) {
+  while (true) {
     ASGD_ASSIGN_OR_RETURN(bool more,
                           stream_->Next(&pending_features_, &pending_labels_));
-    if (more) {
-      if (pending_labels_.empty()) continue;
-      frames_this_pass_ += static_cast<int64_t>(pending_labels_.size());
-      have_pending_ = true;
-      return true;
+    if (!more) {
+      pass_ended_ = true;
+      return false;
     }
-    // The pass is over: another one if the epochs need it.
-    if (frames_this_pass_ == 0) {
-      return absl::FailedPreconditionError(
-          "a whole pass over the data gave no labelled frame (every "
-          "utterance skipped as bad?)");
-    }
-    const bool more_passes =
-        options_.epochs == 0 ||
-        static_cast<double>(stats_.passes) < std::ceil(options_.epochs);
-    if (!more_passes) {
-      stream_done_ = true;
-      break;
-    }
-    stream_->StartPass(options_.seed, static_cast<uint64_t>(stats_.passes));
-    ++stats_.passes;
-    frames_this_pass_ = 0;
+    if (pending_labels_.empty()) continue;
+    frames_this_pass_ += static_cast<int64_t>(pending_labels_.size());
+    have_pending_ = true;
+    return true;
   }
-  return false;
+}
+
+absl::StatusOr<bool> StreamSource::StartNextPass() {
+  if (frames_this_pass_ == 0) {
+    return absl::FailedPreconditionError(
+        "a whole pass over the data gave no labelled frame (every utterance "
+        "skipped as bad?)");
+  }
+  if (options_.epochs > 0 &&
+      static_cast<double>(stats_.passes) >= std::ceil(options_.epochs)) {
+    stream_done_ = true;
+    return false;
+  }
+  stream_->StartPass(options_.seed, static_cast<uint64_t>(stats_.passes));
+  ++stats_.passes;
+  frames_this_pass_ = 0;
+  pass_ended_ = false;
+  return true;
 }
 
 absl::StatusOr<bool> StreamSource::LoadWindow() {
   window_.Clear();
   examples_.reset();
-  while (true) {
+  while (!stream_done_) {
     if (!have_pending_) {
+      if (pass_ended_) {
+        // A window ends with its pass, so that passes are epochs: every
+        // example of one is handed out before any of the next.
+        if (window_.num_frames() > 0) break;
+        ASGD_ASSIGN_OR_RETURN(bool next, StartNextPass());
+        if (!next) break;
+      }
       ASGD_ASSIGN_OR_RETURN(bool more, ReadPending());
-      if (!more) break;
+      if (!more) continue;
     }
     const int64_t frames = static_cast<int64_t>(pending_labels_.size());
     if (window_.num_frames() > 0 &&

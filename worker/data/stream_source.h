@@ -7,11 +7,13 @@
 // training from memory does (MakeExamples: frames with their context for
 // DNN/CNN, chunks with extra context for LSTM/BLSTM; the same code), and
 // hands the window's examples out in a seeded random order, any number per
-// minibatch; then it reads the next window. A minibatch may span two
-// windows. The stream itself reads each pass in a fresh order (the Kaldi
-// stream: a random permutation of the utterances through a small shuffle
-// buffer), so successive passes mix differently. When the window holds a
-// whole pass, the order is a full shuffle of the pass, as in memory.
+// minibatch; then it reads the next window. A window ends with its pass, so
+// that every example of one pass (epoch) goes out before any of the next; a
+// minibatch may span two windows. The stream itself reads each pass in a
+// fresh order (the Kaldi stream: a random permutation of the utterances
+// through a small shuffle buffer), so successive passes mix differently.
+// When the window holds a whole pass, each epoch is a full shuffle of the
+// pass, as in memory.
 //
 // Epochs: labelled frames handed out divided by the stream's labelled frames
 // per pass. The source reads as many passes as `epochs` needs (0: without
@@ -128,9 +130,11 @@ class StreamSource final : public BatchSource {
  private:
   StreamSource(std::unique_ptr<UtteranceStream> stream, const ModelSpec& spec,
                const DataOptions& data, const StreamOptions& options);
-  // Reads the next utterance into pending_, starting passes as needed;
-  // false when the data is used up.
+  // Reads the next utterance of the pass into pending_; false (and
+  // pass_ended_) at the end of the pass.
   absl::StatusOr<bool> ReadPending();
+  // Starts the next pass if the epochs need one; false when they do not.
+  absl::StatusOr<bool> StartNextPass();
   // Reads the next window and orders its examples; false at the end.
   absl::StatusOr<bool> LoadWindow();
 
@@ -149,6 +153,7 @@ class StreamSource final : public BatchSource {
   std::vector<float> pending_features_;
   std::vector<int32_t> pending_labels_;
   bool have_pending_ = false;
+  bool pass_ended_ = false;
   bool stream_done_ = false;
   int64_t frames_this_pass_ = 0;
 

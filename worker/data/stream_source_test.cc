@@ -188,9 +188,39 @@ TEST(StreamSourceTest, EachEpochHandsOutTheInMemoryExamplesOnce) {
       EXPECT_LE(stats.peak_window_frames, std::max<int64_t>(window_frames, 40));
       if (window_frames < 137) {
         EXPECT_GT(stats.windows, 2);
+      } else {
+        EXPECT_EQ(stats.windows, 2) << "a window ends with its pass";
       }
       EXPECT_GT(batches, 0);
     }
+  }
+}
+
+// Passes are epochs whatever the window: the first pass's examples all go
+// out before any of the second's.
+TEST(StreamSourceTest, EveryExampleOfAPassGoesOutBeforeTheNextPass) {
+  const ModelSpec spec = FrameModel();
+  const Utterances utts = InMemory(kLengths);
+  auto in_memory = MakeExamples(spec, &utts, {});
+  ASSERT_TRUE(in_memory.ok());
+  const std::map<Example, int> want = AllExamples(**in_memory);
+  for (const int64_t window_frames : {int64_t{1000}, int64_t{45}}) {
+    StreamOptions o;
+    o.window_bytes = window_frames * ExampleBytesPerFrame(1);
+    o.epochs = 2;
+    auto source = StreamSource::Create(std::make_unique<FakeStream>(kLengths),
+                                       spec, {}, o);
+    ASSERT_TRUE(source.ok());
+    BatchBuffer batch(1, 1, spec.input_dim());
+    for (int pass = 0; pass < 2; ++pass) {
+      std::map<Example, int> seen;
+      for (int i = 0; i < 137; ++i) {
+        ASSERT_TRUE(*(*source)->Next(&batch));
+        ++seen[ExamplesOf(batch, spec.input_dim())[0]];
+      }
+      EXPECT_EQ(seen, want) << "pass " << pass << " window " << window_frames;
+    }
+    EXPECT_FALSE(*(*source)->Next(&batch));
   }
 }
 
