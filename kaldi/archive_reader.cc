@@ -144,4 +144,49 @@ absl::Status RxfilenameReader::ReadMatrix(const Rxfilename& rx,
   return ReadMatrixObject(*in, limits_, key, out);
 }
 
+namespace {
+
+// Reads the one object of the file at `path` with `read` (an object reader
+// of object_reader.h), then checks that only whitespace follows.
+template <typename T, typename Read>
+absl::StatusOr<T> ReadObjectFile(const std::string& path,
+                                 const ReadLimits& limits, Read read) {
+  auto in = InputStream::OpenSequential(path);
+  if (!in.ok()) return in.status();
+  T value;
+  absl::Status s = read(in->get(), limits, "", &value, nullptr);
+  if (!s.ok()) return s;
+  for (int c = (*in)->Peek(); c >= 0; c = (*in)->Peek()) {
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+      return BadDataError(BadDataReason::kMalformedObject,
+                          {path, (*in)->position()},
+                          "more data after the object");
+    }
+    (*in)->Get();
+  }
+  return value;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> ReadFloatVectorFile(
+    const std::string& path, const ReadLimits& limits) {
+  return ReadObjectFile<std::vector<float>>(
+      path, limits,
+      [](InputStream* in, const ReadLimits& l, absl::string_view key,
+         std::vector<float>* out, ObjectFormat* format) {
+        return ReadFloatVectorObject(in, l, key, out, format);
+      });
+}
+
+absl::StatusOr<DoubleMatrix> ReadDoubleMatrixFile(const std::string& path,
+                                                  const ReadLimits& limits) {
+  return ReadObjectFile<DoubleMatrix>(
+      path, limits,
+      [](InputStream* in, const ReadLimits& l, absl::string_view key,
+         DoubleMatrix* out, ObjectFormat* format) {
+        return ReadMatrixObject(in, l, key, out, format);
+      });
+}
+
 }  // namespace asgd::kaldi

@@ -112,6 +112,19 @@ class RxfilenameReader {
   int64_t total_opens_ = 0;
 };
 
+// A file holding one float vector, binary ("FV", "DV") or text
+// (" [ v0 v1 ... ]"), as WriteFloatVectorFile (archive_writer.h) and Kaldi's
+// copy-vector write it: the priors. Errors as object_reader.h (the file
+// named in messages); kMalformedObject for anything after the vector but
+// whitespace.
+absl::StatusOr<std::vector<float>> ReadFloatVectorFile(
+    const std::string& path, const ReadLimits& limits = {});
+
+// A file holding one matrix (FM, DM, compressed or text), read in double:
+// e.g. global CMVN statistics. Errors as ReadFloatVectorFile.
+absl::StatusOr<DoubleMatrix> ReadDoubleMatrixFile(
+    const std::string& path, const ReadLimits& limits = {});
+
 }  // namespace asgd::kaldi
 
 #endif  // ASGD_KALDI_ARCHIVE_READER_H_

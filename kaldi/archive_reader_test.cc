@@ -144,5 +144,36 @@ TEST_F(ArchiveReaderTest, KeepsAtMostMaxOpenFiles) {
   EXPECT_EQ(reader.total_opens(), 15);  // each read evicted the oldest
 }
 
+// Priors files: a binary float or double vector, or text.
+TEST_F(ArchiveReaderTest, ReadsAVectorFileInEveryForm) {
+  testing::WriteFile(dir_ + "/fv", testing::FvObject({0.5f, 0.25f, 0.25f}));
+  testing::WriteFile(dir_ + "/dv", testing::DvObject({0.5, 0.125}));
+  testing::WriteFile(dir_ + "/text", " [ 0.5 0.375 0.125 ]\n");
+  EXPECT_EQ(*ReadFloatVectorFile(dir_ + "/fv"),
+            (std::vector<float>{0.5f, 0.25f, 0.25f}));
+  EXPECT_EQ(*ReadFloatVectorFile(dir_ + "/dv"),
+            (std::vector<float>{0.5f, 0.125f}));
+  EXPECT_EQ(*ReadFloatVectorFile(dir_ + "/text"),
+            (std::vector<float>{0.5f, 0.375f, 0.125f}));
+  testing::WriteFile(dir_ + "/extra", testing::FvObject({1.0f}) + "x");
+  auto extra = ReadFloatVectorFile(dir_ + "/extra");
+  EXPECT_EQ(BadDataReasonOf(extra.status()), BadDataReason::kMalformedObject);
+  testing::WriteFile(dir_ + "/matrix", testing::FmObject(1, 2, {1, 2}));
+  EXPECT_TRUE(IsBadData(ReadFloatVectorFile(dir_ + "/matrix").status()));
+  EXPECT_EQ(ReadFloatVectorFile(dir_ + "/none").status().code(),
+            absl::StatusCode::kNotFound);
+  // A matrix file (global CMVN statistics), double or float.
+  testing::WriteFile(dir_ + "/dm", testing::DmObject(2, 2, {1, 2, 3, 4}));
+  testing::WriteFile(dir_ + "/fm", testing::FmObject(1, 2, {0.5f, 8}));
+  auto dm = ReadDoubleMatrixFile(dir_ + "/dm");
+  ASSERT_TRUE(dm.ok()) << dm.status();
+  EXPECT_EQ(dm->data, (std::vector<double>{1, 2, 3, 4}));
+  auto fm = ReadDoubleMatrixFile(dir_ + "/fm");
+  ASSERT_TRUE(fm.ok());
+  EXPECT_EQ(fm->rows, 1);
+  EXPECT_EQ(fm->data, (std::vector<double>{0.5, 8}));
+  EXPECT_TRUE(IsBadData(ReadDoubleMatrixFile(dir_ + "/fv").status()));
+}
+
 }  // namespace
 }  // namespace asgd::kaldi

@@ -71,4 +71,31 @@ void AccumulateCmvnStats(const Matrix& features, DoubleMatrix* stats) {
   }
 }
 
+absl::StatusOr<DoubleMatrix> PoolSpeakerCmvnStats(
+    const std::vector<DoubleMatrix>& speakers, const DataLocation& where) {
+  if (speakers.empty()) {
+    return BadDataError(BadDataReason::kBadCmvn, where,
+                        "no speaker statistics to pool");
+  }
+  DoubleMatrix pooled;
+  pooled.Resize(speakers[0].rows, speakers[0].cols);
+  const int dim = speakers[0].cols - 1;
+  for (const DoubleMatrix& s : speakers) {
+    // The shape, the count and finiteness, as a transform needs them.
+    absl::StatusOr<CmvnTransform> usable = MakeCmvnTransform(s, false, where);
+    if (!usable.ok()) return usable.status();
+    if (s.cols != pooled.cols) {
+      return BadDataError(BadDataReason::kBadCmvn, where,
+                          absl::StrCat("speaker statistics of dimension ",
+                                       s.cols - 1, " and ", dim));
+    }
+    const double count = s.at(0, dim);
+    for (int d = 0; d < dim; ++d) {
+      pooled.at(1, d) += s.at(1, d) - s.at(0, d) * s.at(0, d) / count;
+    }
+    pooled.at(0, dim) += count;
+  }
+  return pooled;
+}
+
 }  // namespace asgd::kaldi

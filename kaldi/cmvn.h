@@ -45,6 +45,16 @@ void ApplyCmvn(const CmvnTransform& t, Matrix* features);
 // when empty), as compute-cmvn-stats does.
 void AccumulateCmvnStats(const Matrix& features, DoubleMatrix* stats);
 
+// The statistics of several speakers' frames pooled after each speaker's
+// own mean is removed: sums 0, sums of squares Σ_s (sumsq_s − sum_s²/n_s),
+// count Σ n_s. Normalising with them (norm_vars) after per-speaker mean
+// normalisation gives the features unit variance over the whole set (the
+// global CMVN of Kaldi's nnet1 recipes after apply-cmvn --norm-vars=false).
+// A kBadCmvn at `where` when there are none, they differ in shape, or one
+// is not usable (as MakeCmvnTransform).
+absl::StatusOr<DoubleMatrix> PoolSpeakerCmvnStats(
+    const std::vector<DoubleMatrix>& speakers, const DataLocation& where);
+
 }  // namespace asgd::kaldi
 
 #endif  // ASGD_KALDI_CMVN_H_

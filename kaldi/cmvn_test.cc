@@ -58,6 +58,42 @@ TEST(CmvnTest, NormalisesAsTheReference) {
   }
 }
 
+// Pooled speaker statistics against a reference: each speaker's frames
+// minus that speaker's mean, then the variance over all of them, in double.
+TEST(CmvnTest, PooledSpeakerStatsNormaliseTheSetAfterPerSpeakerMeans) {
+  std::vector<Matrix> speakers = {RandomFeatures(300, 4, 1),
+                                  RandomFeatures(120, 4, 2),
+                                  RandomFeatures(40, 4, 3)};
+  for (float& v : speakers[1].data) v = 3 * v + 7;  // another mean and scale
+  std::vector<DoubleMatrix> stats(speakers.size());
+  for (size_t s = 0; s < speakers.size(); ++s) {
+    AccumulateCmvnStats(speakers[s], &stats[s]);
+  }
+  auto pooled = PoolSpeakerCmvnStats(stats, {});
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  EXPECT_EQ(pooled->at(0, 4), 460);
+  auto global = MakeCmvnTransform(*pooled, /*norm_vars=*/true, {});
+  ASSERT_TRUE(global.ok());
+  for (int d = 0; d < 4; ++d) {
+    double sumsq = 0;
+    for (const Matrix& m : speakers) {
+      double mean = 0;
+      for (int r = 0; r < m.rows; ++r) mean += m.at(r, d) / m.rows;
+      for (int r = 0; r < m.rows; ++r) {
+        sumsq += (m.at(r, d) - mean) * (m.at(r, d) - mean);
+      }
+    }
+    EXPECT_NEAR(global->scale[d], 1 / std::sqrt(sumsq / 460), 1e-5) << d;
+    EXPECT_NEAR(global->offset[d], 0, 1e-9) << d;
+  }
+  EXPECT_FALSE(PoolSpeakerCmvnStats({}, {}).ok());
+  DoubleMatrix narrow;
+  AccumulateCmvnStats(RandomFeatures(10, 3, 4), &narrow);
+  stats.push_back(narrow);
+  EXPECT_EQ(BadDataReasonOf(PoolSpeakerCmvnStats(stats, {}).status()),
+            BadDataReason::kBadCmvn);
+}
+
 TEST(CmvnTest, BadStatsAreRefused) {
   DoubleMatrix stats;
   stats.Resize(2, 3);

@@ -214,8 +214,25 @@ absl::StatusOr<CorpusExportSummary> ExportCorpusToKaldi(
   CorpusExportSummary summary;
   summary.feature_dim = c.info.feature_dim;
   summary.num_classes = c.info.num_classes;
+  if (options.train_copies < 1 || options.train_copies > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ExportCorpusToKaldi: train_copies must be in [1, 1000], got ",
+        options.train_copies));
+  }
   ASGD_ASSIGN_OR_RETURN(std::vector<Entry> train,
                         SplitEntries(options.corpus_dir, "train", c.train));
+  if (options.train_copies > 1) {
+    const size_t n = train.size();
+    for (int k = 1; k < options.train_copies; ++k) {
+      for (size_t i = 0; i < n; ++i) {
+        Entry copy = train[i];
+        absl::StrAppend(&copy.key, "-copy", k);
+        train.push_back(std::move(copy));
+      }
+    }
+    std::sort(train.begin(), train.end(),
+              [](const Entry& a, const Entry& b) { return a.key < b.key; });
+  }
   ASGD_ASSIGN_OR_RETURN(std::vector<Entry> heldout,
                         SplitEntries(options.corpus_dir, "heldout", c.heldout));
   ASGD_RETURN_IF_ERROR(MakeDir(options.out_dir));

@@ -40,6 +40,10 @@ struct CorpusExportOptions {
   std::string out_dir;     // required; created (its parent must exist)
   MatrixFormat feature_format = MatrixFormat::kCompressedAuto;
   bool gzip_alignments = false;  // pdf.1.gz instead of pdf.ark
+  // The training split written this many times over (copy k > 0 of an
+  // utterance is keyed `<key>-copy<k>`, same speaker), e.g. to make a data
+  // directory larger than memory from a small corpus. In [1, 1000].
+  int train_copies = 1;
 };
 
 struct CorpusExportSplit {

@@ -202,6 +202,45 @@ TEST_F(CorpusExportTest, FloatFeaturesAreExactAndAlignmentsCanBeGzipped) {
   EXPECT_EQ(u.labels, heldout_[0].labels);
 }
 
+// Copies of the training split: every utterance k times, the same features
+// and labels under keys of the same speaker; the held-out split once.
+TEST_F(CorpusExportTest, TrainCopiesRepeatTheTrainingSplit) {
+  CorpusExportOptions o;
+  o.corpus_dir = corpus_;
+  o.out_dir = dir_ + "/copies";
+  o.feature_format = MatrixFormat::kFloat;
+  o.train_copies = 3;
+  auto summary = ExportCorpusToKaldi(o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  int64_t frames = 0;
+  for (const corpus::Utterance& u : train_) frames += u.num_frames;
+  EXPECT_EQ(summary->train.utterances, 3 * 5);
+  EXPECT_EQ(summary->train.frames, 3 * frames);
+  EXPECT_EQ(summary->heldout.utterances, 2);
+  KaldiDataOptions d;
+  d.data_dir = o.out_dir + "/train";
+  d.alignments = o.out_dir + "/train/pdf.ark";
+  d.shuffle = false;
+  d.cmvn = CmvnMode::kOff;
+  d.temp_dir = ::testing::TempDir();
+  auto source = KaldiDataSource::Create(d);
+  ASSERT_TRUE(source.ok()) << source.status();
+  std::map<std::string, KaldiUtterance> by_key;
+  KaldiUtterance u;
+  while (*(*source)->Next(&u)) by_key[u.key] = u;
+  ASSERT_EQ(by_key.size(), 15u);
+  const KaldiUtterance& original = by_key.at("kal16-train-000001");
+  for (const char* copy : {"kal16-train-000001-copy1", "kal16-train-000001-copy2"}) {
+    ASSERT_EQ(by_key.count(copy), 1u) << copy;
+    EXPECT_EQ(by_key.at(copy).features.data, original.features.data);
+    EXPECT_EQ(by_key.at(copy).labels, original.labels);
+  }
+  EXPECT_EQ(original.features.data, train_[1].features);
+  o.train_copies = 0;
+  EXPECT_EQ(ExportCorpusToKaldi(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(CorpusExportTest, MismatchedTextFilesAndMissingCorpusAreErrors) {
   testing::WriteFile(corpus_ + "/train-01.txt", "train-000003 rms four\n");
   CorpusExportOptions o;

@@ -23,6 +23,10 @@ ABSL_FLAG(std::string, feature_format, "compressed",
           "frames, else CM2), `fm` (plain float), `cm`, `cm2` or `cm3`.");
 ABSL_FLAG(bool, gzip_alignments, false,
           "Write the alignments as pdf.1.gz (gzip'd) instead of pdf.ark.");
+ABSL_FLAG(int, train_copies, 1,
+          "Write the training split this many times over (copies keyed "
+          "<utterance>-copy<k>): a data directory larger than memory from a "
+          "small corpus, to test streaming.");
 
 namespace {
 
@@ -66,6 +70,7 @@ int main(int argc, char** argv) {
   }
   options.feature_format = *format;
   options.gzip_alignments = absl::GetFlag(FLAGS_gzip_alignments);
+  options.train_copies = absl::GetFlag(FLAGS_train_copies);
   auto summary = asgd::kaldi::ExportCorpusToKaldi(options);
   if (!summary.ok()) {
     std::fprintf(stderr, "corpus_to_kaldi: error: %s\n",

@@ -59,8 +59,11 @@ absl::StatusOr<std::unique_ptr<KaldiDataSource>> KaldiDataSource::Create(
   if (options.data_dir.empty()) {
     return absl::InvalidArgumentError("KaldiDataSource: no data_dir");
   }
-  if (options.alignments.empty()) {
-    return absl::InvalidArgumentError("KaldiDataSource: no alignments");
+  if (options.alignments.empty() != options.features_only) {
+    return absl::InvalidArgumentError(
+        options.features_only
+            ? "KaldiDataSource: features_only takes no alignments"
+            : "KaldiDataSource: no alignments");
   }
   if (options.num_parts < 1 || options.part < 0 ||
       options.part >= options.num_parts) {
@@ -79,6 +82,12 @@ absl::StatusOr<std::unique_ptr<KaldiDataSource>> KaldiDataSource::Create(
         "max_open_files >= 1, shuffle_buffer_bytes >= 0");
   }
   auto source = std::unique_ptr<KaldiDataSource>(new KaldiDataSource(options));
+  if (!options.global_cmvn.data.empty()) {
+    ASGD_ASSIGN_OR_RETURN(
+        source->global_,
+        MakeCmvnTransform(options.global_cmvn, /*norm_vars=*/true,
+                          {"global CMVN statistics"}));
+  }
   ASGD_RETURN_IF_ERROR(source->Index());
   source->StartEpoch(0);
   return source;
@@ -92,6 +101,7 @@ absl::Status KaldiDataSource::Reject(Record* record,
     record->bad = BadDataReasonOf(status);
   }
   bad_.Add(BadDataReasonOf(status));
+  if (options_.on_skip) options_.on_skip(status);
   return absl::OkStatus();
 }
 
@@ -100,7 +110,7 @@ absl::Status KaldiDataSource::Index() {
   ASGD_RETURN_IF_ERROR(ReadScp(&first_entries));
   ASGD_RETURN_IF_ERROR(ReadSpeakers());
   ASGD_RETURN_IF_ERROR(ReadCmvn());
-  ASGD_RETURN_IF_ERROR(ReadAlignments());
+  if (!options_.features_only) ASGD_RETURN_IF_ERROR(ReadAlignments());
   ASGD_RETURN_IF_ERROR(FindFeatureDim(first_entries));
   by_key_ = {};
   for (const Record& r : records_) {
@@ -306,6 +316,7 @@ absl::Status KaldiDataSource::ReadAlignments() {
       continue;
     }
     if (!*more) break;
+    alignment_frames_ += static_cast<int64_t>(e.labels.size());
     for (int32_t l : e.labels) {
       if (l >= 0 && l < options_.max_num_classes && l > max_label) {
         max_label = l;
@@ -435,9 +446,14 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
                                        i % f.cols, " is ", f.data[i]));
     }
   }
-  s = labels_->Read(r.labels, &out->labels);
-  if (!s.ok()) return s;
-  if (static_cast<int64_t>(out->labels.size()) != f.rows) {
+  if (labels_ == nullptr) {
+    out->labels.clear();  // features_only
+  } else {
+    s = labels_->Read(r.labels, &out->labels);
+    if (!s.ok()) return s;
+  }
+  if (labels_ != nullptr &&
+      static_cast<int64_t>(out->labels.size()) != f.rows) {
     return BadDataError(
         BadDataReason::kLengthMismatch, where,
         absl::StrCat(f.rows, " feature frames but ", out->labels.size(),
@@ -454,6 +470,14 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
                        f.cols));
     }
     ApplyCmvn(t, &f);
+  }
+  if (global_.dim() > 0) {
+    if (global_.dim() != f.cols) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the global CMVN statistics are of dimension ", global_.dim(),
+          ", the features of ", r.key, " of ", f.cols));
+    }
+    ApplyCmvn(global_, &f);
   }
   out->key = r.key;
   return absl::OkStatus();
@@ -519,6 +543,26 @@ KaldiDataStats KaldiDataSource::stats() const {
   s.label_memory_bytes = labels_ == nullptr ? 0 : labels_->memory_bytes();
   s.labels_spilled = labels_ != nullptr && labels_->spilled();
   return s;
+}
+
+absl::StatusOr<DoubleMatrix> PooledCmvnStats(const std::string& data_dir,
+                                             const ReadLimits& limits,
+                                             const std::string& scp_base_dir) {
+  const std::string path = absl::StrCat(data_dir, "/cmvn.scp");
+  ScpOptions scp_options;
+  scp_options.base_dir = scp_base_dir;
+  ASGD_ASSIGN_OR_RETURN(auto scp, ScpReader::Open(path, scp_options));
+  RxfilenameReader reader(/*max_open_files=*/4, limits);
+  std::vector<DoubleMatrix> speakers;
+  ScpEntry e;
+  while (true) {
+    ASGD_ASSIGN_OR_RETURN(bool more, scp->Next(&e));
+    if (!more) break;
+    DoubleMatrix stats;
+    ASGD_RETURN_IF_ERROR(reader.ReadMatrix(e.rx, e.key, &stats));
+    speakers.push_back(std::move(stats));
+  }
+  return PoolSpeakerCmvnStats(speakers, {path});
 }
 
 }  // namespace asgd::kaldi

@@ -9,7 +9,8 @@
 //   <data_dir>/cmvn.scp    optional: `spk rxfilename` of 2 × (D+1) stats
 //                          (cmvn.h); keyed by utterance when there is no
 //                          utt2spk, as apply-cmvn does
-//   alignments             pdf-id int32-vector archives (alignments.h)
+//   alignments             pdf-id int32-vector archives (alignments.h);
+//                          none with features_only (decoding)
 //
 // Output: per utterance its key, features [T × D] float (CMVN applied) and
 // labels [T] int32 in [0, num_classes).
@@ -75,6 +76,7 @@
 #define ASGD_KALDI_DATA_SOURCE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -101,7 +103,13 @@ enum class CmvnMode {
 
 struct KaldiDataOptions {
   std::string data_dir;    // required
-  std::string alignments;  // required: files and globs (ExpandFileList)
+  // Required unless features_only: files and globs (ExpandFileList).
+  std::string alignments;
+  // Features without labels (writing log-likelihoods of data that has no
+  // alignments): `alignments` must be empty; utterances come with no
+  // labels, num_classes() is 0, and num_frames() and alignment_frames()
+  // are 0 (frame counts are known only once read).
+  bool features_only = false;
   int part = 0;
   int num_parts = 1;
 
@@ -116,8 +124,16 @@ struct KaldiDataOptions {
 
   CmvnMode cmvn = CmvnMode::kAuto;
   bool norm_vars = false;
+  // Global statistics (2 × (D+1), e.g. PooledCmvnStats of the training
+  // directory) applied after the per-speaker CMVN, means and variances, as
+  // `apply-cmvn --norm-vars=true global.stats` would; empty: none.
+  DoubleMatrix global_cmvn;
 
   BadDataPolicy policy = BadDataPolicy::kRefuse;
+  // Under kSkip, called with the error of each bad record when it is
+  // dropped (from Create() or Next(), on the calling thread), e.g. to log
+  // it or count it in a metric; may be empty.
+  std::function<void(const absl::Status&)> on_skip;
 
   bool shuffle = true;
   uint64_t seed = 1;
@@ -174,8 +190,13 @@ class KaldiDataSource {
   // their alignments).
   int64_t num_utterances() const { return live_utterances_; }
   int64_t num_frames() const { return live_frames_; }
-  // Whether CMVN is applied.
+  // Labels of every alignment read without error, all parts together (and
+  // alignments of utterances that feats.scp lacks): the same number on every
+  // worker, e.g. to size the step count of lockstep training.
+  int64_t alignment_frames() const { return alignment_frames_; }
+  // Whether per-speaker CMVN is applied; whether global statistics are.
   bool cmvn_applied() const { return !transforms_.empty(); }
+  bool global_cmvn_applied() const { return global_.dim() > 0; }
 
   // Starts pass `epoch` (see Order above), dropping what is left of the
   // current one.
@@ -210,6 +231,7 @@ class KaldiDataSource {
   absl::flat_hash_map<std::string, int64_t> by_key_;
   std::vector<std::string> speakers_;      // interned speaker ids
   std::vector<CmvnTransform> transforms_;  // per speaker, when applied
+  CmvnTransform global_;                   // dim 0: none
   std::vector<std::string> alignment_files_;
   std::unique_ptr<LabelStore> labels_;
   RxfilenameReader reader_;
@@ -217,6 +239,7 @@ class KaldiDataSource {
   int32_t num_classes_ = 0;
   int64_t live_utterances_ = 0;
   int64_t live_frames_ = 0;
+  int64_t alignment_frames_ = 0;
   BadDataCounts bad_;
 
   // The current pass.
@@ -230,6 +253,15 @@ class KaldiDataSource {
   absl::Status pass_error_;
   KaldiDataStats stats_;
 };
+
+// The statistics of every speaker in `data_dir`/cmvn.scp pooled after each
+// one's own mean is removed (PoolSpeakerCmvnStats): with them as
+// KaldiDataOptions::global_cmvn after per-speaker means, the directory's
+// features have unit variance overall. Bad statistics are an error (no
+// policy): kBadCmvn and the other bad-data reasons, naming the file.
+absl::StatusOr<DoubleMatrix> PooledCmvnStats(const std::string& data_dir,
+                                             const ReadLimits& limits = {},
+                                             const std::string& scp_base_dir = "");
 
 }  // namespace asgd::kaldi
 

@@ -152,6 +152,10 @@ TEST_F(DataSourceTest, PartIOfNGetsExactlyItsUtterances) {
           << "part " << part << " of " << n;
       EXPECT_EQ(keys.size(), want.size());
       EXPECT_EQ((*source)->num_utterances(), static_cast<int64_t>(want.size()));
+      // Every part counts the frames of all alignments alike.
+      int64_t all_frames = 0;
+      for (const UttSpec& u : data_->utts()) all_frames += u.frames();
+      EXPECT_EQ((*source)->alignment_frames(), all_frames);
       for (const std::string& k : keys) EXPECT_TRUE(seen.insert(k).second);
     }
     EXPECT_EQ(seen.size(), all.size());
@@ -226,6 +230,79 @@ TEST_F(DataSourceTest, ShuffleBufferStaysWithinItsLimits) {
   EXPECT_LE(stats.peak_buffer_bytes, 200);
   EXPECT_GE(stats.peak_buffer_utterances, 2);
   EXPECT_EQ(stats.buffer_utterances, 0);
+}
+
+// Decoding reads features with CMVN and no alignments.
+TEST_F(DataSourceTest, FeaturesOnlyReadsWithoutAlignments) {
+  data_->Write();
+  KaldiDataOptions labelled = OptionsFor(*data_);
+  auto with_labels = KaldiDataSource::Create(labelled);
+  ASSERT_TRUE(with_labels.ok());
+  auto want = Pass(with_labels->get(), 0);
+  ASSERT_TRUE(want.ok());
+
+  KaldiDataOptions o = OptionsFor(*data_);
+  o.alignments.clear();
+  o.features_only = true;
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ((*source)->num_classes(), 0);
+  EXPECT_TRUE((*source)->cmvn_applied());
+  auto utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok()) << utts.status();
+  ASSERT_EQ(utts->size(), want->size());
+  for (size_t i = 0; i < utts->size(); ++i) {
+    EXPECT_EQ((*utts)[i].key, (*want)[i].key);
+    EXPECT_EQ((*utts)[i].features.data, (*want)[i].features.data);
+    EXPECT_TRUE((*utts)[i].labels.empty());
+  }
+  // Alignments with features_only, or neither, are bad options.
+  o.alignments = data_->alignments();
+  EXPECT_EQ(KaldiDataSource::Create(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.alignments.clear();
+  o.features_only = false;
+  EXPECT_EQ(KaldiDataSource::Create(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Per-speaker means, then the directory's pooled statistics: every
+// dimension has mean 0 and variance 1 over all utterances.
+TEST_F(DataSourceTest, GlobalCmvnAfterSpeakerMeansGivesUnitVariance) {
+  data_->Write();
+  auto pooled = PooledCmvnStats(data_->dir());
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  KaldiDataOptions o = OptionsFor(*data_);
+  o.global_cmvn = *pooled;
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_TRUE((*source)->global_cmvn_applied());
+  auto utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok()) << utts.status();
+  for (int d = 0; d < TestDataDir::kCols; ++d) {
+    double n = 0, sum = 0, sumsq = 0;
+    for (const KaldiUtterance& u : *utts) {
+      for (int r = 0; r < u.features.rows; ++r) {
+        const double x = u.features.at(r, d);
+        n += 1;
+        sum += x;
+        sumsq += x * x;
+      }
+    }
+    EXPECT_NEAR(sum / n, 0, 1e-4) << d;
+    EXPECT_NEAR(sumsq / n, 1, 1e-3) << d;
+  }
+  // Statistics of another dimension: refused when read.
+  DoubleMatrix wide;
+  wide.Resize(2, 6);
+  wide.at(0, 5) = 10;
+  wide.at(1, 0) = wide.at(1, 1) = wide.at(1, 2) = wide.at(1, 3) =
+      wide.at(1, 4) = 10;
+  o.global_cmvn = wide;
+  source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  EXPECT_EQ(Pass(source->get(), 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(DataSourceTest, ClassCountFromAFlag) {
@@ -410,6 +487,8 @@ TEST_P(BadDataTest, SkipDropsExactlyThatUtteranceAndCountsIt) {
   auto d = Make(&o);
   o.policy = BadDataPolicy::kSkip;
   o.shuffle = true;
+  std::vector<absl::Status> reported;
+  o.on_skip = [&](const absl::Status& s) { reported.push_back(s); };
   auto source = KaldiDataSource::Create(o);
   ASSERT_TRUE(source.ok()) << source.status();
   std::vector<std::string> want = SpecKeys(*d);
@@ -425,6 +504,10 @@ TEST_P(BadDataTest, SkipDropsExactlyThatUtteranceAndCountsIt) {
         << (*source)->bad_data().ToString();
     EXPECT_EQ((*source)->bad_data().Total(), 1);
     EXPECT_EQ((*source)->num_utterances(), TestDataDir::kUtterances - 1);
+    // Reported once, when dropped, with the refusal's message.
+    ASSERT_EQ(reported.size(), 1u);
+    EXPECT_EQ(BadDataReasonOf(reported[0]), c.reason);
+    EXPECT_THAT(reported[0].message(), HasSubstr(d->utts()[c.victim].key));
   }
 }
 

@@ -22,6 +22,10 @@
 #   LEARNING_RATE  server learning rate (default 0.05; lstm 0.3, blstm 0.3)
 #   WIRE_DTYPE     fp32 or bf16: encoding of gradients and weights on the wire
 #                  (default fp32)
+#   DATA           corpus (default) or kaldi: write the corpus as Kaldi data
+#                  directories (compressed features, CMVN, pdf alignments) in
+#                  $ASGD_DEMO_DIR/kaldi and train from those, then write the
+#                  priors and the held-out log-likelihoods (asgd_forward)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +44,11 @@ esac
 MODEL_FLAGS=${MODEL_FLAGS-$default_flags}
 LEARNING_RATE=${LEARNING_RATE:-$default_lr}
 WIRE_DTYPE=${WIRE_DTYPE:-fp32}
+DATA=${DATA:-corpus}
+case "$DATA" in
+  corpus | kaldi) ;;
+  *) echo "demo: DATA must be corpus or kaldi, not '$DATA'" >&2; exit 2 ;;
+esac
 
 source scripts/lib.sh
 say() { echo "== $*"; }
@@ -50,6 +59,27 @@ asgd_build
 mkdir -p "$WORKDIR/logs"
 CORPUS="$WORKDIR/corpus"
 asgd_corpus "$CORPUS"
+# What the workers and the evaluation read.
+DATA_FLAGS=(--corpus="$CORPUS")
+EVAL_FLAGS=(--corpus="$CORPUS")
+if [ "$DATA" = kaldi ]; then
+  KALDI="$WORKDIR/kaldi"
+  if [ -f "$KALDI/heldout/feats.scp" ] && [ "$KALDI/heldout/feats.scp" -nt "$CORPUS/corpus.txt" ]; then
+    say "using the Kaldi data directories in $KALDI"
+  else
+    say "writing the corpus as Kaldi data directories in $KALDI"
+    "$BIN/kaldi/corpus_to_kaldi" --corpus="$CORPUS" --out="$KALDI"
+  fi
+  # Per-speaker means (cmvn.scp), then the training set's global statistics,
+  # which worker 0 writes and the evaluation and asgd_forward read.
+  rm -f "$KALDI/global_cmvn.mat"
+  DATA_FLAGS=(--kaldi_data="$KALDI/train" --kaldi_alignments="$KALDI/train/pdf.ark"
+              --kaldi_heldout_data="$KALDI/heldout"
+              --kaldi_heldout_alignments="$KALDI/heldout/pdf.ark"
+              --kaldi_global_cmvn="$KALDI/global_cmvn.mat")
+  EVAL_FLAGS=(--kaldi_data="$KALDI/heldout" --kaldi_alignments="$KALDI/heldout/pdf.ark"
+              --kaldi_global_cmvn="$KALDI/global_cmvn.mat")
+fi
 
 say "starting $NUM_SERVERS servers (2 shards each), model $MODEL; logs in $WORKDIR/logs"
 # shellcheck disable=SC2086  # MODEL_FLAGS is a list of flags
@@ -61,7 +91,7 @@ for ((s = 0; s < NUM_SERVERS; s++)); do head -1 "$WORKDIR/logs/server-$s.log"; d
 say "training: $NUM_WORKERS workers, $EPOCHS epochs each over their part of the data"
 worker_pids=()
 for ((w = 0; w < NUM_WORKERS; w++)); do
-  "$BIN/worker/asgd_worker" --servers="$SERVERS" --corpus="$CORPUS" \
+  "$BIN/worker/asgd_worker" --servers="$SERVERS" "${DATA_FLAGS[@]}" \
     --worker_index=$w --num_workers="$NUM_WORKERS" --epochs="$EPOCHS" \
     --wire_dtype="$WIRE_DTYPE" --log_every=250 > >(tee "$WORKDIR/logs/worker-$w.log") 2>&1 &
   worker_pids+=($!)
@@ -72,4 +102,15 @@ for pid in "${worker_pids[@]}"; do wait "$pid" || failed=1; done
 [ $failed -eq 0 ] || { echo "demo: a worker failed (see $WORKDIR/logs)" >&2; exit 1; }
 
 say "evaluating the model on the servers ($(( $(date +%s) - started )) s so far)"
-"$BIN/worker/asgd_eval" --servers="$SERVERS" --corpus="$CORPUS"
+"$BIN/worker/asgd_eval" --servers="$SERVERS" "${EVAL_FLAGS[@]}"
+
+if [ "$DATA" = kaldi ]; then
+  say "priors and held-out log-likelihoods for latgen-faster-mapped in $WORKDIR/decode"
+  mkdir -p "$WORKDIR/decode"
+  "$BIN/kaldi/compute_priors" --alignments="$KALDI/train/pdf.ark" \
+    --counts_out="$WORKDIR/decode/pdf.counts" --priors_out="$WORKDIR/decode/prior.vec"
+  "$BIN/worker/asgd_forward" --servers="$SERVERS" --kaldi_data="$KALDI/heldout" \
+    --kaldi_global_cmvn="$KALDI/global_cmvn.mat" \
+    --priors="$WORKDIR/decode/prior.vec" --out="$WORKDIR/decode/loglikes.ark" \
+    --out_scp="$WORKDIR/decode/loglikes.scp"
+fi

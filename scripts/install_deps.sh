@@ -13,8 +13,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libfftw3-dev
   flite flite1-dev
-  # gzip'd Kaldi archives and alignments (kaldi/).
-  zlib1g-dev
+  # gzip'd Kaldi archives and alignments (kaldi/); ONNX export (model/onnx_export).
+  zlib1g-dev libonnx-dev
   # Tests of the monitoring, deployment and security features.
   prometheus docker-compose nodejs openssl
   # The fuzz test (libFuzzer and the sanitizer runtimes come with clang's).

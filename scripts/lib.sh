@@ -17,11 +17,13 @@ trap 'echo "interrupted" >&2; exit 130' INT TERM
 asgd_build() {
   scripts/install_deps.sh "$@"
   bazel build --noshow_progress //server:asgd_server //worker:asgd_worker \
-    //worker:asgd_eval //corpus:make_corpus 2>&1 |
+    //worker:asgd_eval //corpus:make_corpus //worker:asgd_forward \
+    //kaldi:corpus_to_kaldi //kaldi:compute_priors 2>&1 |
     grep -vE '^(INFO|Loading|Analyzing)' || true
   BIN=$(bazel info bazel-bin 2>/dev/null)
   local b
-  for b in server/asgd_server worker/asgd_worker worker/asgd_eval corpus/make_corpus; do
+  for b in server/asgd_server worker/asgd_worker worker/asgd_eval corpus/make_corpus \
+           worker/asgd_forward kaldi/corpus_to_kaldi kaldi/compute_priors; do
     [ -x "$BIN/$b" ] || { echo "build failed ($b missing)" >&2; exit 1; }
   done
 }

@@ -9,8 +9,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
-# npm packages of the Kubernetes and dashboard checks (no-op when installed).
+# npm packages of the Kubernetes and dashboard checks, and onnxruntime-node for
+# the ONNX export check (no-op when installed).
 deploy/k8s/validate/install.sh || { echo "0 passed, 1 failed"; exit 1; }
+tests/onnx/install.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

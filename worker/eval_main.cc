@@ -1,6 +1,7 @@
 // asgd_eval: held-out frame accuracy of the model on a server pool or of a
-// saved model, on a corpus's held-out split. Any model kind (the model says
-// how its examples are made).
+// saved model, on a corpus's held-out split or a Kaldi data directory with
+// pdf alignments (loaded into memory). Any model kind (the model says how
+// its examples are made).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -14,12 +15,16 @@
 #include "corpus/corpus_io.h"
 #include "model/cpu_backend.h"
 #include "model/model_file.h"
+#include "worker/data/kaldi_data.h"
 #include "worker/data/make_examples.h"
 #include "worker/data/utterances.h"
+#include "worker/kaldi_flags.h"
 #include "worker/loop/loop.h"
-#include "worker/ps/connect.h"
+#include "worker/model_source.h"
 
-ABSL_FLAG(std::string, corpus, "", "Corpus directory (its held-out split is used).");
+ABSL_FLAG(std::string, corpus, "",
+          "Corpus directory (its held-out split is used); or --kaldi_data "
+          "with --kaldi_alignments (all of it is used).");
 ABSL_FLAG(std::string, servers, "",
           "Evaluate the model currently on this pool (host:port,...).");
 ABSL_FLAG(std::string, model, "", "Evaluate this saved model instead.");
@@ -45,58 +50,66 @@ int Fail(const absl::Status& s) {
 int Run() {
   const std::string servers = absl::GetFlag(FLAGS_servers);
   const std::string model_path = absl::GetFlag(FLAGS_model);
-  if (servers.empty() == model_path.empty()) {
+  const bool kaldi = !KaldiDataFlag().empty();
+  if (absl::GetFlag(FLAGS_corpus).empty() == !kaldi) {
     return Fail(absl::InvalidArgumentError(
-        "give exactly one of --servers and --model"));
+        "give exactly one of --corpus and --kaldi_data"));
   }
-  if (absl::GetFlag(FLAGS_corpus).empty()) {
-    return Fail(absl::InvalidArgumentError("--corpus is required"));
+  KaldiInput kaldi_input;
+  if (kaldi) {
+    auto input = KaldiInputFromFlags(/*need_alignments=*/true,
+                                     MissingGlobalCmvn::kError);
+    if (!input.ok()) return Fail(input.status());
+    kaldi_input = *input;
   }
-  auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
-  if (!corpus.ok()) return Fail(corpus.status());
 
-  ModelSpec spec;
-  std::vector<float> params;
-  std::string source;
-  if (!model_path.empty()) {
-    auto model = LoadModel(model_path);
-    if (!model.ok()) return Fail(model.status());
-    spec = model->spec;
-    params = std::move(model->params);
-    source = model_path;
-  } else {
-    auto addresses = ParseServerList(servers);
-    if (!addresses.ok()) return Fail(addresses.status());
-    PoolClientOptions options;
-    options.worker_id = 1u << 31;  // not a training worker
-    auto security = SecurityOptionsFromFlags();
-    if (!security.ok()) return Fail(security.status());
-    options.security = *security;
-    options.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
-    auto client = ConnectToPool(*addresses, options);
-    if (!client.ok()) return Fail(client.status());
-    spec = (*client)->model();
-    params.resize((*client)->layout().total_size());
-    std::vector<uint64_t> versions;
-    if (absl::Status s = (*client)->Pull(absl::MakeSpan(params), &versions);
+  auto security = SecurityOptionsFromFlags();
+  if (!security.ok()) return Fail(security.status());
+  auto loaded_model =
+      LoadModelFrom(model_path, servers, *security,
+                    absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s)));
+  if (!loaded_model.ok()) return Fail(loaded_model.status());
+  const ModelSpec spec = loaded_model->model.spec;
+  const std::vector<float>& params = loaded_model->model.params;
+  const std::string& source = loaded_model->source;
+  std::unique_ptr<Utterances> utterances;
+  BadDataReporter bad_data(&std::cout, "asgd_eval: ", nullptr, 0);
+  if (kaldi) {
+    // The model's classes unless told otherwise: a held-out set need not
+    // use the largest pdf id.
+    if (kaldi_input.num_classes == 0) kaldi_input.num_classes = spec.num_classes;
+    kaldi_input.on_skip = bad_data.Callback();
+    auto loaded = LoadKaldiUtterances(kaldi_input, 0, 1,
+                                      TrainingExampleBytes(kaldi_input));
+    if (!loaded.ok()) return Fail(loaded.status());
+    if (absl::Status s =
+            CheckDataFitsModel(loaded->utterances->feature_dim(),
+                               loaded->num_classes, spec);
         !s.ok()) {
       return Fail(s);
     }
-    source = "pool at version";
-    for (uint64_t v : versions) source += " " + std::to_string(v);
+    utterances = std::move(loaded->utterances);
+    std::printf(
+        "asgd_eval: %s: %d utterances, global CMVN: %s, bad data skipped: "
+        "%s\n",
+        kaldi_input.data_dir.c_str(), utterances->num_utterances(),
+        kaldi_input.global_cmvn_source.c_str(), loaded->bad.ToString().c_str());
+  } else {
+    auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
+    if (!corpus.ok()) return Fail(corpus.status());
+    if (absl::Status s = CheckDataFitsModel(corpus->info.feature_dim,
+                                            corpus->info.num_classes, spec);
+        !s.ok()) {
+      return Fail(s);
+    }
+    utterances = std::make_unique<Utterances>(
+        Utterances::FromCorpus(corpus->info, corpus->heldout));
   }
-  if (absl::Status s = CheckDataFitsModel(corpus->info.feature_dim,
-                                          corpus->info.num_classes, spec);
-      !s.ok()) {
-    return Fail(s);
-  }
-  const Utterances utterances =
-      Utterances::FromCorpus(corpus->info, corpus->heldout);
   DataOptions data;
   data.chunk_frames = absl::GetFlag(FLAGS_chunk_frames);
   data.left_context = absl::GetFlag(FLAGS_chunk_left_context);
   data.right_context = absl::GetFlag(FLAGS_chunk_right_context);
-  auto heldout = MakeExamples(spec, &utterances, data);
+  auto heldout = MakeExamples(spec, utterances.get(), data);
   if (!heldout.ok()) return Fail(heldout.status());
   const BatchShape shape =
       ShapeOfBatch(**heldout, std::max(1, absl::GetFlag(FLAGS_batch_size)));
@@ -108,8 +121,8 @@ int Run() {
   std::printf("evaluated %s (%s) on %lld held-out frames "
               "(always-majority-class baseline %.1f%%)\n",
               source.c_str(), DescribeModel(spec).c_str(),
-              static_cast<long long>(utterances.num_frames()),
-              100 * utterances.MajorityClassRate());
+              static_cast<long long>(utterances->num_frames()),
+              100 * utterances->MajorityClassRate());
   std::printf("held-out frame accuracy: %.1f%%\n", 100 * *accuracy);
   return 0;
 }

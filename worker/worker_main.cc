@@ -1,9 +1,13 @@
 // asgd_worker: pulls the model from the parameter-server pool, computes
-// minibatch gradients of the DNN acoustic model on its part of the corpus and
+// minibatch gradients of the acoustic model on its part of the data (an asgd
+// corpus, or a Kaldi data directory with pdf alignments, streamed) and
 // pushes them, asynchronously, until it has done its epochs or steps.
 //
 //   asgd_worker --servers=127.0.0.1:5001,127.0.0.1:5002 --corpus=/tmp/corpus
 //       --worker_index=0 --num_workers=2 --epochs=3
+//   asgd_worker --servers=... --kaldi_data=data/train
+//       --kaldi_alignments='exp/tri3_ali/pdf.*.gz' --kaldi_heldout_data=...
+//       --kaldi_heldout_alignments=... --worker_index=0 --num_workers=2
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -24,8 +28,10 @@
 #include "model/cuda/cuda_loader.h"
 #include "model/cuda/cuda_options.h"
 #include "model/model_file.h"
+#include "worker/data/kaldi_data.h"
 #include "worker/data/make_examples.h"
 #include "worker/data/utterances.h"
+#include "worker/kaldi_flags.h"
 #include "worker/loop/loop.h"
 #include "worker/loop/worker_metrics.h"
 #include "worker/peer/decentralized_metrics.h"
@@ -35,7 +41,13 @@
 
 ABSL_FLAG(std::string, servers, "",
           "Comma-separated host:port of every server in the pool (any order).");
-ABSL_FLAG(std::string, corpus, "", "Corpus directory (see corpus/README.md).");
+ABSL_FLAG(std::string, corpus, "",
+          "Corpus directory (see corpus/README.md); or --kaldi_data.");
+ABSL_FLAG(std::string, kaldi_heldout_data, "",
+          "With --kaldi_data: a Kaldi data directory of held-out utterances "
+          "(loaded into memory) for the evaluations; none: no evaluation.");
+ABSL_FLAG(std::string, kaldi_heldout_alignments, "",
+          "Pdf-id alignments of --kaldi_heldout_data (files and globs).");
 ABSL_FLAG(int, worker_index, 0, "This worker's index in [0, num_workers).");
 ABSL_FLAG(int, num_workers, 1,
           "Number of workers; worker i trains on utterances u with "
@@ -160,12 +172,19 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+void LogBadData(int index, const BadDataReporter& bad_data) {
+  std::printf("worker %d: bad data skipped: %s\n", index,
+              bad_data.counts().ToString().c_str());
+  std::fflush(stdout);
+}
+
 // --mode=adpsgd or allreduce: the shared setup's loop options plus the
 // decentralized flags; RunDecentralizedWorker logs the summary lines.
 int RunDecentralized(LoopOptions loop, int num_workers, int64_t lockstep_steps,
                      prometheus::Registry& registry, ParamClient* servers,
                      ModelBackend* backend, const ModelSpec& spec,
-                     const ExampleSet* train, const ExampleSet* heldout,
+                     const ExampleSet* train, const OpenBatchSource& open_source,
+                     const ExampleSet* heldout,
                      const SecurityOptions& security) {
   auto mode = ParseDecentralizedMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return Fail(mode.status());
@@ -193,6 +212,7 @@ int RunDecentralized(LoopOptions loop, int num_workers, int64_t lockstep_steps,
   o.decentralized.allreduce_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   o.decentralized.peer_observer = &peer_metrics;
+  o.decentralized.open_source = open_source;
   o.local_learning_rate = absl::GetFlag(FLAGS_local_learning_rate);
   o.num_workers = num_workers;
   o.peer_host = absl::GetFlag(FLAGS_peer_host);
@@ -233,8 +253,25 @@ int Run() {
     return Fail(absl::InvalidArgumentError(absl::StrFormat(
         "--worker_index=%d must be in [0, --num_workers=%d)", index, num_workers)));
   }
-  if (absl::GetFlag(FLAGS_corpus).empty()) {
-    return Fail(absl::InvalidArgumentError("--corpus is required"));
+  const bool kaldi = !KaldiDataFlag().empty();
+  if (absl::GetFlag(FLAGS_corpus).empty() == !kaldi) {
+    return Fail(absl::InvalidArgumentError(
+        "give exactly one of --corpus and --kaldi_data"));
+  }
+  KaldiInput kaldi_train, kaldi_heldout;
+  if (kaldi) {
+    auto input = KaldiInputFromFlags(
+        /*need_alignments=*/true, index == 0 ? MissingGlobalCmvn::kComputeAndWrite
+                                             : MissingGlobalCmvn::kCompute);
+    if (!input.ok()) return Fail(input.status());
+    kaldi_train = *input;
+    kaldi_heldout = kaldi_train;
+    kaldi_heldout.data_dir = absl::GetFlag(FLAGS_kaldi_heldout_data);
+    kaldi_heldout.alignments = absl::GetFlag(FLAGS_kaldi_heldout_alignments);
+    if (!kaldi_heldout.data_dir.empty() && kaldi_heldout.alignments.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "--kaldi_heldout_data needs --kaldi_heldout_alignments"));
+    }
   }
   if (absl::GetFlag(FLAGS_batch_size) < 1) {
     return Fail(absl::InvalidArgumentError("--batch_size must be >= 1"));
@@ -276,18 +313,31 @@ int Run() {
                 metrics_host.c_str(), (*endpoint)->port());
   }
 
-  auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
-  if (!corpus.ok()) return Fail(corpus.status());
-  // With the pool every worker holds all utterances; otherwise its own part.
-  const Utterances train_utts = Utterances::FromCorpus(
-      corpus->info, corpus->train, pool ? 0 : index, pool ? 1 : num_workers);
-  const Utterances heldout_utts =
-      Utterances::FromCorpus(corpus->info, corpus->heldout);
-  std::printf("worker %d: %lld training frames (%s), %lld held-out\n", index,
-              static_cast<long long>(train_utts.num_frames()),
-              pool ? "all, minibatches from the shared pool"
-                   : absl::StrFormat("part %d of %d", index, num_workers).c_str(),
-              static_cast<long long>(heldout_utts.num_frames()));
+  // The asgd corpus, loaded whole (Kaldi data is read after connecting: how
+  // it is cut depends on the model).
+  std::unique_ptr<Utterances> train_utts, heldout_utts;
+  int64_t all_train_frames = 0;
+  int corpus_dim = 0, corpus_classes = 0;
+  if (!kaldi) {
+    auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
+    if (!corpus.ok()) return Fail(corpus.status());
+    // With the pool every worker holds all utterances; otherwise its own
+    // part.
+    train_utts = std::make_unique<Utterances>(
+        Utterances::FromCorpus(corpus->info, corpus->train, pool ? 0 : index,
+                               pool ? 1 : num_workers));
+    heldout_utts = std::make_unique<Utterances>(
+        Utterances::FromCorpus(corpus->info, corpus->heldout));
+    all_train_frames = corpus->train_frames;
+    std::printf(
+        "worker %d: %lld training frames (%s), %lld held-out\n", index,
+        static_cast<long long>(train_utts->num_frames()),
+        pool ? "all, minibatches from the shared pool"
+             : absl::StrFormat("part %d of %d", index, num_workers).c_str(),
+        static_cast<long long>(heldout_utts->num_frames()));
+    corpus_dim = corpus->info.feature_dim;
+    corpus_classes = corpus->info.num_classes;
+  }
 
   PoolClientOptions client_options;
   client_options.worker_id = index;
@@ -300,20 +350,41 @@ int Run() {
   auto client = ConnectToPool(*addresses, client_options);
   if (!client.ok()) return Fail(client.status());
   const ModelSpec spec = (*client)->model();
-  if (absl::Status s = CheckDataFitsModel(corpus->info.feature_dim,
-                                          corpus->info.num_classes, spec);
-      !s.ok()) {
-    return Fail(s);
-  }
   DataOptions data;
   data.chunk_frames = absl::GetFlag(FLAGS_chunk_frames);
   data.left_context = absl::GetFlag(FLAGS_chunk_left_context);
   data.right_context = absl::GetFlag(FLAGS_chunk_right_context);
-  auto train = MakeExamples(spec, &train_utts, data);
-  if (!train.ok()) return Fail(train.status());
-  auto heldout = MakeExamples(spec, &heldout_utts, data);
-  if (!heldout.ok()) return Fail(heldout.status());
-  const BatchShape shape = ShapeOfBatch(**train, absl::GetFlag(FLAGS_batch_size));
+  std::unique_ptr<ExampleSet> train, heldout;
+  OpenBatchSource open_source;  // streamed Kaldi data
+  BadDataReporter bad_data(&std::cout, absl::StrFormat("worker %d: ", index),
+                           kaldi ? registry.get() : nullptr, index);
+  KaldiWorkerData kaldi_data;
+  if (kaldi) {
+    kaldi_train.on_skip = kaldi_heldout.on_skip = bad_data.Callback();
+    auto prepared = PrepareKaldiWorkerData(kaldi_train, kaldi_heldout, spec,
+                                           data, index, num_workers, pool);
+    if (!prepared.ok()) return Fail(prepared.status());
+    kaldi_data = *std::move(prepared);
+    train = std::move(kaldi_data.train);
+    heldout = std::move(kaldi_data.heldout);
+    open_source = kaldi_data.open_source;
+    all_train_frames = kaldi_data.all_frames;
+    std::printf("worker %d: %s; global CMVN: %s\n", index,
+                kaldi_data.summary.c_str(),
+                kaldi_train.global_cmvn_source.c_str());
+  } else {
+    if (absl::Status s = CheckDataFitsModel(corpus_dim, corpus_classes, spec);
+        !s.ok()) {
+      return Fail(s);
+    }
+    auto made = MakeExamples(spec, train_utts.get(), data);
+    if (!made.ok()) return Fail(made.status());
+    train = *std::move(made);
+    made = MakeExamples(spec, heldout_utts.get(), data);
+    if (!made.ok()) return Fail(made.status());
+    heldout = *std::move(made);
+  }
+  const BatchShape shape = ShapeOfBatch(*train, absl::GetFlag(FLAGS_batch_size));
 
   CudaOptions cuda_options;
   cuda_options.device = absl::GetFlag(FLAGS_cuda_device);
@@ -349,13 +420,16 @@ int Run() {
   // Lockstep modes (sync, allreduce): every worker runs the same number of
   // steps, from the whole training set's size, so none waits for a finished
   // one.
-  const int64_t lockstep_steps = LockstepSteps(
-      loop.epochs, corpus->train_frames, num_workers,
-      shape.examples * (*train)->max_labelled_steps());
+  const int64_t lockstep_steps =
+      LockstepSteps(loop.epochs, all_train_frames, num_workers,
+                    shape.examples * train->max_labelled_steps());
   if (decentralized) {
-    return RunDecentralized(loop, num_workers, lockstep_steps, *registry,
-                            client->get(), backend->get(), spec, train->get(),
-                            heldout->get(), *security);
+    const int rc = RunDecentralized(loop, num_workers, lockstep_steps,
+                                    *registry, client->get(), backend->get(),
+                                    spec, train.get(), open_source,
+                                    heldout.get(), *security);
+    if (kaldi) LogBadData(index, bad_data);
+    return rc;
   }
   TrainerOptions options;
   options.mode = *mode;
@@ -367,15 +441,17 @@ int Run() {
   options.pool_seed = absl::GetFlag(FLAGS_pool_seed);
   options.warm_start_epochs = absl::GetFlag(FLAGS_warm_start_epochs);
   options.local_learning_rate = absl::GetFlag(FLAGS_local_learning_rate);
+  options.open_source = open_source;
   if (*mode == TrainMode::kSync) {
     options.push_every = 1;
     if (loop.max_steps == 0) loop.max_steps = lockstep_steps;
     loop.epochs = 0;
   }
   options.loop = loop;
-  Trainer trainer(client->get(), backend->get(), train->get(), heldout->get(),
+  Trainer trainer(client->get(), backend->get(), train.get(), heldout.get(),
                   options, &std::cout);
   auto result = trainer.Run();
+  if (kaldi) LogBadData(index, bad_data);
   if (!result.ok()) return Fail(result.status());
   LogSummary(&std::cout, index, *result,
              absl::StrFormat(", %d pushes dropped as stale, %d refused busy",

@@ -1,13 +1,16 @@
 // BatchSource: where a training loop's minibatches come from. LocalSource
 // draws them from this worker's own examples in a seeded random order, for
 // a number of epochs; other sources (the parameter servers' shared
-// minibatch pool, worker/ps/pool_source.h) implement the same interface.
+// minibatch pool, worker/ps/pool_source.h; data streamed from disk,
+// worker/data/stream_source.h) implement the same interface.
 //
 // Thread-safety: a source is used by one thread.
 #ifndef ASGD_WORKER_DATA_BATCH_SOURCE_H_
 #define ASGD_WORKER_DATA_BATCH_SOURCE_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "worker/data/examples.h"
@@ -41,6 +44,13 @@ class LocalSource final : public BatchSource {
   ExampleSampler sampler_;
   const double epochs_;
 };
+
+// Opens a fresh source over a worker's training data: minibatches in an
+// order drawn from `seed`, for `epochs` passes (0: no limit). Training loops
+// take one to train from data they do not hold in memory (StreamSource).
+using OpenBatchSource =
+    std::function<absl::StatusOr<std::unique_ptr<BatchSource>>(uint64_t seed,
+                                                               double epochs)>;
 
 }  // namespace asgd
 

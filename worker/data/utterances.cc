@@ -42,6 +42,20 @@ void Utterances::Add(absl::Span<const float> features,
   utterance_.insert(utterance_.end(), labels.size(), u);
 }
 
+void Utterances::Clear() {
+  features_.clear();
+  labels_.clear();
+  utterance_.clear();
+  starts_.clear();
+}
+
+void Utterances::Reserve(int64_t frames, int64_t utterances) {
+  features_.reserve(frames * feature_dim_);
+  labels_.reserve(frames);
+  utterance_.reserve(frames);
+  starts_.reserve(utterances);
+}
+
 double Utterances::MajorityClassRate() const {
   if (labels_.empty()) return 0;
   std::unordered_map<int32_t, int64_t> counts;

@@ -29,8 +29,18 @@ class Utterances {
                                int part = 0, int num_parts = 1);
 
   // Appends one utterance of labels.size() frames, features already
-  // normalised (features.size() == labels.size() * feature_dim()).
+  // normalised (features.size() == labels.size() * feature_dim()). An
+  // utterance without frames is not added.
   void Add(absl::Span<const float> features, absl::Span<const int32_t> labels);
+
+  // Removes every utterance, keeping the storage (a window reused).
+  void Clear();
+  // Allocates for `frames` frames in `utterances` utterances in all.
+  void Reserve(int64_t frames, int64_t utterances);
+  // Bytes of storage held per frame (features, label, utterance index).
+  static int64_t BytesPerFrame(int feature_dim) {
+    return int64_t{feature_dim} * 4 + 8;
+  }
 
   int feature_dim() const { return feature_dim_; }
   int64_t num_frames() const { return static_cast<int64_t>(labels_.size()); }

@@ -28,14 +28,15 @@ absl::Status ValidateLoopOptions(const LoopOptions& o) {
 
 absl::Status CheckLoopSetup(const LoopOptions& options,
                             const ModelBackend& backend,
-                            const ExampleSet& train, int64_t model_size) {
+                            const ExampleSet& train, int64_t model_size,
+                            bool streamed) {
   ASGD_RETURN_IF_ERROR(ValidateLoopOptions(options));
   if (ModelParamCount(backend.spec()) != model_size) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the backend's model has ", ModelParamCount(backend.spec()),
         " parameters, the one to train ", model_size));
   }
-  if (train.num_examples() == 0) {
+  if (!streamed && train.num_examples() == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker ", options.worker_index,
         " has no training data (more workers than utterances?)"));

@@ -92,10 +92,13 @@ absl::Status ValidateLoopOptions(const LoopOptions& options);
 // What both loops check before they start: the options are valid, the
 // backend computes a model of `model_size` parameters, and `train` has
 // examples of the model's input size whose minibatches fit the backend.
-// InvalidArgument or FailedPrecondition saying what is wrong.
+// With `streamed`, `train` only gives the shape of examples that a streamed
+// source draws, and may itself hold none. InvalidArgument or
+// FailedPrecondition saying what is wrong.
 absl::Status CheckLoopSetup(const LoopOptions& options,
                             const ModelBackend& backend,
-                            const ExampleSet& train, int64_t model_size);
+                            const ExampleSet& train, int64_t model_size,
+                            bool streamed);
 
 // Seconds spent per phase of the loop.
 struct PhaseTimes {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <future>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -46,8 +47,8 @@ DecentralizedTrainer::DecentralizedTrainer(
 
 absl::Status DecentralizedTrainer::Validate() const {
   const LoopOptions& loop = options_.loop;
-  ASGD_RETURN_IF_ERROR(
-      CheckLoopSetup(loop, *backend_, *train_, model_->size()));
+  ASGD_RETURN_IF_ERROR(CheckLoopSetup(loop, *backend_, *train_, model_->size(),
+                                      options_.open_source != nullptr));
   if (!(options_.learning_rate > 0)) {
     return absl::InvalidArgumentError("the learning rate must be > 0");
   }
@@ -101,7 +102,16 @@ absl::StatusOr<DecentralizedResult> DecentralizedTrainer::Run() {
   DecentralizedResult result;
   TrainResult& r = result.train;
   const BatchShape shape = ShapeOfBatch(*train_, loop.batch_size);
-  ExampleSampler sampler(train_, loop.seed * 7919 + loop.worker_index);
+  // Allreduce runs in lockstep, exactly max_steps steps on every worker: its
+  // data wraps around.
+  const uint64_t seed = loop.seed * 7919 + loop.worker_index;
+  const double epochs = adpsgd ? loop.epochs : 0;
+  std::unique_ptr<BatchSource> source;
+  if (options_.open_source) {
+    ASGD_ASSIGN_OR_RETURN(source, options_.open_source(seed, epochs));
+  } else {
+    source = std::make_unique<LocalSource>(train_, seed, epochs);
+  }
   AdpsgdAverager averager(model_, peers_, options_.adpsgd,
                           options_.peer_observer);
   std::vector<float> snapshot(total), grad(total), pending(total);
@@ -119,10 +129,9 @@ absl::StatusOr<DecentralizedResult> DecentralizedTrainer::Run() {
 
   for (uint64_t step = 0;; ++step) {
     if (reporter_.Done(r.steps)) break;
-    // Allreduce runs in lockstep: exactly max_steps steps on every worker.
-    if (adpsgd && loop.epochs > 0 && sampler.epochs() >= loop.epochs) break;
     const absl::Time t0 = clock->Now();
-    sampler.Next(&batch);
+    ASGD_ASSIGN_OR_RETURN(const bool more, source->Next(&batch));
+    if (!more) break;
     const absl::Time t1 = clock->Now();
     model_->Read(absl::MakeSpan(snapshot));
     // Delay-by-one: this step's averaging and the previous step's update run
@@ -165,14 +174,14 @@ absl::StatusOr<DecentralizedResult> DecentralizedTrainer::Run() {
     phases.idle = absl::ToDoubleSeconds(t3 - t2);
     phases.push = absl::ToDoubleSeconds(t4 - t3);
     reporter_.BookStep(*computed, phases, &r);
-    reporter_.MaybeLog(r, sampler.epochs(), ProgressExtra());
+    reporter_.MaybeLog(r, source->epochs(), ProgressExtra());
     if (reporter_.EvalDue(r.steps)) {
       ASGD_RETURN_IF_ERROR(Evaluate(&result, false));
     }
   }
   // The last delayed gradient has not been applied yet.
   if (have_pending) model_->ApplyGradient(pending, lr);
-  reporter_.MaybeLog(r, sampler.epochs(), ProgressExtra(), /*force=*/true);
+  reporter_.MaybeLog(r, source->epochs(), ProgressExtra(), /*force=*/true);
   result.averages = averager.stats();
   r.seconds = reporter_.Seconds();
   r.params.resize(total);

@@ -43,6 +43,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "model/backend.h"
+#include "worker/data/batch_source.h"
 #include "worker/data/examples.h"
 #include "worker/loop/loop.h"
 #include "worker/peer/adpsgd.h"
@@ -70,6 +71,10 @@ struct DecentralizedOptions {
   // kAllreduce: longest wait for a neighbour's message.
   absl::Duration allreduce_timeout = absl::Seconds(60);
   PeerObserver* peer_observer = nullptr;  // may be null; outlives Run()
+  // When set, minibatches come from the source it opens (e.g. a
+  // StreamSource over a Kaldi data directory) instead of a LocalSource over
+  // `train`, which then only gives the examples' shape and may be empty.
+  OpenBatchSource open_source;
 };
 
 struct DecentralizedResult {

@@ -12,6 +12,7 @@
 #include "model/cpu_backend.h"
 #include "prometheus/registry.h"
 #include "worker/data/frame_examples.h"
+#include "worker/data/stream_source.h"
 #include "worker/data/toy_task.h"
 #include "worker/data/utterances.h"
 #include "worker/peer/decentralized_metrics.h"
@@ -65,6 +66,45 @@ TEST(DelayByOneTest, AppliesEachGradientOneStepLate) {
   for (size_t i = 0; i < x.size(); ++i) x[i] -= lr * (1.0f * grads.back()[i]);
   // Steps 0 and 1 computed their gradients on x_0 itself.
   EXPECT_EQ(result->train.params, x);
+}
+
+// Minibatches streamed from disk-sized data (open_source): a lone adpsgd
+// worker trains through its epochs and learns the task.
+TEST(DecentralizedStreamTest, TrainsFromAStreamedSourceForItsEpochs) {
+  const Utterances utts = ToyUtterances(1);  // 20 x 50 frames
+  FrameExamples shape(&utts, SmallSpec().context);
+  auto dnn = CreateCpuBackend(SmallSpec(), 32);
+  ASSERT_TRUE(dnn.ok());
+  PeerModel model(InitialParams(SmallSpec(), 3));
+  NoPeers peers;
+  DecentralizedOptions options;
+  options.loop.batch_size = 32;
+  options.loop.epochs = 3;
+  options.loop.log_every = 0;
+  options.learning_rate = 0.2f;
+  int opened = 0;
+  options.open_source = [&](uint64_t seed, double epochs)
+      -> absl::StatusOr<std::unique_ptr<BatchSource>> {
+    ++opened;
+    StreamOptions s;
+    s.window_bytes = 200 * ExampleBytesPerFrame(4);
+    s.seed = seed;
+    s.epochs = epochs;
+    auto source = StreamSource::Create(std::make_unique<UtterancesStream>(&utts),
+                                       SmallSpec(), {}, s);
+    if (!source.ok()) return source.status();
+    return std::unique_ptr<BatchSource>(*std::move(source));
+  };
+  DecentralizedTrainer trainer(&model, &peers, nullptr, dnn->get(), &shape,
+                               &shape, options, nullptr);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(opened, 1);
+  EXPECT_EQ(result->train.steps, 3 * 1000 / 32);  // whole minibatches
+  EXPECT_EQ(result->train.frames, 3 * 1000 / 32 * 32);
+  auto accuracy = EvaluateAccuracy(dnn->get(), result->train.params, shape, 32);
+  ASSERT_TRUE(accuracy.ok());
+  EXPECT_GT(*accuracy, 0.8);
 }
 
 TEST(DecentralizedMetricsTest, CountsExchangesAndKeepsTheDistance) {

@@ -41,8 +41,14 @@ Trainer::Trainer(ParamClient* client, ModelBackend* backend,
 
 absl::Status Trainer::ValidateSetup() const {
   const LoopOptions& loop = options_.loop;
+  if (options_.open_source && options_.use_pool) {
+    return absl::InvalidArgumentError(
+        "the shared minibatch pool needs every example in memory, not a "
+        "streamed source");
+  }
   ASGD_RETURN_IF_ERROR(CheckLoopSetup(loop, *backend_, *train_,
-                                      client_->layout().total_size()));
+                                      client_->layout().total_size(),
+                                      options_.open_source != nullptr));
   if (options_.push_every < 1) {
     return absl::InvalidArgumentError("push_every must be >= 1");
   }
@@ -66,6 +72,13 @@ absl::Status Trainer::ValidateSetup() const {
         "minibatch pool");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<BatchSource>> Trainer::OpenSource(
+    uint64_t seed, double epochs) const {
+  if (options_.open_source) return options_.open_source(seed, epochs);
+  return std::unique_ptr<BatchSource>(
+      std::make_unique<LocalSource>(train_, seed, epochs));
 }
 
 void Trainer::Straggle(absl::Duration compute) {
@@ -112,8 +125,9 @@ absl::Status Trainer::WarmStart(TrainResult* result,
     ASGD_ASSIGN_OR_RETURN(float lr,
                           LocalLearningRate(options_.local_learning_rate,
                                             client_->attributes()));
-    LocalSource source(train_, options_.loop.seed * 104729 + 17,
-                       options_.warm_start_epochs);
+    ASGD_ASSIGN_OR_RETURN(
+        std::unique_ptr<BatchSource> source,
+        OpenSource(options_.loop.seed * 104729 + 17, options_.warm_start_epochs));
     if (log_ != nullptr) {
       *log_ << absl::StrFormat(
                    "worker 0 warm start: %.2f epochs of plain SGD (lr %g)",
@@ -122,7 +136,7 @@ absl::Status Trainer::WarmStart(TrainResult* result,
     }
     TrainResult warm;
     warm.params = std::move(result->params);
-    ASGD_RETURN_IF_ERROR(LocalSgd(&source, lr, /*max_steps=*/0, &warm));
+    ASGD_RETURN_IF_ERROR(LocalSgd(source.get(), lr, /*max_steps=*/0, &warm));
     result->params = std::move(warm.params);
     ASGD_RETURN_IF_ERROR(
         client_->Push(result->params, *versions, 1, PushKind::kAssign)
@@ -246,8 +260,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     source = std::make_unique<PoolSource>(client_, train_, options_.pool_seed,
                                           shape.examples, loop.epochs);
   } else {
-    source = std::make_unique<LocalSource>(
-        train_, loop.seed * 7919 + loop.worker_index, loop.epochs);
+    ASGD_ASSIGN_OR_RETURN(
+        source, OpenSource(loop.seed * 7919 + loop.worker_index, loop.epochs));
   }
   auto staleness = [&] {
     return absl::StrCat(" max-staleness ", window_staleness_);

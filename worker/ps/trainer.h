@@ -22,7 +22,8 @@
 //
 // Data: this worker's own examples in a seeded random order each epoch, or
 // with use_pool minibatch ids from the shared pool on server 0, where a slow
-// worker simply takes fewer batches. Any model kind: the examples come from
+// worker simply takes fewer batches, or (open_source) minibatches streamed
+// from data that is not held in memory. Any model kind: the examples come from
 // worker/data (frames or chunks) and the math from a ModelBackend. The loop
 // ends after max_steps steps, or when the data's epochs are used up.
 //
@@ -39,6 +40,7 @@
 #define ASGD_WORKER_PS_TRAINER_H_
 
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <vector>
 
@@ -68,6 +70,11 @@ struct TrainerOptions {
   int max_minibatches_per_push = 4;
   bool use_pool = false;
   uint64_t pool_seed = 1;  // example order of pool epochs (same on all workers)
+  // When set (not with use_pool), the main loop's and the warm start's
+  // minibatches come from sources it opens (e.g. a StreamSource over a
+  // Kaldi data directory) instead of a LocalSource over `train`, which then
+  // only gives the examples' shape (input_dim, steps) and may be empty.
+  OpenBatchSource open_source;
   double warm_start_epochs = 0;
   absl::Duration warm_start_timeout = absl::Minutes(30);
   // Learning rate of local SGD (kSgd, warm start); 0: the pool's
@@ -119,6 +126,10 @@ class Trainer {
   absl::Status LocalSgd(BatchSource* source, float lr, int64_t max_steps,
                         TrainResult* result);
   absl::Status WarmStart(TrainResult* result, std::vector<uint64_t>* versions);
+  // The minibatches of this worker's own data (open_source, or a
+  // LocalSource over train_).
+  absl::StatusOr<std::unique_ptr<BatchSource>> OpenSource(uint64_t seed,
+                                                          double epochs) const;
   // Idles (slowdown - 1) × `compute` when the worker is a straggler.
   void Straggle(absl::Duration compute);
 

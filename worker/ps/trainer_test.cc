@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
 #include "worker/data/make_examples.h"
+#include "worker/data/stream_source.h"
 #include "worker/data/toy_task.h"
 #include "worker/data/utterances.h"
 #include "worker/loop/fake_clock.h"
@@ -582,11 +583,43 @@ TEST(TrainerTest, SyncModeNeedsAStepCountAndOnePushPerStep) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Streamed data (open_source) ends at its epochs like data in memory; the
+// shared pool, which needs every example at hand, refuses it.
+TEST(TrainerTest, StreamedDataEndsAtItsEpochsAndTheSharedPoolRefusesIt) {
+  FakeClock clock;
+  FakePool pool(SmallSpec(), 0.2f);
+  const Utterances utts = ToyUtterances(1);  // 20 x 50 frames
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.batch_size = 64;
+  o.loop.max_steps = 0;
+  o.loop.epochs = 2;
+  o.open_source = [&](uint64_t seed, double epochs)
+      -> absl::StatusOr<std::unique_ptr<BatchSource>> {
+    StreamOptions s;
+    s.window_bytes = 300 * ExampleBytesPerFrame(4);
+    s.seed = seed;
+    s.epochs = epochs;
+    auto source = StreamSource::Create(std::make_unique<UtterancesStream>(&utts),
+                                       SmallSpec(), {}, s);
+    if (!source.ok()) return source.status();
+    return std::unique_ptr<BatchSource>(*std::move(source));
+  };
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 2 * 1000 / 64);  // whole minibatches
+  EXPECT_EQ(result->frames, 2 * 1000 / 64 * 64);
+  o.use_pool = true;
+  EXPECT_EQ(Train(&pool, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // Every training mode of the trainer trains every model kind: the toy task is
 // learned well above chance (33%) whatever the model and the mode.
 struct KindAndMode {
   std::string kind;
-  std::string mode;  // asgd, accumulate, background, sgd, warm_start
+  // asgd, accumulate, background, sgd, warm_start; streamed_*: the same
+  // with minibatches streamed through a window of 120 frames (StreamSource)
+  std::string mode;
 };
 
 class EveryModelKindTest : public ::testing::TestWithParam<KindAndMode> {};
@@ -601,10 +634,31 @@ TEST_P(EveryModelKindTest, LearnsTheToyTask) {
   if (p.mode == "accumulate") o.push_every = 3;
   if (p.mode == "background") o.compute_while_pushing = true;
   if (p.mode == "sgd") o.mode = TrainMode::kSgd;
-  if (p.mode == "warm_start") o.warm_start_epochs = 0.5;
+  if (p.mode == "warm_start" || p.mode == "streamed_warm_start") {
+    o.warm_start_epochs = 0.5;
+  }
   pool.attributes_["learning_rate"] = "0.2";
+  const Utterances train_utts = ToyUtterances(1);
+  int opened = 0;
+  const ModelSpec spec = ToyModel(p.kind);
+  if (p.mode.rfind("streamed", 0) == 0) {
+    o.open_source = [&](uint64_t seed, double epochs)
+        -> absl::StatusOr<std::unique_ptr<BatchSource>> {
+      ++opened;
+      StreamOptions s;
+      s.window_bytes = 120 * ExampleBytesPerFrame(spec.feature_dim);
+      s.seed = seed;
+      s.epochs = epochs;
+      auto source =
+          StreamSource::Create(std::make_unique<UtterancesStream>(&train_utts),
+                               spec, ToyDataOptions(), s);
+      if (!source.ok()) return source.status();
+      return std::unique_ptr<BatchSource>(*std::move(source));
+    };
+  }
   auto result = Train(&pool, o);
   ASSERT_TRUE(result.ok()) << result.status();
+  if (o.open_source) EXPECT_EQ(opened, o.warm_start_epochs > 0 ? 2 : 1);
   EXPECT_EQ(result->steps, 150);
   // Sequence models count only the labelled frames of their chunks.
   EXPECT_GE(result->frames, 150 * 10);
@@ -615,7 +669,8 @@ std::vector<KindAndMode> KindsAndModes() {
   std::vector<KindAndMode> out;
   for (const char* kind : {"dnn", "cnn", "lstm", "blstm"}) {
     for (const char* mode :
-         {"asgd", "accumulate", "background", "sgd", "warm_start"}) {
+         {"asgd", "accumulate", "background", "sgd", "warm_start",
+          "streamed_asgd", "streamed_warm_start"}) {
       out.push_back({kind, mode});
     }
   }

@@ -1,0 +1,111 @@
+#include "worker/utterance_scorer.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "model/cpu_backend.h"
+#include "worker/data/frame_examples.h"
+#include "worker/data/utterances.h"
+
+namespace asgd {
+
+BackendFactory CpuBackendFactory() {
+  return [](const ModelSpec& spec, int max_rows) {
+    return CreateCpuBackend(spec, max_rows);
+  };
+}
+
+UtteranceScorer::UtteranceScorer(const ModelSpec& spec,
+                                 absl::Span<const float> params,
+                                 BackendFactory factory,
+                                 const ScorerOptions& options)
+    : spec_(spec),
+      params_(params.begin(), params.end()),
+      factory_(std::move(factory)),
+      options_(options) {}
+
+absl::StatusOr<std::unique_ptr<UtteranceScorer>> UtteranceScorer::Create(
+    const ModelSpec& spec, absl::Span<const float> params,
+    BackendFactory factory, const ScorerOptions& options) {
+  ASGD_RETURN_IF_ERROR(ValidateModelSpec(spec));
+  if (static_cast<int64_t>(params.size()) != ModelParamCount(spec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model has ", params.size(), " parameters, its spec ",
+        ModelParamCount(spec)));
+  }
+  if (options.batch_rows < 1 || options.max_frames < 1 ||
+      options.max_frames > (int64_t{1} << 24) || !factory) {
+    return absl::InvalidArgumentError(
+        "UtteranceScorer: batch_rows >= 1, max_frames in [1, 2^24] and a "
+        "backend factory are needed");
+  }
+  return std::unique_ptr<UtteranceScorer>(
+      new UtteranceScorer(spec, params, std::move(factory), options));
+}
+
+absl::Status UtteranceScorer::EnsureBackend(int64_t rows) {
+  if (backend_ != nullptr && backend_->max_rows() >= rows) {
+    return absl::OkStatus();
+  }
+  // Grow in powers of two, so that a few long utterances do not rebuild it
+  // each time.
+  int64_t size = 64;
+  while (size < rows) size *= 2;
+  size = std::min<int64_t>(size, std::max<int64_t>(rows, options_.max_frames));
+  backend_.reset();  // free the old buffers first
+  ASGD_ASSIGN_OR_RETURN(backend_, factory_(spec_, static_cast<int>(size)));
+  return absl::OkStatus();
+}
+
+absl::Status UtteranceScorer::LogPosteriors(absl::Span<const float> features,
+                                            int64_t frames,
+                                            std::vector<float>* out) {
+  const int dim = spec_.feature_dim;
+  if (frames < 0 || static_cast<int64_t>(features.size()) != frames * dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "UtteranceScorer: ", features.size(), " values for ", frames,
+        " frames of ", dim));
+  }
+  if (frames > options_.max_frames) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an utterance of ", frames, " frames, more than the ",
+                     options_.max_frames, " accepted"));
+  }
+  const int classes = spec_.num_classes;
+  out->assign(frames * classes, 0.0f);
+  if (frames == 0) return absl::OkStatus();
+  // The utterance as the example code sees it; the labels are not read.
+  Utterances utt(dim);
+  utt.Add(features, std::vector<int32_t>(frames, 0));
+  FrameExamples rows(&utt, spec_.context);
+  const int in_dim = spec_.input_dim();
+  if (spec_.is_sequence()) {
+    ASGD_RETURN_IF_ERROR(EnsureBackend(frames));
+    inputs_.resize(frames * in_dim);
+    labels_.assign(frames, kNoLabel);
+    for (int64_t t = 0; t < frames; ++t) rows.Splice(t, &inputs_[t * in_dim]);
+    const Batch batch{1, static_cast<int>(frames), inputs_, labels_};
+    return backend_->LogPosteriors(params_, batch, absl::MakeSpan(*out));
+  }
+  const int batch_rows =
+      static_cast<int>(std::min<int64_t>(options_.batch_rows, frames));
+  ASGD_RETURN_IF_ERROR(EnsureBackend(batch_rows));
+  std::vector<int64_t> ids;
+  for (int64_t first = 0; first < frames; first += batch_rows) {
+    const int n = static_cast<int>(std::min<int64_t>(batch_rows, frames - first));
+    ids.resize(n);
+    std::iota(ids.begin(), ids.end(), first);
+    inputs_.resize(int64_t{n} * in_dim);
+    labels_.resize(n);
+    rows.Fill(ids, inputs_.data(), labels_.data());
+    const Batch batch{n, 1, inputs_, labels_};
+    ASGD_RETURN_IF_ERROR(backend_->LogPosteriors(
+        params_, batch,
+        absl::MakeSpan(out->data() + first * classes, int64_t{n} * classes)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace asgd

@@ -1,0 +1,119 @@
+// Whole utterances through every model kind: frame models in batches of any
+// size give the same rows as one frame at a time with its context; sequence
+// models run the utterance as one sequence (an LSTM's prefix is scored
+// alike alone, a BLSTM's is not: it reads the future); sizes are checked.
+#include "worker/utterance_scorer.h"
+
+#include <cmath>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "model/cpu_backend.h"
+#include "worker/data/toy_task.h"
+
+namespace asgd {
+namespace {
+
+std::vector<float> Features(int frames, int dim, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<float> f(int64_t{frames} * dim);
+  for (float& v : f) v = normal(rng);
+  return f;
+}
+
+std::vector<float> Score(const ModelSpec& spec, const std::vector<float>& params,
+                         const std::vector<float>& features, int frames,
+                         int batch_rows = 1024) {
+  ScorerOptions o;
+  o.batch_rows = batch_rows;
+  auto scorer = UtteranceScorer::Create(spec, params, CpuBackendFactory(), o);
+  EXPECT_TRUE(scorer.ok()) << scorer.status();
+  std::vector<float> out;
+  EXPECT_TRUE((*scorer)->LogPosteriors(features, frames, &out).ok());
+  return out;
+}
+
+TEST(UtteranceScorerTest, FrameModelsScoreEachFrameWithItsContext) {
+  for (const char* kind : {"dnn", "cnn"}) {
+    const ModelSpec spec = ToyModel(kind);  // context 1
+    const std::vector<float> params = InitialParams(spec, 4);
+    const int frames = 23, dim = spec.feature_dim, k = spec.num_classes;
+    const std::vector<float> f = Features(frames, dim, 1);
+    const std::vector<float> all = Score(spec, params, f, frames);
+    EXPECT_EQ(Score(spec, params, f, frames, /*batch_rows=*/7), all);
+    // One frame at a time, its context spliced by hand (edges repeated).
+    auto backend = CreateCpuBackend(spec, 1);
+    ASSERT_TRUE(backend.ok());
+    for (int t = 0; t < frames; ++t) {
+      std::vector<float> row;
+      for (int c = -1; c <= 1; ++c) {
+        const int s = std::clamp(t + c, 0, frames - 1);
+        row.insert(row.end(), f.begin() + s * dim, f.begin() + (s + 1) * dim);
+      }
+      const int32_t label = kNoLabel;
+      std::vector<float> want(k);
+      ASSERT_TRUE((*backend)
+                      ->LogPosteriors(params, Batch{1, 1, row, {&label, 1}},
+                                      absl::MakeSpan(want))
+                      .ok());
+      double total = 0;
+      for (int c = 0; c < k; ++c) {
+        EXPECT_FLOAT_EQ(all[t * k + c], want[c]) << kind << " frame " << t;
+        total += std::exp(all[t * k + c]);
+      }
+      EXPECT_NEAR(total, 1.0, 1e-5);
+    }
+  }
+}
+
+TEST(UtteranceScorerTest, SequenceModelsRunTheWholeUtteranceAsOneSequence) {
+  for (const char* kind : {"lstm", "blstm"}) {
+    const ModelSpec spec = ToyModel(kind);
+    const std::vector<float> params = InitialParams(spec, 5);
+    const int frames = 40, prefix = 25, k = spec.num_classes;
+    const std::vector<float> f = Features(frames, spec.feature_dim, 2);
+    const std::vector<float> whole = Score(spec, params, f, frames);
+    const std::vector<float> head = Score(
+        spec, params,
+        std::vector<float>(f.begin(), f.begin() + prefix * spec.feature_dim),
+        prefix);
+    float largest = 0;
+    for (int i = 0; i < prefix * k; ++i) {
+      largest = std::max(largest, std::abs(whole[i] - head[i]));
+    }
+    if (std::string(kind) == "lstm") {
+      EXPECT_LT(largest, 1e-5) << "a forward LSTM does not read ahead";
+    } else {
+      EXPECT_GT(largest, 1e-4) << "a BLSTM's backward direction reads ahead";
+    }
+  }
+}
+
+TEST(UtteranceScorerTest, LongerUtterancesGrowTheBackendWithinTheLimit) {
+  const ModelSpec spec = ToyModel("blstm");
+  const std::vector<float> params = InitialParams(spec, 6);
+  ScorerOptions o;
+  o.max_frames = 500;
+  auto scorer = UtteranceScorer::Create(spec, params, CpuBackendFactory(), o);
+  ASSERT_TRUE(scorer.ok());
+  std::vector<float> out;
+  for (int frames : {10, 300, 500, 7}) {
+    ASSERT_TRUE((*scorer)
+                    ->LogPosteriors(Features(frames, 4, frames), frames, &out)
+                    .ok())
+        << frames;
+    EXPECT_EQ(out.size(), static_cast<size_t>(frames * spec.num_classes));
+  }
+  EXPECT_EQ((*scorer)->LogPosteriors(Features(501, 4, 1), 501, &out).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*scorer)->LogPosteriors(Features(5, 4, 1), 6, &out).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(UtteranceScorer::Create(spec, {1.0f}, CpuBackendFactory())
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace asgd
