@@ -19,6 +19,8 @@
 #   LEARNING_RATE  server learning rate (default 0.05)
 #   WIRE_DTYPE     fp32 or bf16: encoding of gradients and weights on the wire
 #                  (default fp32)
+#   PUSH_ENCODING  encoding of pushed gradients: fp32, bf16, onebit or topk
+#                  (default: as WIRE_DTYPE); TOP_K_FRACTION for topk (0.01)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +33,8 @@ HIDDEN=${HIDDEN:-auto}
 MODEL_FLAGS=${MODEL_FLAGS:-}
 LEARNING_RATE=${LEARNING_RATE:-0.05}
 WIRE_DTYPE=${WIRE_DTYPE:-fp32}
+PUSH_ENCODING=${PUSH_ENCODING:-$WIRE_DTYPE}
+TOP_K_FRACTION=${TOP_K_FRACTION:-0.01}
 
 source scripts/lib.sh
 say() { echo "== $*"; }
@@ -49,12 +53,13 @@ asgd_start_servers "$NUM_SERVERS" "$WORKDIR/logs" --num_shards=2 \
   $MODEL_FLAGS
 for ((s = 0; s < NUM_SERVERS; s++)); do head -1 "$WORKDIR/logs/server-$s.log"; done
 
-say "training: $NUM_WORKERS workers, $EPOCHS epochs each over their part of the data"
+say "training: $NUM_WORKERS workers, $EPOCHS epochs each over their part of the data, $PUSH_ENCODING pushes"
 worker_pids=()
 for ((w = 0; w < NUM_WORKERS; w++)); do
   "$BIN/worker/asgd_worker" --servers="$SERVERS" --corpus="$CORPUS" \
     --worker_index=$w --num_workers="$NUM_WORKERS" --epochs="$EPOCHS" \
-    --wire_dtype="$WIRE_DTYPE" --log_every=250 > >(tee "$WORKDIR/logs/worker-$w.log") 2>&1 &
+    --wire_dtype="$WIRE_DTYPE" --push_encoding="$PUSH_ENCODING" \
+    --top_k_fraction="$TOP_K_FRACTION" --log_every=250 > >(tee "$WORKDIR/logs/worker-$w.log") 2>&1 &
   worker_pids+=($!)
   ASGD_PIDS+=($!)
 done
