@@ -171,12 +171,14 @@ grpc::ByteBuffer PushReplyOf(const PushResult& r) {
 // counted by reason); a valid commit hands the staged update to the store,
 // and the store's callback finishes the call once every shard applied it.
 //
-// Three threads can want to finish the call: a gRPC thread in OnReadDone, the
+// Several threads can want to finish the call: a gRPC thread in OnReadDone
+// or OnCancel (the client went away, or the server is stopping), the
 // watchdog's (a stalled stream) and a shard thread (the store's callback).
 // `state_->mu` orders them: whoever finishes first sets finished_, the others
-// then do nothing. The watchdog reaches the reactor only through `state_`,
-// whose pointer OnDone clears before the reactor is deleted. Finish() is
-// safe under the lock: gRPC never runs OnDone inline from it.
+// then do nothing. The watchdog and the store's callback reach the reactor
+// only through `state_`, whose pointer OnDone clears before the reactor is
+// deleted (a cancelled call can be gone before the store answers). Finish()
+// is safe under the lock: gRPC never runs OnDone inline from it.
 class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   struct State {
@@ -262,21 +264,24 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       received_.slices.clear();
       request = assembler_.TakeRequest();
     }
-    // Outside the lock: the store may call back at once (a stale drop).
-    const absl::Status status =
-        store_->Submit(std::move(request), [this](const PushResult& r) {
-          absl::MutexLock lock(&state_->mu);
-          if (!r.error.ok()) {
-            FinishLocked(r.error);
-            return;
-          }
-          *reply_ = PushReplyOf(r);
-          FinishLocked(absl::OkStatus());
+    // Outside the lock: the store may call back at once (a stale drop). It
+    // reaches the reactor through `state_`: a cancelled call may be gone.
+    const absl::Status status = store_->Submit(
+        std::move(request), [state = state_](const PushResult& r) {
+          absl::MutexLock lock(&state->mu);
+          if (state->reactor != nullptr) state->reactor->AnsweredLocked(r);
         });
     if (!status.ok()) {
       absl::MutexLock lock(&state_->mu);
       FinishLocked(status);  // Submit counted it
     }
+  }
+
+  // The client went away (or the server is stopping): finish now, even when
+  // the store has not answered yet (a synchronous step may never come).
+  void OnCancel() override {
+    absl::MutexLock lock(&state_->mu);
+    FinishLocked(absl::CancelledError("push cancelled"));
   }
 
   void OnDone() override {
@@ -288,6 +293,16 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
  private:
+  void AnsweredLocked(const PushResult& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (!r.error.ok()) {
+      FinishLocked(r.error);
+      return;
+    }
+    *reply_ = PushReplyOf(r);
+    FinishLocked(absl::OkStatus());
+  }
+
   void StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     if (finished_ || committed_) return;
     store_->CountRejected(RejectReason::kStalled);
@@ -446,22 +461,24 @@ class PushStreamReactor
       received_.slices.clear();
       request = assembler_->TakeRequest();
     }
-    // Outside the lock: the store may call back at once (a stale drop).
-    const absl::Status status =
-        store_->Submit(std::move(request), [this](const PushResult& r) {
-          absl::MutexLock lock(&state_->mu);
-          if (finished_) return;
-          if (!r.error.ok()) {
-            FinishLocked(r.error);
-            return;
-          }
-          reply_ = PushReplyOf(r);
-          StartWrite(&reply_);
+    // Outside the lock: the store may call back at once (a stale drop). It
+    // reaches the reactor through `state_`: a cancelled stream may be gone.
+    const absl::Status status = store_->Submit(
+        std::move(request), [state = state_](const PushResult& r) {
+          absl::MutexLock lock(&state->mu);
+          if (state->reactor != nullptr) state->reactor->AnsweredLocked(r);
         });
     if (!status.ok()) {
       absl::MutexLock lock(&state_->mu);
       FinishLocked(status);  // Submit counted it
     }
+  }
+
+  // The client went away (or the server is stopping): finish now, even when
+  // the store has not answered the push yet.
+  void OnCancel() override {
+    absl::MutexLock lock(&state_->mu);
+    FinishLocked(absl::CancelledError("push stream cancelled"));
   }
 
   void OnWriteDone(bool ok) override {
@@ -498,6 +515,17 @@ class PushStreamReactor
       return;
     }
     StartRead(&buffer_);
+  }
+
+  void AnsweredLocked(const PushResult& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_) return;
+    if (!r.error.ok()) {
+      FinishLocked(r.error);
+      return;
+    }
+    reply_ = PushReplyOf(r);
+    StartWrite(&reply_);
   }
 
   void IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
