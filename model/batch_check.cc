@@ -1,12 +1,15 @@
 #include "model/batch_check.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 
 namespace asgd {
 
 absl::Status CheckBatch(const ModelSpec& spec, int max_rows,
                         int64_t num_params, absl::Span<const float> params,
-                        const Batch& batch, bool check_labels) {
+                        const Batch& batch) {
   if (static_cast<int64_t>(params.size()) != num_params) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model has ", params.size(), " parameters, want ", num_params));
@@ -28,7 +31,22 @@ absl::Status CheckBatch(const ModelSpec& spec, int max_rows,
         absl::StrCat("inputs have ", batch.inputs.size(), " floats, want ",
                      rows, " x ", spec.input_dim()));
   }
-  if (!check_labels) return absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::Status CheckGradientCall(const ModelSpec& spec, int max_rows,
+                               int64_t num_params,
+                               absl::Span<const float> params,
+                               const Batch& batch, absl::Span<float> grad) {
+  if (absl::Status s = CheckBatch(spec, max_rows, num_params, params, batch);
+      !s.ok()) {
+    return s;
+  }
+  if (static_cast<int64_t>(grad.size()) != num_params) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gradient buffer has ", grad.size(), " floats, want ", num_params));
+  }
+  const int64_t rows = batch.rows();
   if (static_cast<int64_t>(batch.labels.size()) != rows) {
     return absl::InvalidArgumentError(absl::StrCat(
         "batch has ", batch.labels.size(), " labels, want ", rows));
@@ -42,6 +60,30 @@ absl::Status CheckBatch(const ModelSpec& spec, int max_rows,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckOutputCall(const ModelSpec& spec, int max_rows,
+                             int64_t num_params, absl::Span<const float> params,
+                             const Batch& batch, int64_t output_size,
+                             int per_row) {
+  if (absl::Status s = CheckBatch(spec, max_rows, num_params, params, batch);
+      !s.ok()) {
+    return s;
+  }
+  const int64_t want = int64_t{batch.rows()} * per_row;
+  if (output_size != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output has ", output_size, " values, want ", want));
+  }
+  return absl::OkStatus();
+}
+
+void LogSoftmaxRow(const float* logits, int c, float* out) {
+  const float mx = *std::max_element(logits, logits + c);
+  double sum = 0;
+  for (int k = 0; k < c; ++k) sum += std::exp(double{logits[k]} - mx);
+  const float log_sum = static_cast<float>(std::log(sum)) + mx;
+  for (int k = 0; k < c; ++k) out[k] = logits[k] - log_sum;
 }
 
 }  // namespace asgd

@@ -44,12 +44,8 @@ class CpuBackend final : public ModelBackend {
   absl::StatusOr<BatchResult> ComputeGradient(absl::Span<const float> params,
                                               const Batch& batch,
                                               absl::Span<float> grad) override {
-    ASGD_RETURN_IF_ERROR(
-        CheckBatch(spec_, max_rows_, num_params_, params, batch, true));
-    if (static_cast<int64_t>(grad.size()) != num_params_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient buffer has ", grad.size(), " floats, want ", num_params_));
-    }
+    ASGD_RETURN_IF_ERROR(CheckGradientCall(spec_, max_rows_, num_params_,
+                                           params, batch, grad));
     Forward(params.data(), batch);
     const int n = batch.rows();
     const int c = spec_.num_classes;
@@ -90,36 +86,21 @@ class CpuBackend final : public ModelBackend {
   absl::Status LogPosteriors(absl::Span<const float> params,
                              const Batch& batch,
                              absl::Span<float> out) override {
-    ASGD_RETURN_IF_ERROR(
-        CheckBatch(spec_, max_rows_, num_params_, params, batch, false));
-    const int64_t want = int64_t{batch.rows()} * spec_.num_classes;
-    if (static_cast<int64_t>(out.size()) != want) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output has ", out.size(), " floats, want ", want));
-    }
+    ASGD_RETURN_IF_ERROR(CheckOutputCall(spec_, max_rows_, num_params_, params,
+                                         batch, out.size(), spec_.num_classes));
     ForwardLogits(params.data(), batch);
     const int c = spec_.num_classes;
     const float* z = acts_.back().data();
     for (int i = 0; i < batch.rows(); ++i) {
-      const float* row = z + int64_t{i} * c;
-      float* o = out.data() + int64_t{i} * c;
-      const float mx = *std::max_element(row, row + c);
-      double sum = 0;
-      for (int k = 0; k < c; ++k) sum += std::exp(double{row[k]} - mx);
-      const float log_sum = static_cast<float>(std::log(sum)) + mx;
-      for (int k = 0; k < c; ++k) o[k] = row[k] - log_sum;
+      LogSoftmaxRow(z + int64_t{i} * c, c, out.data() + int64_t{i} * c);
     }
     return absl::OkStatus();
   }
 
   absl::Status Predict(absl::Span<const float> params, const Batch& batch,
                        absl::Span<int32_t> out) override {
-    ASGD_RETURN_IF_ERROR(
-        CheckBatch(spec_, max_rows_, num_params_, params, batch, false));
-    if (static_cast<int>(out.size()) != batch.rows()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output has ", out.size(), " entries, want ", batch.rows()));
-    }
+    ASGD_RETURN_IF_ERROR(CheckOutputCall(spec_, max_rows_, num_params_, params,
+                                         batch, out.size(), 1));
     ForwardLogits(params.data(), batch);
     const int c = spec_.num_classes;
     const float* z = acts_.back().data();

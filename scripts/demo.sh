@@ -15,8 +15,11 @@
 #   NUM_SERVERS    server processes (default 2)
 #   MODEL          dnn, cnn, lstm or blstm (default dnn)
 #   HIDDEN         dense layer sizes (default: the model's, 512,512 for dnn)
-#   MODEL_FLAGS    more asgd_server model flags, e.g. "--lstm_cells=128"
-#   LEARNING_RATE  server learning rate (default 0.05)
+#   MODEL_FLAGS    asgd_server model flags (default: sized for this corpus on
+#                  a CPU: cnn "--conv_filters=8"; lstm "--lstm_layers=1
+#                  --lstm_cells=128 --context=2"; blstm "--lstm_layers=1
+#                  --lstm_cells=128"; see docs/results/models)
+#   LEARNING_RATE  server learning rate (default 0.05; lstm 0.3, blstm 0.3)
 #   WIRE_DTYPE     fp32 or bf16: encoding of gradients and weights on the wire
 #                  (default fp32)
 #   PUSH_ENCODING  encoding of pushed gradients: fp32, bf16, onebit or topk
@@ -30,8 +33,14 @@ NUM_WORKERS=${NUM_WORKERS:-2}
 NUM_SERVERS=${NUM_SERVERS:-2}
 MODEL=${MODEL:-dnn}
 HIDDEN=${HIDDEN:-auto}
-MODEL_FLAGS=${MODEL_FLAGS:-}
-LEARNING_RATE=${LEARNING_RATE:-0.05}
+case "$MODEL" in
+  cnn) default_flags="--conv_filters=8" default_lr=0.05 ;;
+  lstm) default_flags="--lstm_layers=1 --lstm_cells=128 --context=2" default_lr=0.3 ;;
+  blstm) default_flags="--lstm_layers=1 --lstm_cells=128" default_lr=0.3 ;;
+  *) default_flags="" default_lr=0.05 ;;
+esac
+MODEL_FLAGS=${MODEL_FLAGS-$default_flags}
+LEARNING_RATE=${LEARNING_RATE:-$default_lr}
 WIRE_DTYPE=${WIRE_DTYPE:-fp32}
 PUSH_ENCODING=${PUSH_ENCODING:-$WIRE_DTYPE}
 TOP_K_FRACTION=${TOP_K_FRACTION:-0.01}

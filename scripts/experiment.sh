@@ -34,7 +34,8 @@
 #              (default dnn); MODEL_FLAGS: more asgd_server model flags
 #   MODELS     the models grid's models (default "dnn cnn lstm blstm"); each
 #              model m takes its server flags from MODEL_FLAGS_m if set
-#              (e.g. MODEL_FLAGS_lstm="--model=lstm --lstm_cells=128"), else
+#              (e.g. MODEL_FLAGS_lstm="--model=lstm --lstm_cells=128
+#              --learning_rate=0.5"), else
 #              --model=m, and its worker flags from WORKER_FLAGS_m;
 #              BUDGET_S its wall-clock budget (default 240)
 #   WORKER_FLAGS  more asgd_worker flags for every run
@@ -100,9 +101,10 @@ run() {
   fi
   [ "$mode" = sync ] && server_flags+=(--sync_workers="$n")
   echo "== run $name: mode $mode, $n workers, straggler $slow, pool $pool"
+  # The model's flags last: they may override the learning rate.
   asgd_start_servers $NUM_SERVERS "$dir" --num_shards=1 \
-    "${RUN_MODEL_FLAGS[@]}" --learning_rate="$lr" --log_every_s=0 \
-    "${server_flags[@]}"
+    --learning_rate="$lr" --log_every_s=0 "${server_flags[@]}" \
+    "${RUN_MODEL_FLAGS[@]}"
   local start pids=() w
   start=$(date +%s.%N)
   for ((w = 0; w < n; w++)); do

@@ -15,16 +15,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/metrics_testing.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "model/cpu_backend.h"
 #include "model/model_spec.h"
+#include "prometheus/registry.h"
+#include "proto/peer.grpc.pb.h"
 #include "worker/data/frame_examples.h"
 #include "worker/data/make_examples.h"
 #include "worker/data/toy_task.h"
 #include "worker/data/utterances.h"
-#include "grpcpp/grpcpp.h"
-#include "gtest/gtest.h"
-#include "prometheus/registry.h"
-#include "proto/peer.grpc.pb.h"
 #include "worker/peer/decentralized_metrics.h"
 #include "worker/peer/decentralized_trainer.h"
 #include "worker/peer/peer_grpc_client.h"
@@ -119,8 +120,8 @@ std::vector<WorkerRun> TrainGroup(int n, const std::string& kind,
       mine.loop.worker_index = i;
       std::ostringstream log;
       DecentralizedTrainer trainer(models[i].get(), client->get(),
-                                   mailboxes[i].get(), dnn->get(),
-                                   train->get(), heldout->get(), mine, &log);
+                                   mailboxes[i].get(), dnn->get(), train->get(),
+                                   heldout->get(), mine, &log);
       runs[i].result = trainer.Run();
       servers[i]->MarkDone(0);
       (*client)->AwaitPeersDone(absl::Seconds(30));
@@ -170,8 +171,7 @@ TEST_P(DecentralizedLearningTest, LearnsTheTask) {
     const DecentralizedResult& r = *runs[i].result;
     EXPECT_EQ(r.train.steps, 300);
     // 32 frames per minibatch, or 3 chunks of 10 labelled frames.
-    EXPECT_EQ(r.train.frames,
-              300 * (ToyModel(v.kind).is_sequence() ? 30 : 32));
+    EXPECT_EQ(r.train.frames, 300 * (ToyModel(v.kind).is_sequence() ? 30 : 32));
     std::cout << v.name << " worker " << i << " accuracy " << runs[i].accuracy
               << "\n";
     EXPECT_GT(runs[i].accuracy, 0.8) << "worker " << i << "\n" << runs[i].log;
@@ -204,29 +204,27 @@ TEST_P(DecentralizedLearningTest, LearnsTheTask) {
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, DecentralizedLearningTest,
-    ::testing::Values(Variant{"FixedRing2", DecentralizedMode::kAdpsgd,
-                              Topology::kFixedRing, false, 2},
-                      Variant{"FixedRing3", DecentralizedMode::kAdpsgd,
-                              Topology::kFixedRing, false, 3},
-                      Variant{"RandomRing4", DecentralizedMode::kAdpsgd,
-                              Topology::kRandomRing, false, 4},
-                      Variant{"RandomRing3DelayByOne",
-                              DecentralizedMode::kAdpsgd, Topology::kRandomRing,
-                              true, 3},
-                      Variant{"FixedRing4DelayByOne",
-                              DecentralizedMode::kAdpsgd, Topology::kFixedRing,
-                              true, 4},
-                      Variant{"Allreduce3", DecentralizedMode::kAllreduce,
-                              Topology::kFixedRing, false, 3},
-                      Variant{"LstmFixedRing2", DecentralizedMode::kAdpsgd,
-                              Topology::kFixedRing, false, 2, "lstm"},
-                      Variant{"BlstmRandomRing3DelayByOne",
-                              DecentralizedMode::kAdpsgd, Topology::kRandomRing,
-                              true, 3, "blstm"},
-                      Variant{"CnnAllreduce2", DecentralizedMode::kAllreduce,
-                              Topology::kFixedRing, false, 2, "cnn"},
-                      Variant{"BlstmAllreduce2", DecentralizedMode::kAllreduce,
-                              Topology::kFixedRing, false, 2, "blstm"}),
+    ::testing::Values(
+        Variant{"FixedRing2", DecentralizedMode::kAdpsgd, Topology::kFixedRing,
+                false, 2},
+        Variant{"FixedRing3", DecentralizedMode::kAdpsgd, Topology::kFixedRing,
+                false, 3},
+        Variant{"RandomRing4", DecentralizedMode::kAdpsgd,
+                Topology::kRandomRing, false, 4},
+        Variant{"RandomRing3DelayByOne", DecentralizedMode::kAdpsgd,
+                Topology::kRandomRing, true, 3},
+        Variant{"FixedRing4DelayByOne", DecentralizedMode::kAdpsgd,
+                Topology::kFixedRing, true, 4},
+        Variant{"Allreduce3", DecentralizedMode::kAllreduce,
+                Topology::kFixedRing, false, 3},
+        Variant{"LstmFixedRing2", DecentralizedMode::kAdpsgd,
+                Topology::kFixedRing, false, 2, "lstm"},
+        Variant{"BlstmRandomRing3DelayByOne", DecentralizedMode::kAdpsgd,
+                Topology::kRandomRing, true, 3, "blstm"},
+        Variant{"CnnAllreduce2", DecentralizedMode::kAllreduce,
+                Topology::kFixedRing, false, 2, "cnn"},
+        Variant{"BlstmAllreduce2", DecentralizedMode::kAllreduce,
+                Topology::kFixedRing, false, 2, "blstm"}),
     [](const ::testing::TestParamInfo<Variant>& info) {
       return info.param.name;
     });
@@ -283,23 +281,6 @@ class HangingPeer final : public asgd::v1::Peer::CallbackService {
  private:
   const PeerGroup group_;
 };
-
-double MetricValue(prometheus::Registry& registry, const std::string& name,
-                   const std::string& result) {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& m : family.metric) {
-      bool match = result.empty();
-      for (const auto& l : m.label) {
-        if (l.name == "result" && l.value == result) match = true;
-      }
-      if (!match) continue;
-      return family.type == prometheus::MetricType::Counter ? m.counter.value
-                                                            : m.gauge.value;
-    }
-  }
-  return -1;
-}
 
 class DeadNeighbourTest : public ::testing::TestWithParam<bool> {};
 
@@ -375,11 +356,15 @@ TEST_P(DeadNeighbourTest, WorkerKeepsTrainingWithinADeadline) {
   EXPECT_LT(a.failed, 100);
   EXPECT_NE(log.str().find("averaging with worker 1 failed"), std::string::npos)
       << log.str();
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "failed"),
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "result",
+                        "failed"),
             a.failed);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "skipped"),
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "result",
+                        "skipped"),
             a.skipped);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "ok"), 0);
+  EXPECT_EQ(
+      MetricValue(registry, "asgd_worker_peer_averages_total", "result", "ok"),
+      0);
   // The barrier does not wait for a worker that is gone; a hung one is
   // reported at the deadline.
   const absl::Time barrier = absl::Now();

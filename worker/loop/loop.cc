@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "worker/data/make_examples.h"
 
 namespace asgd {
 
@@ -21,6 +22,32 @@ absl::Status ValidateLoopOptions(const LoopOptions& o) {
     return absl::InvalidArgumentError(
         "max_steps, epochs, max_seconds, log_every, eval_every, eval_every_s "
         "and eval_frames must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLoopSetup(const LoopOptions& options,
+                            const ModelBackend& backend,
+                            const ExampleSet& train, int64_t model_size) {
+  ASGD_RETURN_IF_ERROR(ValidateLoopOptions(options));
+  if (ModelParamCount(backend.spec()) != model_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the backend's model has ", ModelParamCount(backend.spec()),
+        " parameters, the one to train ", model_size));
+  }
+  if (train.num_examples() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", options.worker_index,
+        " has no training data (more workers than utterances?)"));
+  }
+  if (train.input_dim() != backend.spec().input_dim()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the data gives ", train.input_dim(),
+        " inputs per row but the model takes ", backend.spec().input_dim()));
+  }
+  if (ShapeOfBatch(train, options.batch_size).rows() > backend.max_rows()) {
+    return absl::InvalidArgumentError(
+        "a minibatch is larger than the backend was made for");
   }
   return absl::OkStatus();
 }

@@ -89,6 +89,14 @@ struct LoopOptions {
 // periods and budgets are not negative.
 absl::Status ValidateLoopOptions(const LoopOptions& options);
 
+// What both loops check before they start: the options are valid, the
+// backend computes a model of `model_size` parameters, and `train` has
+// examples of the model's input size whose minibatches fit the backend.
+// InvalidArgument or FailedPrecondition saying what is wrong.
+absl::Status CheckLoopSetup(const LoopOptions& options,
+                            const ModelBackend& backend,
+                            const ExampleSet& train, int64_t model_size);
+
 // Seconds spent per phase of the loop.
 struct PhaseTimes {
   double data = 0;     // drawing minibatches (and pool fetches)

@@ -46,25 +46,8 @@ DecentralizedTrainer::DecentralizedTrainer(
 
 absl::Status DecentralizedTrainer::Validate() const {
   const LoopOptions& loop = options_.loop;
-  ASGD_RETURN_IF_ERROR(ValidateLoopOptions(loop));
-  if (model_->size() != ModelParamCount(backend_->spec())) {
-    return absl::FailedPreconditionError(
-        "the model does not have the layout this worker's backend expects");
-  }
-  if (train_->num_examples() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", loop.worker_index,
-        " has no training data (more workers than utterances?)"));
-  }
-  if (train_->input_dim() != backend_->spec().input_dim()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the data gives ", train_->input_dim(),
-        " inputs per row but the model takes ", backend_->spec().input_dim()));
-  }
-  if (ShapeOfBatch(*train_, loop.batch_size).rows() > backend_->max_rows()) {
-    return absl::InvalidArgumentError(
-        "a minibatch is larger than the backend was made for");
-  }
+  ASGD_RETURN_IF_ERROR(
+      CheckLoopSetup(loop, *backend_, *train_, model_->size()));
   if (!(options_.learning_rate > 0)) {
     return absl::InvalidArgumentError("the learning rate must be > 0");
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics_testing.h"
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
 #include "prometheus/registry.h"
@@ -19,22 +20,6 @@ namespace asgd {
 namespace {
 
 ModelSpec SmallSpec() { return ToyModel("dnn"); }
-
-// A lone worker: no peers, so only the order of gradient and update differs.
-class NoPeers final : public PeerClient {
- public:
-  int worker_index() const override { return 0; }
-  int num_workers() const override { return 1; }
-  absl::Status Average(int, uint64_t, absl::Span<const float>,
-                       absl::Span<float>) override {
-    return absl::InternalError("no peers");
-  }
-  absl::Status SendSegment(int, uint64_t, int, FlatRange,
-                           absl::Span<const float>) override {
-    return absl::InternalError("no peers");
-  }
-  std::vector<int> AwaitPeersDone(absl::Duration) override { return {}; }
-};
 
 TEST(DelayByOneTest, AppliesEachGradientOneStepLate) {
   const Utterances utts = ToyUtterances(2, 0, 1, 24, 0.5f, 1.0f);
@@ -82,23 +67,6 @@ TEST(DelayByOneTest, AppliesEachGradientOneStepLate) {
   EXPECT_EQ(result->train.params, x);
 }
 
-double MetricValue(prometheus::Registry& registry, const std::string& name,
-                   const std::string& result) {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& m : family.metric) {
-      bool match = result.empty();
-      for (const auto& l : m.label) {
-        if (l.name == "result" && l.value == result) match = true;
-      }
-      if (!match) continue;
-      return family.type == prometheus::MetricType::Counter ? m.counter.value
-                                                            : m.gauge.value;
-    }
-  }
-  return -1;
-}
-
 TEST(DecentralizedMetricsTest, CountsExchangesAndKeepsTheDistance) {
   prometheus::Registry registry;
   DecentralizedMetrics metrics(registry, 3);
@@ -106,16 +74,23 @@ TEST(DecentralizedMetricsTest, CountsExchangesAndKeepsTheDistance) {
   metrics.OnAverage(AverageResult::kFailed, 0);
   metrics.OnAverage(AverageResult::kSkipped, 0);
   metrics.OnAverage(AverageResult::kSkipped, 0);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_consensus_distance", ""), 2.5);
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_consensus_distance", "", ""),
+            2.5);
   metrics.OnAverageServed(1.25);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_consensus_distance", ""), 1.25);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "ok"), 1);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "failed"),
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_consensus_distance", "", ""),
+            1.25);
+  EXPECT_EQ(
+      MetricValue(registry, "asgd_worker_peer_averages_total", "result", "ok"),
+      1);
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "result",
+                        "failed"),
             1);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "skipped"),
+  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_total", "result",
+                        "skipped"),
             2);
-  EXPECT_EQ(MetricValue(registry, "asgd_worker_peer_averages_served_total", ""),
-            1);
+  EXPECT_EQ(
+      MetricValue(registry, "asgd_worker_peer_averages_served_total", "", ""),
+      1);
 }
 
 TEST(DecentralizedModeTest, Parse) {

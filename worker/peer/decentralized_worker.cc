@@ -19,25 +19,6 @@
 #include "worker/peer/peer_model.h"
 
 namespace asgd {
-namespace {
-
-// Stands in for the peer client of a worker that is alone.
-class NoPeers final : public PeerClient {
- public:
-  int worker_index() const override { return 0; }
-  int num_workers() const override { return 1; }
-  absl::Status Average(int, uint64_t, absl::Span<const float>,
-                       absl::Span<float>) override {
-    return absl::InternalError("no peers");
-  }
-  absl::Status SendSegment(int, uint64_t, int, FlatRange,
-                           absl::Span<const float>) override {
-    return absl::InternalError("no peers");
-  }
-  std::vector<int> AwaitPeersDone(absl::Duration) override { return {}; }
-};
-
-}  // namespace
 
 absl::StatusOr<std::vector<std::string>> ParsePeerList(
     const std::string& text) {

@@ -51,6 +51,24 @@ class PeerClient {
   virtual std::vector<int> AwaitPeersDone(absl::Duration timeout) = 0;
 };
 
+// The peer client of a worker that trains alone: there is nobody to average
+// or exchange with (Average and SendSegment are Internal errors), and nobody
+// to wait for.
+class NoPeers final : public PeerClient {
+ public:
+  int worker_index() const override { return 0; }
+  int num_workers() const override { return 1; }
+  absl::Status Average(int, uint64_t, absl::Span<const float>,
+                       absl::Span<float>) override {
+    return absl::InternalError("no peers");
+  }
+  absl::Status SendSegment(int, uint64_t, int, FlatRange,
+                           absl::Span<const float>) override {
+    return absl::InternalError("no peers");
+  }
+  std::vector<int> AwaitPeersDone(absl::Duration) override { return {}; }
+};
+
 }  // namespace asgd
 
 #endif  // ASGD_WORKER_PEER_PEER_CLIENT_H_

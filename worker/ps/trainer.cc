@@ -41,25 +41,8 @@ Trainer::Trainer(ParamClient* client, ModelBackend* backend,
 
 absl::Status Trainer::ValidateSetup() const {
   const LoopOptions& loop = options_.loop;
-  ASGD_RETURN_IF_ERROR(ValidateLoopOptions(loop));
-  if (ModelParamCount(backend_->spec()) != client_->layout().total_size()) {
-    return absl::FailedPreconditionError(
-        "the backend's model is not the pool's model");
-  }
-  if (train_->num_examples() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", loop.worker_index,
-        " has no training data (more workers than utterances?)"));
-  }
-  if (train_->input_dim() != backend_->spec().input_dim()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the data gives ", train_->input_dim(),
-        " inputs per row but the model takes ", backend_->spec().input_dim()));
-  }
-  if (ShapeOfBatch(*train_, loop.batch_size).rows() > backend_->max_rows()) {
-    return absl::InvalidArgumentError(
-        "a minibatch is larger than the backend was made for");
-  }
+  ASGD_RETURN_IF_ERROR(CheckLoopSetup(loop, *backend_, *train_,
+                                      client_->layout().total_size()));
   if (options_.push_every < 1) {
     return absl::InvalidArgumentError("push_every must be >= 1");
   }
