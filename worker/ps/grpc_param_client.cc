@@ -104,14 +104,11 @@ class RawCall {
     ok_ = false;
   }
   // How the call ended (DEADLINE_EXCEEDED after an operation timed out).
+  // Past `deadline` the call is cancelled, which ends it at once.
   grpc::Status Finish(absl::Time deadline) {
     if (finished_) return status_;
     call_->Finish(&status_, this);
-    if (!Wait(deadline)) {
-      // Still running past the deadline: cancel, then its end comes at once.
-      ctx_->TryCancel();
-      Wait(absl::InfiniteFuture());
-    }
+    Wait(deadline);
     finished_ = true;
     ok_ = false;
     if (timed_out_) {
@@ -125,6 +122,8 @@ class RawCall {
   const grpc::ClientContext& context() const { return *ctx_; }
 
  private:
+  // Waits for the operation in flight; false when it failed or missed
+  // `deadline` (then the call is cancelled and the operation collected).
   bool Wait(absl::Time deadline) {
     void* tag;
     bool ok = false;
@@ -562,6 +561,8 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
     const ChunkRef& c = plan[i];
     const std::string& name = layout_.tensors()[c.tensor].name;
     if (!compressed) {
+      push_bytes_.fetch_add(c.count * WireBytes(float_dtype),
+                            std::memory_order_relaxed);
       // Encoded straight into the outgoing slice: one pass over the values.
       return EncodeChunkMessage(
           ChunkMessageKind::kPush, version, name, c.offset, float_dtype,
@@ -576,6 +577,8 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
       if (!encode_error.ok()) return std::nullopt;
       num_encoded = i + 1;
     }
+    push_bytes_.fetch_add(static_cast<int64_t>(encoded[i].size()),
+                          std::memory_order_relaxed);
     return EncodeCompressedChunkMessage(version, name, c.offset,
                                         push_encoding_, encoded[i]);
   };

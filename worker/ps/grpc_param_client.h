@@ -90,6 +90,8 @@ class GrpcParamClient final : public ParamClient {
   // Streams opened so far (both kinds, all servers): 2 per server while they
   // stay open.
   int64_t streams_opened() const;
+  // Tensor data bytes of the push chunks written so far (all servers).
+  int64_t push_bytes_sent() const { return push_bytes_.load(); }
   // The error-feedback residual of server `server`'s range (empty with a
   // float push encoding).
   std::vector<float> Residual(int server) const;
@@ -129,6 +131,7 @@ class GrpcParamClient final : public ParamClient {
   bool use_streams_ = false;
   std::vector<std::unique_ptr<Server>> servers_;  // by server index
   std::atomic<int64_t> streams_opened_{0};
+  std::atomic<int64_t> push_bytes_{0};
 };
 
 }  // namespace asgd
