@@ -217,10 +217,14 @@ if has_grid pushes; then
   done
 fi
 
+command="GRID=\"$GRID\" MODEL=$MODEL EPOCHS=$EPOCHS WORKERS=\"$WORKERS\""
+has_grid pushes &&
+  command+=" PUSH_WORKERS=$PUSH_WORKERS PUSH_ENCODINGS=\"$PUSH_ENCODINGS\""
+command+=" scripts/experiment.sh"
 cores=$(nproc)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 python3 scripts/experiment_report.py --runs "$WORKDIR/runs" --out "$OUT" \
   --targets "$TARGETS" --machine "$cores cores, $cpu, no GPU" \
-  --command "GRID=\"$GRID\" MODEL=$MODEL EPOCHS=$EPOCHS WORKERS=\"$WORKERS\" scripts/experiment.sh" \
+  --command "$command" \
   --settings "model $MODEL ($MODEL_FLAGS; see each run's server log), batch $BATCH, lr $LEARNING_RATE (sync, allreduce, adpsgd: lr x workers), $NUM_SERVERS servers x 1 shard, $EPOCHS epochs (models grid: $BUDGET_S s each), delay-by-one on $DELAY_TOPOLOGY"
 echo "== results in $OUT"
