@@ -102,7 +102,15 @@ case "$which" in
     awk -F, '$1 == "csv" && $2 == "capacity" { b[$5] = $12 }
       END { exit !(b[0] > 0 && b[2] > 0 && b[2] * 4 < b[0]) }' <<<"$out" ||
       fail "1-bit pushes are not at least 4x smaller than fp32 ones"
-    bad=(--workers=0 --push_encodings=fp64)
+    # Pushes alone: no pull after the first one (field 8, pulls, is 0).
+    none=$("$bench" --input_dim=20 --hidden=32,32 --num_classes=10 \
+      --workers=1 --duration_s=0.1 --shards=2 --pulls=none \
+      --push_encodings=onebit) || fail "bench --pulls=none exited with $?"
+    echo "$none"
+    awk -F, '$1 == "csv" && $2 == "capacity" { n++; if ($3 == 2 && $7 > 0 && $8 == 0) ok++ }
+      END { exit !(n == 1 && ok == 1) }' <<<"$none" ||
+      fail "--pulls=none: not one line with pushes and no pulls"
+    bad=(--workers=0 --push_encodings=fp64 --pulls=sometimes)
     ;;
   codec)
     out=$("$bench" --params=65536 --threads=1,2 --reps=1 --rounds=1 \

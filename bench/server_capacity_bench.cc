@@ -19,7 +19,9 @@
 //   overlapped  the worker's current pattern (worker/ps/trainer.h): the next
 //               model is pulled in the background after each push
 //               (ModelPrefetcher), and the worker waits for it only when it
-//               is --max_overlapped_steps pushes ahead of it.
+//               is --max_overlapped_steps pushes ahead of it;
+//   none        no pulls after the first: the server's capacity for pushes
+//               alone (--pulls=none is not among the defaults).
 // Points run in the order pattern, workers, round, encoding, so encodings
 // are compared back to back; the best of --rounds is shown.
 //
@@ -80,7 +82,7 @@ ABSL_FLAG(double, top_k_fraction, 0.01, "topk: the share of elements sent.");
 ABSL_FLAG(std::string, wire_dtype, "fp32",
           "Encoding of pulled weights: fp32 or bf16.");
 ABSL_FLAG(std::string, pulls, "every_push,overlapped",
-          "Comma-separated pull patterns: every_push, overlapped.");
+          "Comma-separated pull patterns: every_push, overlapped, none.");
 ABSL_FLAG(int, max_overlapped_steps, 4,
           "overlapped: pushes on one model while the next is on the wire "
           "before the worker waits for it.");
@@ -105,10 +107,18 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-enum class Pulls { kEveryPush = 0, kOverlapped = 1 };
+enum class Pulls { kEveryPush = 0, kOverlapped = 1, kNone = 2 };
 
 const char* PullsName(Pulls p) {
-  return p == Pulls::kEveryPush ? "every_push" : "overlapped";
+  switch (p) {
+    case Pulls::kEveryPush:
+      return "every_push";
+    case Pulls::kOverlapped:
+      return "overlapped";
+    case Pulls::kNone:
+      break;
+  }
+  return "none";
 }
 
 struct WorkerStats {
@@ -242,9 +252,12 @@ int Run() {
       patterns.push_back(Pulls::kEveryPush);
     } else if (p == "overlapped") {
       patterns.push_back(Pulls::kOverlapped);
+    } else if (p == "none") {
+      patterns.push_back(Pulls::kNone);
     } else {
       return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "--pulls: unknown pattern '", p, "' (every_push, overlapped)")));
+          "--pulls: unknown pattern '", p,
+          "' (every_push, overlapped, none)")));
     }
   }
   auto wire_dtype = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
@@ -384,7 +397,7 @@ int Run() {
                 if (prefetcher != nullptr) {
                   ++steps_on_model;
                   prefetcher->Request();
-                } else {
+                } else if (pattern == Pulls::kEveryPush) {
                   st.status =
                       client->Pull(absl::MakeSpan(models[w]), &versions);
                   ++st.pulls;
@@ -473,7 +486,7 @@ int Run() {
   server->reset();
 
   std::printf(
-      "\n# csv,capacity,pulls(0 every_push 1 overlapped),workers,encoding(0 "
+      "\n# csv,capacity,pulls(0 every_push 1 overlapped 2 none),workers,encoding(0 "
       "fp32 1 bf16 2 onebit 3 topk),compute_ms,pushes,pulls,wall_s,"
       "pushes_per_s,ratio_to_fp32,wire_bytes_per_push,push_ms,pull_wait_ms,"
       "server_cores,server_core_ms_per_push,worker_cores,busy\n");
