@@ -582,8 +582,21 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
     return EncodeCompressedChunkMessage(version, name, c.offset,
                                         push_encoding_, encoded[i]);
   };
-  // Hands every chunk encoded so far back to the residual.
-  auto restore = [&] {
+  // Hands every chunk encoded so far back to the residual; with `whole`,
+  // first encodes the chunks not reached yet (a push refused early), so that
+  // all of the gradient goes back, not only what was sent. A chunk that
+  // cannot be encoded (NaN/Inf) is left out, as a push would have.
+  auto restore = [&](bool whole) {
+    for (size_t i = num_encoded; whole && i < plan.size(); ++i) {
+      std::string bytes;
+      if (server.encoder
+              ->EncodeChunk(plan[i], gradient.data() + plan[i].flat_begin,
+                            &bytes)
+              .ok()) {
+        const absl::Status s = server.encoder->Restore(plan[i], bytes);
+        (void)s;
+      }
+    }
     for (size_t i = 0; i < num_encoded; ++i) {
       // Cannot fail: the bytes are what EncodeChunk wrote for that chunk.
       const absl::Status s = server.encoder->Restore(plan[i], encoded[i]);
@@ -630,7 +643,7 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
     const bool got_reply = encode_error.ok() && call.Read(&reply_buffer, deadline);
     if (!encode_error.ok()) {
       if (use_streams_) server.push_stream.reset();
-      restore();
+      restore(/*whole=*/false);
       return encode_error;
     }
     if (use_streams_ && got_reply) {
@@ -664,7 +677,7 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
   // that the next push carries it.
   if (compressed &&
       (!result.ok() || result->result() != asgd::v1::PushReply::APPLIED)) {
-    restore();
+    restore(/*whole=*/true);
   }
   return result;
 }
