@@ -83,7 +83,7 @@ ABSL_FLAG(std::string, wire_dtype, "fp32",
           "Encoding of pulled weights: fp32 or bf16.");
 ABSL_FLAG(std::string, pulls, "every_push,overlapped",
           "Comma-separated pull patterns: every_push, overlapped, none.");
-ABSL_FLAG(int, max_overlapped_steps, 4,
+ABSL_FLAG(int, max_overlapped_steps, 1,
           "overlapped: pushes on one model while the next is on the wire "
           "before the worker waits for it.");
 ABSL_FLAG(std::string, transport, "stream",

@@ -132,7 +132,7 @@ ABSL_FLAG(bool, overlap_pulls, true,
           "asgd mode: pull the next model in the background while minibatches "
           "compute (double buffering); the worker waits for a pull only when "
           "it got --max_overlapped_steps minibatches ahead of it.");
-ABSL_FLAG(int, max_overlapped_steps, 4,
+ABSL_FLAG(int, max_overlapped_steps, 1,
           "With --overlap_pulls: the most minibatches computed on one model "
           "while the next one is on the wire.");
 ABSL_FLAG(bool, streams, true,
