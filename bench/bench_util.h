@@ -107,6 +107,10 @@ double MemcpyRate(const std::vector<float>& src, std::vector<float>& dst,
 // cpu seconds / wall seconds over an interval = cores kept busy.
 double ProcessCpuSeconds();
 
+// The same for another process of this machine (from /proc/<pid>/stat, in
+// clock ticks of 10 ms); -1 when it cannot be read.
+double ProcessCpuSeconds(int pid);
+
 // Touches every page of `data` (so that the first timed pass does not pay for
 // page faults) by writing `value` everywhere.
 void Fill(float* data, int64_t n, float value);

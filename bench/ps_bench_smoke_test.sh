@@ -44,16 +44,18 @@ case "$which" in
       --min_iters=1 --shards=1 --warmup_max=1M --wire_dtypes=fp32,bf16) ||
       fail "bench exited with $?"
     echo "$out"
-    grep -q "| wire | raw TCP GB/s | gRPC push+pull GB/s | gRPC / TCP |" <<<"$out" ||
+    grep -q "| wire | gRPC transport | raw TCP GB/s | gRPC push+pull GB/s | gRPC / TCP |" <<<"$out" ||
       fail "no table header"
-    grep -q "^| 64K | 1 | 262144 | fp32 | " <<<"$out" || fail "no row for 64K x 1"
-    grep -q "^| 1M | 2 | 262144 | fp32 | " <<<"$out" || fail "no row for 1M x 2"
-    grep -q "^| 1M | 2 | 262144 | bf16 | " <<<"$out" ||
+    grep -q "^| 64K | 1 | 262144 | fp32 | stream | " <<<"$out" || fail "no row for 64K x 1"
+    grep -q "^| 64K | 1 | 262144 | fp32 | calls | " <<<"$out" ||
+      fail "no per-call row for 64K x 1"
+    grep -q "^| 1M | 2 | 262144 | fp32 | stream | " <<<"$out" || fail "no row for 1M x 2"
+    grep -q "^| 1M | 2 | 262144 | bf16 | stream | " <<<"$out" ||
       fail "no bf16 row for 1M x 2"
-    # payload, streams, chunk, then the measured fields (the last: wire bytes
-    # per parameter, 4 or 2).
-    check_csv "csv,transport" 8 3
-    grep -q ",2$" <<<"$(grep '^csv,transport,' <<<"$out")" ||
+    # payload, streams, chunk, then the measured fields (wire bytes per
+    # parameter, 4 or 2; persistent streams, 1 or 0; microseconds).
+    check_csv "csv,transport" 16 3
+    grep -q ",2,1,[0-9.]*$" <<<"$(grep '^csv,transport,' <<<"$out")" ||
       fail "no bf16 CSV line"
     grep -q "^# machine\|^# transport_bench: machine: " <<<"$out" ||
       fail "no machine line"
@@ -82,10 +84,33 @@ case "$which" in
     out=$("$bench" --input_dim=20 --hidden=32,32 --num_classes=10 \
       --workers=1,2 --duration_s=0.1 --shards=2) || fail "bench exited with $?"
     echo "$out"
-    grep -q "| workers | pushes | pushes/s |" <<<"$out" || fail "no table header"
-    check_csv "csv,capacity" 2 3
-    grep -q "^# saturation: " <<<"$out" || fail "no saturation line"
-    bad=(--workers=0)
+    grep -q "| pulls | workers | encoding | pushes/s | × fp32 |" <<<"$out" ||
+      fail "no table header"
+    # 2 pull patterns x 2 worker counts x 4 encodings.
+    check_csv "csv,capacity" 16 3
+    for pulls in every_push overlapped; do
+      for enc in fp32 bf16 onebit topk; do
+        grep -q "^| $pulls | 2 | $enc | " <<<"$out" ||
+          fail "no row for $pulls pulls, 2 workers, $enc"
+        grep -q "^# saturation ($pulls pulls, $enc pushes): " <<<"$out" ||
+          fail "no saturation line for $pulls, $enc"
+      done
+    done
+    # Compressed pushes write fewer bytes than float32 ones (a count, not a
+    # time): the wire bytes per push field of each line (field 12), by
+    # encoding (field 5: 0 fp32, 2 onebit).
+    awk -F, '$1 == "csv" && $2 == "capacity" { b[$5] = $12 }
+      END { exit !(b[0] > 0 && b[2] > 0 && b[2] * 4 < b[0]) }' <<<"$out" ||
+      fail "1-bit pushes are not at least 4x smaller than fp32 ones"
+    # Pushes alone: no pull after the first one (field 8, pulls, is 0).
+    none=$("$bench" --input_dim=20 --hidden=32,32 --num_classes=10 \
+      --workers=1 --duration_s=0.1 --shards=2 --pulls=none \
+      --push_encodings=onebit) || fail "bench --pulls=none exited with $?"
+    echo "$none"
+    awk -F, '$1 == "csv" && $2 == "capacity" { n++; if ($3 == 2 && $7 > 0 && $8 == 0) ok++ }
+      END { exit !(n == 1 && ok == 1) }' <<<"$none" ||
+      fail "--pulls=none: not one line with pushes and no pulls"
+    bad=(--workers=0 --push_encodings=fp64 --pulls=sometimes)
     ;;
   codec)
     out=$("$bench" --params=65536 --threads=1,2 --reps=1 --rounds=1 \
@@ -131,8 +156,10 @@ case "$which" in
     ;;
 esac
 
-# A bad flag is an error, not a table.
-if "$bench" "${bad[@]}" >/dev/null 2>&1; then
-  fail "${bad[*]} was accepted"
-fi
+# A bad flag is an error, not a table (each of them, one at a time).
+for flag in "${bad[@]}"; do
+  if "$bench" "$flag" >/dev/null 2>&1; then
+    fail "$flag was accepted"
+  fi
+done
 echo "PASS"

@@ -48,13 +48,13 @@ run apply_nt env GLIBC_TUNABLES=glibc.cpu.x86_non_temporal_threshold=0x1000000 \
   "$bin/apply_bench" --params=67108864 --reps=4 --store_pushes=8 --rounds=2
 run optimizer_apply_gbench "$bin/optimizer_apply_gbench" \
   --benchmark_min_time=0.2
-# 3. workers one server can feed: the seed's DNN, no compute, then 100 ms of
-#    simulated compute per step.
-run capacity "$bin/server_capacity_bench" --workers=1,2,4,8 --duration_s=3
-run capacity_compute100 "$bin/server_capacity_bench" --workers=1,2,4,8 \
-  --duration_s=3 --compute_ms=100
-run capacity_bf16 "$bin/server_capacity_bench" --workers=1,2,4,8 \
-  --duration_s=3 --wire_dtype=bf16
+# 3. the server's capacity for the seed's DNN per push encoding: pushes
+#    alone, and with a pull after every push or overlapped pulls; then with
+#    bf16 pulls.
+run capacity "$bin/server_capacity_bench" --workers=1,2 --duration_s=4 \
+  --pulls=every_push,overlapped,none
+run capacity_bf16_pulls "$bin/server_capacity_bench" --workers=2 \
+  --duration_s=4 --pulls=overlapped --wire_dtype=bf16
 # 4. gradient encodings of the seed's DNN: wire bytes, the worker's encode
 #    cost, fused decode+apply vs memcpy (also with non-temporal memcpy, and on
 #    256 MiB buffers), the server's time per push.

@@ -92,6 +92,11 @@ ABSL_FLAG(int, rounds, 1,
           "TCP/gRPC measurement pairs per point; the best of each is shown.");
 ABSL_FLAG(std::string, modes, "tcp,grpc",
           "Which transports to measure: tcp, grpc (both for a ratio).");
+ABSL_FLAG(std::string, grpc_transports, "stream,calls",
+          "How the gRPC client talks to the server: stream (one long-lived "
+          "PushStream and PullStream per client), calls (one Push and one "
+          "Pull call per iteration, as before streams existed). Both: the "
+          "per-call cost, measured in one run.");
 
 namespace asgd::bench {
 namespace {
@@ -321,6 +326,8 @@ struct Row {
   int streams = 0;
   int64_t chunk = 0;
   WireDtype dtype = WireDtype::kFloat32;
+  bool persistent = true;  // long-lived streams (else one call each)
+  double us_per_iter = 0;  // mean push+pull of one stream, microseconds
   double tcp_gbps = 0;
   double grpc_gbps = 0;
   double push_gbps = 0;
@@ -366,6 +373,21 @@ int Run() {
     return Fail(absl::InvalidArgumentError(
         "--min_time_s must be >= 0, --min_iters, --rounds, --shards >= 1"));
   }
+  std::vector<bool> transports;  // persistent streams?
+  for (absl::string_view t : absl::StrSplit(
+           absl::GetFlag(FLAGS_grpc_transports), ',', absl::SkipEmpty())) {
+    if (t == "stream") {
+      transports.push_back(true);
+    } else if (t == "calls") {
+      transports.push_back(false);
+    } else {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "--grpc_transports: unknown '", t, "' (stream, calls)")));
+    }
+  }
+  if (transports.empty()) {
+    return Fail(absl::InvalidArgumentError("--grpc_transports is empty"));
+  }
   bool do_tcp = false, do_grpc = false;
   for (absl::string_view m :
        absl::StrSplit(absl::GetFlag(FLAGS_modes), ',', absl::SkipEmpty())) {
@@ -395,10 +417,10 @@ int Run() {
       "min %.2f s and %d iteration(s) per stream per measurement\n",
       shards, rounds, min_time, min_iters);
   std::printf(
-      "\n| payload | streams | chunk floats | wire | raw TCP GB/s | gRPC "
-      "push+pull GB/s | gRPC / TCP | gRPC push GB/s | gRPC pull GB/s | gRPC TCP "
-      "conns | cores busy TCP / gRPC |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "\n| payload | streams | chunk floats | wire | gRPC transport | raw TCP "
+      "GB/s | gRPC push+pull GB/s | gRPC / TCP | gRPC push GB/s | gRPC pull "
+      "GB/s | µs per push+pull | gRPC TCP conns | cores busy TCP / gRPC |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
 
   std::vector<Row> rows;
@@ -416,7 +438,9 @@ int Run() {
       for (auto& p : params) p.assign(n, 0.0f);
 
       std::unique_ptr<GrpcServer> server;
-      std::vector<std::unique_ptr<GrpcParamClient>> clients;
+      // Per transport, one client per stream.
+      std::vector<std::vector<std::unique_ptr<GrpcParamClient>>> clients(
+          transports.size());
       std::vector<std::vector<uint64_t>> versions(max_streams);
       if (do_grpc) {
         // A model of n floats: a softmax layer of `classes` outputs over
@@ -439,46 +463,56 @@ int Run() {
         auto started = GrpcServer::Start(options, initial, "127.0.0.1", 0);
         if (!started.ok()) return Fail(started.status());
         server = std::move(*started);
-        for (int s = 0; s < max_streams; ++s) {
-          PoolClientOptions copts;
-          copts.worker_id = s;
-          copts.connect_timeout = absl::Seconds(10);
-          copts.rpc_timeout = absl::Seconds(600);
-          copts.wire_dtype = dtype;
-          auto client =
-              GrpcParamClient::Create({server->local_address()}, copts);
-          if (!client.ok()) return Fail(client.status());
-          clients.push_back(std::move(*client));
-        }
-        // Untimed: a first pull (versions), and one push+pull per stream.
-        std::vector<std::thread> warm;
-        absl::Mutex warm_mu;
-        absl::Status warm_status;
-        for (int s = 0; s < max_streams; ++s) {
-          warm.emplace_back([&, s] {
-            absl::Status st =
-                clients[s]->Pull(absl::MakeSpan(params[s]), &versions[s]);
-            if (st.ok() && (warm_all || s == 0)) {
-              auto pushed = clients[s]->Push(gradient, versions[s], 1);
-              st = pushed.status();
-              if (st.ok()) {
-                st = clients[s]->Pull(absl::MakeSpan(params[s]), &versions[s]);
+        for (size_t t = 0; t < transports.size(); ++t) {
+          for (int s = 0; s < max_streams; ++s) {
+            PoolClientOptions copts;
+            copts.worker_id = s;
+            copts.connect_timeout = absl::Seconds(10);
+            copts.rpc_timeout = absl::Seconds(600);
+            copts.wire_dtype = dtype;
+            copts.streams = transports[t];
+            auto client =
+                GrpcParamClient::Create({server->local_address()}, copts);
+            if (!client.ok()) return Fail(client.status());
+            clients[t].push_back(std::move(*client));
+          }
+          // Untimed: a first pull (versions), and one push+pull per stream.
+          std::vector<std::thread> warm;
+          absl::Mutex warm_mu;
+          absl::Status warm_status;
+          for (int s = 0; s < max_streams; ++s) {
+            warm.emplace_back([&, s, t] {
+              GrpcParamClient* c = clients[t][s].get();
+              absl::Status st = c->Pull(absl::MakeSpan(params[s]), &versions[s]);
+              if (st.ok() && (warm_all || s == 0)) {
+                auto pushed = c->Push(gradient, versions[s], 1);
+                st = pushed.status();
+                if (st.ok()) {
+                  st = c->Pull(absl::MakeSpan(params[s]), &versions[s]);
+                }
               }
-            }
-            absl::MutexLock lock(&warm_mu);
-            if (warm_status.ok()) warm_status = st;
-          });
+              absl::MutexLock lock(&warm_mu);
+              if (warm_status.ok()) warm_status = st;
+            });
+          }
+          for (std::thread& th : warm) th.join();
+          if (!warm_status.ok()) return Fail(warm_status);
         }
-        for (std::thread& t : warm) t.join();
-        if (!warm_status.ok()) return Fail(warm_status);
       }
 
       for (int S : *streams) {
-        Row row;
-        row.payload = payload;
-        row.streams = S;
-        row.chunk = chunk;
-        row.dtype = dtype;
+        // One row per gRPC transport; raw TCP is measured once per round and
+        // shared by them.
+        std::vector<Row> point(transports.size());
+        for (size_t t = 0; t < transports.size(); ++t) {
+          point[t].payload = payload;
+          point[t].streams = S;
+          point[t].chunk = chunk;
+          point[t].dtype = dtype;
+          point[t].persistent = transports[t];
+        }
+        double tcp_gbps = 0, tcp_cores = 0;
+        int64_t tcp_iters = 0;
         for (int round = 0; round < rounds; ++round) {
           if (do_tcp) {
             std::vector<std::vector<float>> server_recv(S);
@@ -503,24 +537,26 @@ int Run() {
                 [&](int s, StreamStats*) { return (*tcp)->RoundTrip(s); });
             if (!m.ok()) return Fail(m.status());
             const double gbps = 2.0 * payload * m->iters / m->wall_s / kGB;
-            if (gbps > row.tcp_gbps) {
-              row.tcp_gbps = gbps;
-              row.tcp_iters = m->iters;
-              row.tcp_cores = m->cpu_s / m->wall_s;
+            if (gbps > tcp_gbps) {
+              tcp_gbps = gbps;
+              tcp_iters = m->iters;
+              tcp_cores = m->cpu_s / m->wall_s;
             }
           }
-          if (do_grpc) {
+          for (size_t t = 0; do_grpc && t < transports.size(); ++t) {
+            Row& row = point[t];
             auto m =
                 RunStreams(S, min_time, min_iters, [&](int s, StreamStats* st) {
+                  GrpcParamClient* c = clients[t][s].get();
                   const Clock::time_point t0 = Clock::now();
-                  auto pushed = clients[s]->Push(gradient, versions[s], 1);
+                  auto pushed = c->Push(gradient, versions[s], 1);
                   if (!pushed.ok()) return pushed.status();
                   if (pushed->applied != 1) {
                     return absl::InternalError("push was not applied");
                   }
                   const Clock::time_point t1 = Clock::now();
                   absl::Status pulled =
-                      clients[s]->Pull(absl::MakeSpan(params[s]), &versions[s]);
+                      c->Pull(absl::MakeSpan(params[s]), &versions[s]);
                   st->push_s += SecondsBetween(t0, t1);
                   st->pull_s += SecondsBetween(t1, Clock::now());
                   return pulled;
@@ -534,20 +570,28 @@ int Run() {
               // S streams, each moving P bytes per call of mean duration t.
               row.push_gbps = S * payload / (m->push_s / m->iters) / kGB;
               row.pull_gbps = S * payload / (m->pull_s / m->iters) / kGB;
+              row.us_per_iter = 1e6 * (m->push_s + m->pull_s) / m->iters;
             }
             row.connections = CountEstablished(server->port());
           }
         }
-        const double ratio =
-            row.tcp_gbps > 0 ? row.grpc_gbps / row.tcp_gbps : 0.0;
-        std::printf(
-            "| %s | %d | %lld | %s | %.3f | %.3f | %.2f | %.3f | %.3f | %d | "
-            "%.2f / %.2f |\n",
-            FormatBytes(payload).c_str(), S, static_cast<long long>(chunk),
-            std::string(WireDtypeName(dtype)).c_str(), row.tcp_gbps, row.grpc_gbps, ratio, row.push_gbps, row.pull_gbps,
-            row.connections, row.tcp_cores, row.grpc_cores);
-        std::fflush(stdout);
-        rows.push_back(row);
+        for (Row& row : point) {
+          row.tcp_gbps = tcp_gbps;
+          row.tcp_iters = tcp_iters;
+          row.tcp_cores = tcp_cores;
+          const double ratio =
+              row.tcp_gbps > 0 ? row.grpc_gbps / row.tcp_gbps : 0.0;
+          std::printf(
+              "| %s | %d | %lld | %s | %s | %.3f | %.3f | %.2f | %.3f | %.3f | "
+              "%.0f | %d | %.2f / %.2f |\n",
+              FormatBytes(payload).c_str(), S, static_cast<long long>(chunk),
+              std::string(WireDtypeName(dtype)).c_str(),
+              row.persistent ? "stream" : "calls", row.tcp_gbps, row.grpc_gbps,
+              ratio, row.push_gbps, row.pull_gbps, row.us_per_iter,
+              row.connections, row.tcp_cores, row.grpc_cores);
+          std::fflush(stdout);
+          rows.push_back(row);
+        }
       }
       clients.clear();
       if (server) server->Shutdown(absl::Seconds(1));
@@ -558,20 +602,21 @@ int Run() {
   std::printf(
       "\n# csv,transport,payload_bytes,streams,chunk_elements,tcp_gbps,"
       "grpc_gbps,grpc_over_tcp,push_gbps,pull_gbps,grpc_connections,"
-      "tcp_iters,grpc_iters,tcp_cores,grpc_cores,wire_bytes_per_param\n");
+      "tcp_iters,grpc_iters,tcp_cores,grpc_cores,wire_bytes_per_param,"
+      "persistent_streams,us_per_push_pull\n");
   int met = 0, counted = 0;
   double worst = 1e9;
   for (const Row& r : rows) {
     const double ratio = r.tcp_gbps > 0 ? r.grpc_gbps / r.tcp_gbps : 0.0;
     std::printf(
         "csv,transport,%lld,%d,%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%lld,%lld,"
-        "%.3f,%.3f,%d\n",
+        "%.3f,%.3f,%d,%d,%.1f\n",
         static_cast<long long>(r.payload), r.streams,
         static_cast<long long>(r.chunk), r.tcp_gbps, r.grpc_gbps, ratio,
         r.push_gbps, r.pull_gbps, r.connections,
         static_cast<long long>(r.tcp_iters),
         static_cast<long long>(r.grpc_iters), r.tcp_cores, r.grpc_cores,
-        WireBytes(r.dtype));
+        WireBytes(r.dtype), r.persistent ? 1 : 0, r.us_per_iter);
     if (do_tcp && do_grpc && r.payload >= (int64_t{1} << 20) &&
         r.dtype == WireDtype::kFloat32) {
       ++counted;

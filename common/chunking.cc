@@ -41,62 +41,48 @@ absl::string_view ChunkErrorName(ChunkError e) {
   return "unknown";
 }
 
-ChunkAssembler::ChunkAssembler(const ModelLayout* layout, FlatRange range,
-                               int64_t max_elements, float* dst,
-                               bool check_finite)
+ChunkSequence::ChunkSequence(const ModelLayout* layout, FlatRange range,
+                             int64_t max_elements)
     : layout_(layout),
-      range_(range),
+      range_begin_(range.begin),
       max_elements_(max_elements),
-      dst_(dst),
-      check_finite_(check_finite),
       slices_(layout->SlicesOf(range)) {
   if (!slices_.empty()) next_ = slices_[0].begin;
 }
 
-absl::Status ChunkAssembler::Fail(ChunkError error, std::string message) {
+absl::Status ChunkSequence::Fail(ChunkError error, std::string message) {
   error_ = error;
   return absl::InvalidArgumentError(std::move(message));
 }
 
-absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
-                                 absl::Span<const absl::string_view> data,
-                                 int dtype_value) {
+absl::Status ChunkSequence::Tensor(absl::string_view name, int* tensor) {
   if (error_ != ChunkError::kNone) {
     return absl::InvalidArgumentError("chunk after an earlier error");
   }
-  const int t = layout_->FindTensor(tensor);
+  const int t = layout_->FindTensor(name);
   if (t < 0) {
-    return Fail(
-        ChunkError::kUnknownTensor,
-        absl::StrCat("unknown tensor '", EscapeForMessage(tensor), "'"));
+    return Fail(ChunkError::kUnknownTensor,
+                absl::StrCat("unknown tensor '", EscapeForMessage(name), "'"));
   }
   bool held = false;
   for (const Slice& s : slices_) held |= (s.tensor == t);
   if (!held) {
     return Fail(ChunkError::kUnknownTensor,
-                absl::StrCat("tensor '", tensor,
+                absl::StrCat("tensor '", name,
                              "' has no elements on this server"));
   }
-  if (!IsKnownWireDtype(dtype_value)) {
-    return Fail(ChunkError::kBadSize,
-                absl::StrCat("chunk of '", tensor,
-                             "' has an unknown element encoding (dtype ",
-                             dtype_value, ")"));
+  *tensor = t;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ChunkSequence::Place(int t, absl::string_view name,
+                                             uint64_t offset, int64_t count) {
+  if (error_ != ChunkError::kNone) {
+    return absl::InvalidArgumentError("chunk after an earlier error");
   }
-  const WireDtype dtype = static_cast<WireDtype>(dtype_value);
-  const int width = WireBytes(dtype);
-  size_t bytes = 0;
-  for (absl::string_view piece : data) bytes += piece.size();
-  if (bytes == 0 || bytes % width != 0) {
-    return Fail(ChunkError::kBadSize,
-                absl::StrCat("chunk of '", tensor, "' has ", bytes,
-                             " bytes, not a positive multiple of ", width,
-                             " (", WireDtypeName(dtype), ")"));
-  }
-  const int64_t count = static_cast<int64_t>(bytes / width);
   if (count > max_elements_) {
     return Fail(ChunkError::kBadSize,
-                absl::StrCat("chunk of '", tensor, "' has ", count,
+                absl::StrCat("chunk of '", name, "' has ", count,
                              " elements, more than the limit ", max_elements_));
   }
   // Move to the next slice when the current one is complete.
@@ -106,24 +92,86 @@ absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
   }
   if (slice_ >= slices_.size()) {
     return Fail(ChunkError::kBadSequence,
-                absl::StrCat("chunk of '", tensor, "' at offset ", offset,
+                absl::StrCat("chunk of '", name, "' at offset ", offset,
                              " after the server's whole slice was received"));
   }
   const Slice& s = slices_[slice_];
   if (t != s.tensor || static_cast<int64_t>(offset) != next_) {
     return Fail(ChunkError::kBadSequence,
-                absl::StrCat("chunk of '", tensor, "' at offset ", offset,
+                absl::StrCat("chunk of '", name, "' at offset ", offset,
                              " is out of sequence: expected '",
                              layout_->tensors()[s.tensor].name, "' at offset ",
                              next_));
   }
   if (count > s.end - next_) {
     return Fail(ChunkError::kBadSize,
-                absl::StrCat("chunk of '", tensor, "' at offset ", offset,
+                absl::StrCat("chunk of '", name, "' at offset ", offset,
                              " has ", count, " elements but only ",
                              s.end - next_, " remain in this server's slice"));
   }
-  float* out = dst_ + (s.flat_begin + (next_ - s.begin) - range_.begin);
+  const int64_t at = s.flat_begin + (next_ - s.begin) - range_begin_;
+  next_ += count;
+  ++chunks_;
+  return at;
+}
+
+absl::Status ChunkSequence::Finish(uint64_t declared_chunks) {
+  if (error_ != ChunkError::kNone) {
+    return absl::InvalidArgumentError("finish after an earlier error");
+  }
+  // Place() never leaves slice_ past the last slice, so completeness is
+  // "on the last slice, at its end".
+  const bool complete = slices_.empty() || (slice_ == slices_.size() - 1 &&
+                                            next_ == slices_.back().end);
+  if (!complete) {
+    const Slice& s = slices_[slice_];
+    return Fail(ChunkError::kBadSequence,
+                absl::StrCat("incomplete: stopped at '",
+                             layout_->tensors()[s.tensor].name, "' offset ",
+                             next_, " before the end of this server's slice"));
+  }
+  if (declared_chunks != static_cast<uint64_t>(chunks_)) {
+    return Fail(ChunkError::kBadSequence,
+                absl::StrCat("sender declared ", declared_chunks,
+                             " chunks but ", chunks_, " arrived"));
+  }
+  return absl::OkStatus();
+}
+
+ChunkAssembler::ChunkAssembler(const ModelLayout* layout, FlatRange range,
+                               int64_t max_elements, float* dst,
+                               bool check_finite)
+    : sequence_(layout, range, max_elements),
+      dst_(dst),
+      check_finite_(check_finite) {}
+
+absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
+                                 absl::Span<const absl::string_view> data,
+                                 int dtype_value) {
+  int t;
+  if (absl::Status s = sequence_.Tensor(tensor, &t); !s.ok()) return s;
+  if (!IsKnownWireDtype(dtype_value)) {
+    return sequence_.Fail(
+        ChunkError::kBadSize,
+        absl::StrCat("chunk of '", tensor,
+                     "' has an unknown element encoding (dtype ", dtype_value,
+                     ")"));
+  }
+  const WireDtype dtype = static_cast<WireDtype>(dtype_value);
+  const int width = WireBytes(dtype);
+  size_t bytes = 0;
+  for (absl::string_view piece : data) bytes += piece.size();
+  if (bytes == 0 || bytes % width != 0) {
+    return sequence_.Fail(
+        ChunkError::kBadSize,
+        absl::StrCat("chunk of '", tensor, "' has ", bytes,
+                     " bytes, not a positive multiple of ", width, " (",
+                     WireDtypeName(dtype), ")"));
+  }
+  const int64_t count = static_cast<int64_t>(bytes / width);
+  absl::StatusOr<int64_t> at = sequence_.Place(t, tensor, offset, count);
+  if (!at.ok()) return at.status();
+  float* out = dst_ + *at;
   // Decode piece by piece; an element split between pieces goes through
   // `carry`.
   int64_t done = 0;  // elements written to out
@@ -147,10 +195,10 @@ absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
       carried = 0;
     }
     const int64_t whole = static_cast<int64_t>(piece.size() / width);
-    const int64_t at = DecodeFloats(piece.data(), whole, dtype, out + done,
-                                    check_finite_, &max_abs_);
-    if (at >= 0) {
-      bad = done + at;
+    const int64_t at_bad = DecodeFloats(piece.data(), whole, dtype, out + done,
+                                        check_finite_, &max_abs_);
+    if (at_bad >= 0) {
+      bad = done + at_bad;
       break;
     }
     done += whole;
@@ -159,36 +207,16 @@ absl::Status ChunkAssembler::Add(absl::string_view tensor, uint64_t offset,
     carried = static_cast<int>(piece.size());
   }
   if (bad >= 0) {
-    return Fail(ChunkError::kNonFinite,
-                absl::StrCat("non-finite value ", out[bad], " in '", tensor,
-                             "' at element ", offset + bad));
+    return sequence_.Fail(
+        ChunkError::kNonFinite,
+        absl::StrCat("non-finite value ", out[bad], " in '", tensor,
+                     "' at element ", offset + bad));
   }
-  next_ += count;
-  ++chunks_;
   return absl::OkStatus();
 }
 
 absl::Status ChunkAssembler::Finish(uint64_t declared_chunks) {
-  if (error_ != ChunkError::kNone) {
-    return absl::InvalidArgumentError("finish after an earlier error");
-  }
-  // Add() never leaves slice_ past the last slice, so completeness is
-  // "on the last slice, at its end".
-  const bool complete = slices_.empty() || (slice_ == slices_.size() - 1 &&
-                                            next_ == slices_.back().end);
-  if (!complete) {
-    const Slice& s = slices_[slice_];
-    return Fail(ChunkError::kBadSequence,
-                absl::StrCat("incomplete: stopped at '",
-                             layout_->tensors()[s.tensor].name, "' offset ",
-                             next_, " before the end of this server's slice"));
-  }
-  if (declared_chunks != static_cast<uint64_t>(chunks_)) {
-    return Fail(ChunkError::kBadSequence,
-                absl::StrCat("sender declared ", declared_chunks,
-                             " chunks but ", chunks_, " arrived"));
-  }
-  return absl::OkStatus();
+  return sequence_.Finish(declared_chunks);
 }
 
 }  // namespace asgd

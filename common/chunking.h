@@ -24,6 +24,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/model_layout.h"
@@ -68,6 +69,57 @@ enum class ChunkError {
 };
 absl::string_view ChunkErrorName(ChunkError e);
 
+// The order checks of a chunk sequence, whatever the chunks' encoding: chunks
+// must cover exactly `range` of `layout`, in layout order, each inside one
+// tensor and at most `max_elements` long. ChunkAssembler (float chunks) and
+// the server's compressed-push assembly use it; each decodes the data itself.
+//
+//   ChunkSequence seq(&layout, range, max_elements);
+//   int t;
+//   if (!seq.Tensor(name, &t).ok()) ...       // unknown or not held here
+//   ... work out the chunk's element count ...
+//   absl::StatusOr<int64_t> at = seq.Place(t, name, offset, count);
+//   // *at: the chunk's first element, relative to range.begin
+//   ...
+//   seq.Finish(declared_chunks);               // complete and counted right
+//
+// The first error is final: it sets error(), and every later call fails.
+class ChunkSequence {
+ public:
+  ChunkSequence(const ModelLayout* layout, FlatRange range,
+                int64_t max_elements);
+
+  // The index of tensor `name` (kUnknownTensor: no such tensor, or none of
+  // its elements are in the range).
+  absl::Status Tensor(absl::string_view name, int* tensor);
+  // Checks that `count` elements of tensor `tensor` (named `name`) at
+  // `offset` are the next chunk (kBadSize: more than max_elements or than
+  // remain of this slice; kBadSequence: out of order or past the range) and
+  // advances; returns where they start, relative to range.begin.
+  absl::StatusOr<int64_t> Place(int tensor, absl::string_view name,
+                                uint64_t offset, int64_t count);
+  // InvalidArgument (kBadSequence) unless every element has been placed and
+  // `declared_chunks` chunks were.
+  absl::Status Finish(uint64_t declared_chunks);
+
+  // Records an error found by the caller (e.g. in the chunk's data).
+  absl::Status Fail(ChunkError error, std::string message);
+
+  int64_t max_elements() const { return max_elements_; }
+  int64_t chunks_received() const { return chunks_; }
+  ChunkError error() const { return error_; }
+
+ private:
+  const ModelLayout* layout_;
+  int64_t range_begin_;
+  int64_t max_elements_;
+  std::vector<Slice> slices_;
+  size_t slice_ = 0;  // current slice
+  int64_t next_ = 0;  // next expected element offset inside the tensor
+  int64_t chunks_ = 0;
+  ChunkError error_ = ChunkError::kNone;
+};
+
 class ChunkAssembler {
  public:
   // Expects chunks covering exactly `range` of `layout` and writes element
@@ -98,26 +150,17 @@ class ChunkAssembler {
   // sender's chunk count matches.
   absl::Status Finish(uint64_t declared_chunks);
 
-  int64_t chunks_received() const { return chunks_; }
-  ChunkError error() const { return error_; }
+  int64_t chunks_received() const { return sequence_.chunks_received(); }
+  ChunkError error() const { return sequence_.error(); }
   // The largest |value| accepted so far (0 before any chunk), taken by the
   // decode pass itself.
   float max_abs() const { return max_abs_; }
 
  private:
-  absl::Status Fail(ChunkError error, std::string message);
-
-  const ModelLayout* layout_;
-  FlatRange range_;
-  int64_t max_elements_;
+  ChunkSequence sequence_;
   float* dst_;
   bool check_finite_;
-  std::vector<Slice> slices_;
-  size_t slice_ = 0;       // current slice
-  int64_t next_ = 0;       // next expected element offset inside the tensor
-  int64_t chunks_ = 0;
   float max_abs_ = 0.0f;
-  ChunkError error_ = ChunkError::kNone;
 };
 
 }  // namespace asgd

@@ -41,6 +41,8 @@ PullMessage ViewOf(const asgd::v1::PullChunk& msg) {
   out.model_version = msg.model_version();
   out.has_chunk = msg.has_chunk();
   if (out.has_chunk) out.chunk = ViewOfChunk(msg.chunk());
+  out.end_of_pull = msg.end_of_pull();
+  out.num_chunks = msg.num_chunks();
   return out;
 }
 

@@ -30,6 +30,9 @@ struct PullMessage {
   uint64_t model_version = 0;
   bool has_chunk = false;
   TensorChunkView chunk;
+  // PullStream: the message that ends one pull, and its chunk count.
+  bool end_of_pull = false;
+  uint64_t num_chunks = 0;
 };
 
 // Views of protobuf messages; valid while `msg` is unchanged.

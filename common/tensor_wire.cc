@@ -197,8 +197,15 @@ bool FastPush(const Pieces& bytes, ReceivedMessage* storage,
 
 bool FastPull(const Pieces& bytes, ReceivedMessage* storage,
               PullMessage* out) {
-  return ForEachField(bytes, 2, [&](int number, int type, Reader& r) {
+  return ForEachField(bytes, 4, [&](int number, int type, Reader& r) {
     if (number == 1) return type == kVarint && r.Varint(&out->model_version);
+    if (number == 3) {
+      uint64_t v;
+      if (type != kVarint || !r.Varint(&v)) return false;
+      out->end_of_pull = v != 0;
+      return true;
+    }
+    if (number == 4) return type == kVarint && r.Varint(&out->num_chunks);
     Pieces field;
     if (type != kLen || !r.Len(&field)) return false;
     out->has_chunk = true;
@@ -245,6 +252,8 @@ void Reset(PushMessage* m) {
 void Reset(PullMessage* m) {
   m->model_version = 0;
   m->has_chunk = false;
+  m->end_of_pull = false;
+  m->num_chunks = 0;
   Reset(&m->chunk);
 }
 
@@ -299,13 +308,13 @@ absl::Status DecodePullChunk(const grpc::ByteBuffer& buffer,
   return absl::OkStatus();
 }
 
-grpc::ByteBuffer EncodeChunkMessage(ChunkMessageKind kind,
-                                    uint64_t model_version,
-                                    absl::string_view tensor, uint64_t offset,
-                                    WireDtype dtype, int64_t count,
-                                    absl::FunctionRef<void(char*)> fill) {
-  const uint64_t data_bytes = static_cast<uint64_t>(count) * WireBytes(dtype);
-  const int dtype_value = static_cast<int>(dtype);
+namespace {
+
+// A message with one TensorChunk of `data_bytes` bytes that `fill` writes.
+grpc::ByteBuffer EncodeChunk(ChunkMessageKind kind, uint64_t model_version,
+                             absl::string_view tensor, uint64_t offset,
+                             int dtype_value, uint64_t data_bytes,
+                             absl::FunctionRef<void(char*)> fill) {
   // TensorChunk, fields in number order, proto3 defaults omitted.
   uint64_t body = 0;
   if (!tensor.empty()) body += 1 + VarintSize(tensor.size()) + tensor.size();
@@ -351,6 +360,40 @@ grpc::ByteBuffer EncodeChunkMessage(ChunkMessageKind kind,
     PutVarint(model_version, &p);
   }
   return grpc::ByteBuffer(&slice, 1);
+}
+
+}  // namespace
+
+grpc::ByteBuffer EncodeChunkMessage(ChunkMessageKind kind,
+                                    uint64_t model_version,
+                                    absl::string_view tensor, uint64_t offset,
+                                    WireDtype dtype, int64_t count,
+                                    absl::FunctionRef<void(char*)> fill) {
+  return EncodeChunk(kind, model_version, tensor, offset,
+                     static_cast<int>(dtype),
+                     static_cast<uint64_t>(count) * WireBytes(dtype), fill);
+}
+
+grpc::ByteBuffer EncodeCompressedChunkMessage(uint64_t model_version,
+                                              absl::string_view tensor,
+                                              uint64_t offset,
+                                              PushEncoding push_encoding,
+                                              absl::string_view data) {
+  return EncodeChunk(ChunkMessageKind::kPush, model_version, tensor, offset,
+                     static_cast<int>(push_encoding), data.size(),
+                     [&](char* out) {
+                       if (!data.empty()) {
+                         std::memcpy(out, data.data(), data.size());
+                       }
+                     });
+}
+
+grpc::ByteBuffer EncodeEndOfPull(uint64_t model_version, uint64_t num_chunks) {
+  asgd::v1::PullChunk msg;
+  msg.set_model_version(model_version);
+  msg.set_end_of_pull(true);
+  msg.set_num_chunks(num_chunks);
+  return SerializeToByteBuffer(msg);
 }
 
 grpc::ByteBuffer SerializeToByteBuffer(

@@ -64,6 +64,18 @@ grpc::ByteBuffer EncodeChunkMessage(ChunkMessageKind kind,
                                     WireDtype dtype, int64_t count,
                                     absl::FunctionRef<void(char*)> fill);
 
+// A PushChunk carrying one compressed chunk: `data` (compression/
+// grad_codec.h bytes) as the TensorChunk's data, with wire dtype
+// `push_encoding` (ONE_BIT or TOP_K), copied once into a fresh slice.
+grpc::ByteBuffer EncodeCompressedChunkMessage(uint64_t model_version,
+                                              absl::string_view tensor,
+                                              uint64_t offset,
+                                              PushEncoding push_encoding,
+                                              absl::string_view data);
+
+// A PullChunk that ends one pull on a PullStream (end_of_pull, no chunk).
+grpc::ByteBuffer EncodeEndOfPull(uint64_t model_version, uint64_t num_chunks);
+
 // Small messages (headers, requests, replies) through protobuf.
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& msg);
 // InvalidArgument naming `what` when the bytes do not parse.

@@ -66,6 +66,25 @@ bool IsKnownWireDtype(int value) {
          value == static_cast<int>(WireDtype::kBfloat16);
 }
 
+absl::string_view PushEncodingName(PushEncoding encoding) {
+  switch (encoding) {
+    case PushEncoding::kFloat32: return "fp32";
+    case PushEncoding::kBfloat16: return "bf16";
+    case PushEncoding::kOneBit: return "onebit";
+    case PushEncoding::kTopK: return "topk";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<PushEncoding> ParsePushEncoding(absl::string_view text) {
+  if (text == "fp32" || text == "float32") return PushEncoding::kFloat32;
+  if (text == "bf16" || text == "bfloat16") return PushEncoding::kBfloat16;
+  if (text == "onebit" || text == "1bit") return PushEncoding::kOneBit;
+  if (text == "topk" || text == "top_k") return PushEncoding::kTopK;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown push encoding '", text, "' (want fp32, bf16, onebit or topk)"));
+}
+
 uint16_t FloatToBf16(float value) { return ToBf16(Bits(value)); }
 
 float Bf16ToFloat(uint16_t value) {

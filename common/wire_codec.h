@@ -43,6 +43,31 @@ absl::StatusOr<WireDtype> ParseWireDtype(absl::string_view text);
 // True when `value` is a WireDtype this build knows.
 bool IsKnownWireDtype(int value);
 
+// How a gradient push travels: every value of asgd.v1.WireDtype, i.e. the
+// float encodings above plus the compressed gradient encodings that only
+// pushes use (their bytes: compression/grad_codec.h). Values match the proto.
+enum class PushEncoding : int {
+  kFloat32 = 0,
+  kBfloat16 = 1,
+  kOneBit = 2,
+  kTopK = 3,
+};
+inline constexpr int kNumPushEncodings = 4;
+
+// "fp32", "bf16", "onebit", "topk": also the metric label.
+absl::string_view PushEncodingName(PushEncoding encoding);
+// Accepts the names above (and "float32", "bfloat16", "1bit", "top_k");
+// InvalidArgument otherwise.
+absl::StatusOr<PushEncoding> ParsePushEncoding(absl::string_view text);
+// True when `value` (an asgd.v1.WireDtype as sent) is a compressed encoding.
+inline bool IsCompressedWireDtype(int value) {
+  return value == static_cast<int>(PushEncoding::kOneBit) ||
+         value == static_cast<int>(PushEncoding::kTopK);
+}
+inline bool IsCompressed(PushEncoding encoding) {
+  return IsCompressedWireDtype(static_cast<int>(encoding));
+}
+
 uint16_t FloatToBf16(float value);
 float Bf16ToFloat(uint16_t value);
 

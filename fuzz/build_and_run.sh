@@ -184,6 +184,7 @@ if [ "$BUILD_PS" = 1 ]; then
       "$O/push_assembler.o" "$O/param_store.o" "$O/shard.o" "$O/optimizer.o" \
       "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
       "$O/text_quote.o" "$O/refusal.o" "$O/wire_codec.o" "$O/model_layout.o" \
+      "$O/compressed_apply.o" "$O/grad_codec.o" \
       "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
     "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
       "$O/chunking.o" "$O/text_quote.o" "$O/wire_codec.o" "$O/model_layout.o" \

@@ -26,6 +26,8 @@
 #                  directories (compressed features, CMVN, pdf alignments) in
 #                  $ASGD_DEMO_DIR/kaldi and train from those, then write the
 #                  priors and the held-out log-likelihoods (asgd_forward)
+#   PUSH_ENCODING  encoding of pushed gradients: fp32, bf16, onebit or topk
+#                  (default: as WIRE_DTYPE); TOP_K_FRACTION for topk (0.01)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +51,8 @@ case "$DATA" in
   corpus | kaldi) ;;
   *) echo "demo: DATA must be corpus or kaldi, not '$DATA'" >&2; exit 2 ;;
 esac
+PUSH_ENCODING=${PUSH_ENCODING:-$WIRE_DTYPE}
+TOP_K_FRACTION=${TOP_K_FRACTION:-0.01}
 
 source scripts/lib.sh
 say() { echo "== $*"; }
@@ -88,12 +92,13 @@ asgd_start_servers "$NUM_SERVERS" "$WORKDIR/logs" --num_shards=2 \
   $MODEL_FLAGS
 for ((s = 0; s < NUM_SERVERS; s++)); do head -1 "$WORKDIR/logs/server-$s.log"; done
 
-say "training: $NUM_WORKERS workers, $EPOCHS epochs each over their part of the data"
+say "training: $NUM_WORKERS workers, $EPOCHS epochs each over their part of the data, $PUSH_ENCODING pushes"
 worker_pids=()
 for ((w = 0; w < NUM_WORKERS; w++)); do
   "$BIN/worker/asgd_worker" --servers="$SERVERS" "${DATA_FLAGS[@]}" \
     --worker_index=$w --num_workers="$NUM_WORKERS" --epochs="$EPOCHS" \
-    --wire_dtype="$WIRE_DTYPE" --log_every=250 > >(tee "$WORKDIR/logs/worker-$w.log") 2>&1 &
+    --wire_dtype="$WIRE_DTYPE" --push_encoding="$PUSH_ENCODING" \
+    --top_k_fraction="$TOP_K_FRACTION" --log_every=250 > >(tee "$WORKDIR/logs/worker-$w.log") 2>&1 &
   worker_pids+=($!)
   ASGD_PIDS+=($!)
 done

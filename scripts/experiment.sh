@@ -19,7 +19,9 @@
 # (asgd_eval on the servers).
 # models: each model of $MODELS trained by 2 ASGD workers through 2 servers
 # for the same wall-clock budget of $BUDGET_S seconds, side by side.
-# The first two grids train $MODEL (the model is a dimension: run them once
+# pushes: ASGD at $PUSH_WORKERS workers once per push encoding of
+# $PUSH_ENCODINGS (float32 against compressed gradients, same seeds).
+# The first three grids train $MODEL (the model is a dimension: run them once
 # per model, e.g. MODEL=lstm GRID=decentralized).
 #
 # Settings (environment variables):
@@ -29,7 +31,8 @@
 #   EPOCHS     passes over the training data per run (default 2)
 #   TARGETS    accuracy targets in % (default "60 70 75")
 #   SLOWDOWN   straggler factor (default 3)
-#   GRID       grids to run (default "scaling decentralized")
+#   GRID       grids to run (default "scaling decentralized"; also models,
+#              pushes)
 #   MODEL      dnn, cnn, lstm or blstm for the scaling and decentralized grids
 #              (default dnn); MODEL_FLAGS: more asgd_server model flags
 #   MODELS     the models grid's models (default "dnn cnn lstm blstm"); each
@@ -43,6 +46,9 @@
 #   DECENTRALIZED          0: skip the decentralized grid (default 1)
 #   DECENTRALIZED_WORKERS  its worker count (default 4)
 #   DELAY_TOPOLOGY         ring of the delay-by-one runs (default fixed_ring)
+#   PUSH_WORKERS    the pushes grid's worker count (default 4)
+#   PUSH_ENCODINGS  its push encodings, any of fp32 bf16 onebit topk (default
+#                   "fp32 onebit"); TOP_K_FRACTION for topk (default 0.01)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,6 +70,9 @@ BATCH=${BATCH:-256}
 DECENTRALIZED=${DECENTRALIZED:-1}
 DECENTRALIZED_WORKERS=${DECENTRALIZED_WORKERS:-4}
 DELAY_TOPOLOGY=${DELAY_TOPOLOGY:-fixed_ring}
+PUSH_WORKERS=${PUSH_WORKERS:-4}
+PUSH_ENCODINGS=${PUSH_ENCODINGS:-"fp32 onebit"}
+TOP_K_FRACTION=${TOP_K_FRACTION:-0.01}
 NUM_SERVERS=2
 EVAL_FLAGS="--eval_every_s=3 --eval_frames=5000"
 
@@ -202,17 +211,28 @@ if has_grid models; then
   done
 fi
 
+if has_grid pushes; then
+  for e in $PUSH_ENCODINGS; do
+    run "asgd-$PUSH_WORKERS-$e" asgd "$PUSH_WORKERS" 0 0 --push_encoding="$e" \
+      --top_k_fraction="$TOP_K_FRACTION"
+  done
+fi
+
 cores=$(nproc)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 # The command that repeats these runs: the settings each grid reads.
 command="GRID=\"$GRID\""
 settings="batch $BATCH, $NUM_SERVERS servers x 1 shard"
-if has_grid scaling || has_grid decentralized; then
+if has_grid scaling || has_grid decentralized || has_grid pushes; then
   command+=" MODEL=$MODEL MODEL_FLAGS=\"$MODEL_FLAGS\" EPOCHS=$EPOCHS LEARNING_RATE=$LEARNING_RATE"
   has_grid scaling && command+=" WORKERS=\"$WORKERS\""
   settings+="; model $MODEL ($MODEL_FLAGS; see each run's server log), lr $LEARNING_RATE (sync, allreduce, adpsgd: lr x workers), $EPOCHS epochs, straggler ${SLOWDOWN}x slower"
   has_grid decentralized && settings+=", delay-by-one on $DELAY_TOPOLOGY"
+fi
+if has_grid pushes; then
+  command+=" PUSH_WORKERS=$PUSH_WORKERS PUSH_ENCODINGS=\"$PUSH_ENCODINGS\" TOP_K_FRACTION=$TOP_K_FRACTION"
+  settings+="; pushes grid: ASGD, $PUSH_WORKERS workers, push encodings $PUSH_ENCODINGS (top-k fraction $TOP_K_FRACTION)"
 fi
 if has_grid models; then
   command+=" MODELS=\"$MODELS\" BUDGET_S=$BUDGET_S"

@@ -28,12 +28,23 @@
 // only after ParseCompressedChunk accepted it, and ApplyCompressedBytes parses
 // first.
 //
+// Like Optimizer::Apply, the apply returns the largest |w| and |v| it left,
+// taken in the same pass, so that the store can bound the next updates (see
+// server/param_store.h). On the sparse path (AppliesSparsely) only the
+// selected elements are visited: the maxima are then those of the elements
+// it changed, and every other element kept its value.
+//
+// A push's chunks travel to the shards as one CompressedGradient: the chunks
+// of the server's range laid end to end, viewing bytes it owns.
+//
 // Thread-safety: pure functions over caller-owned buffers; calls on disjoint
 // ranges may run concurrently (as Optimizer::Apply).
 #ifndef ASGD_SERVER_COMPRESSED_APPLY_H_
 #define ASGD_SERVER_COMPRESSED_APPLY_H_
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -46,22 +57,58 @@ namespace asgd {
 // Elements per decode-then-apply block (8 KiB of float32 scratch).
 inline constexpr int64_t kApplyBlock = 2048;
 
+// A validated compressed gradient for a server's whole range: `chunks`
+// (all of one encoding) laid end to end in flat order, their counts summing
+// to the range's size, viewing bytes that `storage` keeps alive. `max_abs` is
+// the largest |decoded value| (the largest |reconstruction value| of a
+// one-bit chunk, the largest |value| of a top-k chunk).
+struct CompressedGradient {
+  GradEncoding encoding = GradEncoding::kOneBit;
+  std::shared_ptr<const void> storage;
+  std::vector<CompressedChunk> chunks;
+  float max_abs = 0.0f;
+
+  // Elements covered: the sum of the chunks' counts.
+  int64_t size() const;
+};
+
+// The largest |decoded value| of a chunk, read from its reconstruction values
+// (one-bit) or its values (top-k): O(groups) or O(k).
+float CompressedMaxAbs(const CompressedChunk& chunk);
+
+// True when applying `encoding` with `optimizer` touches only the selected
+// elements (top-k without optimizer state or weight decay).
+bool AppliesSparsely(const Optimizer& optimizer, GradEncoding encoding);
+
 // Applies elements [begin, end) of `chunk` (0 <= begin <= end <= count) as a
 // gradient to w[0, end - begin) and, if optimizer.has_state(), v[0, end -
 // begin). ctx.backup, when set, points at the end - begin backup values of
-// those elements.
-void ApplyCompressed(const Optimizer& optimizer, const CompressedChunk& chunk,
-                     int64_t begin, int64_t end, float* w, float* v,
-                     const UpdateContext& ctx);
+// those elements. Returns the maxima it left (see above).
+ApplyStats ApplyCompressed(const Optimizer& optimizer,
+                           const CompressedChunk& chunk, int64_t begin,
+                           int64_t end, float* w, float* v,
+                           const UpdateContext& ctx);
 
 // `chunks` laid end to end (a server's range, in flat order); applies
 // elements [begin, end) of their concatenation to w[0, end - begin) (and v,
 // ctx.backup likewise): a shard's part of a push. end must not exceed the
-// sum of the chunks' counts.
-void ApplyCompressedRange(const Optimizer& optimizer,
-                          absl::Span<const CompressedChunk> chunks,
-                          int64_t begin, int64_t end, float* w, float* v,
-                          const UpdateContext& ctx);
+// sum of the chunks' counts. Returns the maxima over every chunk's part.
+ApplyStats ApplyCompressedRange(const Optimizer& optimizer,
+                                absl::Span<const CompressedChunk> chunks,
+                                int64_t begin, int64_t end, float* w, float* v,
+                                const UpdateContext& ctx);
+
+// Optimizer::StaysBounded for elements [begin, end) of `chunks` laid end to
+// end, on blocks decoded into scratch: true when applying them would leave
+// every w and v finite and within kMaxMagnitude. Reads only.
+bool CompressedStaysBounded(const Optimizer& optimizer,
+                            absl::Span<const CompressedChunk> chunks,
+                            int64_t begin, int64_t end, const float* w,
+                            const float* v, const UpdateContext& ctx);
+
+// Decodes all of `chunks`, laid end to end, into out[0, sum of counts).
+void DecodeCompressedRange(absl::Span<const CompressedChunk> chunks,
+                           float* out);
 
 // Parses `data` (InvalidArgument, nothing written, when malformed or when it
 // does not hold exactly n elements) and applies all of it to w[0, n), v.

@@ -1,5 +1,6 @@
 #include "server/compressed_apply.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -161,13 +162,27 @@ TEST_P(CompressedApplyTest, MatchesDecodeThenApplyAndDoubleReference) {
         // Reference state before the step, in double.
         std::vector<double> rw(w.begin(), w.end()), rv(v.begin(), v.end());
         // Fused.
-        ApplyCompressed(*opt, *chunk, begin, end, w.data(),
-                        opt->has_state() ? v.data() : nullptr, ctx);
+        float max_w_before = 0.0f;
+        for (float x : w) max_w_before = std::max(max_w_before, std::fabs(x));
+        const ApplyStats fused =
+            ApplyCompressed(*opt, *chunk, begin, end, w.data(),
+                            opt->has_state() ? v.data() : nullptr, ctx);
         // Decode to float32, then Optimizer::Apply.
         std::vector<float> decoded(n);
         DecodeCompressed(*chunk, 0, n, decoded.data());
-        opt->Apply(w2.data(), opt->has_state() ? v2.data() : nullptr,
-                   decoded.data() + begin, m, ctx);
+        const ApplyStats unfused =
+            opt->Apply(w2.data(), opt->has_state() ? v2.data() : nullptr,
+                       decoded.data() + begin, m, ctx);
+        // The maxima it reports: exact, or on the sparse path those of the
+        // weights it changed, which with the others' old maximum bound all.
+        if (AppliesSparsely(*opt, chunk->encoding)) {
+          EXPECT_LE(fused.max_abs_w, unfused.max_abs_w);
+          EXPECT_GE(std::max(fused.max_abs_w, max_w_before),
+                    unfused.max_abs_w);
+        } else {
+          EXPECT_EQ(fused.max_abs_w, unfused.max_abs_w);
+          EXPECT_EQ(fused.max_abs_v, unfused.max_abs_v);
+        }
         ASSERT_EQ(0, std::memcmp(w.data(), w2.data(), m * sizeof(float)))
             << "weights differ from decode + Apply, trial " << trial;
         ASSERT_EQ(0, std::memcmp(v.data(), v2.data(), m * sizeof(float)))
@@ -251,6 +266,74 @@ TEST(CompressedApplyRangeTest, ShardsOfAChunkSequence) {
     ASSERT_EQ(0, std::memcmp(v.data(), v2.data(), total * sizeof(float)))
         << "trial " << trial;
   }
+}
+
+// The all-or-none check on compressed gradients says what
+// Optimizer::StaysBounded says on the decoded ones, over random slices of
+// chunk sequences with gradients large enough to overflow some updates; the
+// chunks' largest |value| is the decoded one's, and the range decode is the
+// chunks' decodes end to end.
+TEST(CompressedApplyRangeTest, BoundsCheckAndMaximaMatchTheDecodedGradient) {
+  std::mt19937 rng(31);
+  OptimizerOptions o;
+  o.learning_rate = 1.0f;
+  o.momentum = 0.5f;
+  auto momentum = Optimizer::Create(o);
+  auto sgd = Optimizer::Create({1.0f});
+  ASSERT_TRUE(momentum.ok() && sgd.ok());
+  int refused = 0, accepted = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<std::string> bytes;
+    std::vector<CompressedChunk> chunks;
+    int64_t total = 0;
+    const GradEncoding encoding =
+        trial % 2 == 0 ? GradEncoding::kOneBit : GradEncoding::kTopK;
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 4); ++k) {
+      const int64_t n = 1 + rng() % 3000;
+      // Magnitudes near the bound in some trials.
+      const float scale = trial % 3 == 0   ? 3e37f
+                          : trial % 3 == 1 ? 4e36f
+                                           : 1.0f;
+      bytes.push_back(Encode(encoding, RandomVector(n, &rng, scale), &rng,
+                             0.05));
+      total += n;
+    }
+    float max_abs = 0.0f;
+    for (const std::string& b : bytes) {
+      chunks.push_back(*ParseCompressedChunk(b, {}));
+      max_abs = std::max(max_abs, CompressedMaxAbs(chunks.back()));
+    }
+    std::vector<float> decoded(total);
+    DecodeCompressedRange(chunks, decoded.data());
+    float decoded_max = 0.0f;
+    int64_t at = 0;
+    for (const CompressedChunk& c : chunks) {
+      std::vector<float> part(c.count);
+      DecodeCompressed(c, 0, c.count, part.data());
+      for (int64_t i = 0; i < c.count; ++i) {
+        ASSERT_EQ(decoded[at + i], part[i]);
+        decoded_max = std::max(decoded_max, std::fabs(part[i]));
+      }
+      at += c.count;
+    }
+    EXPECT_EQ(max_abs, decoded_max) << "trial " << trial;
+    const Optimizer& opt = trial % 4 < 2 ? *momentum : *sgd;
+    const float w_scale = trial % 5 == 0 ? 5e36f : 1.0f;
+    const std::vector<float> w = RandomVector(total, &rng, w_scale);
+    const std::vector<float> v = RandomVector(total, &rng, w_scale);
+    const int64_t b = rng() % total;
+    const int64_t e = b + 1 + rng() % (total - b);
+    const bool fused = CompressedStaysBounded(
+        opt, chunks, b, e, w.data() + b, v.data() + b, {1.0f, 0, nullptr});
+    const bool reference =
+        opt.StaysBounded(w.data() + b, v.data() + b, decoded.data() + b,
+                         e - b, {1.0f, 0, nullptr});
+    EXPECT_EQ(fused, reference) << "trial " << trial;
+    (fused ? accepted : refused)++;
+  }
+  // Both outcomes were exercised.
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(accepted, 0);
 }
 
 TEST(CompressedApplyTest, SparseTopKTouchesOnlySelectedWeights) {

@@ -54,6 +54,9 @@ std::string GrpcServer::local_address() const {
 void GrpcServer::StopServing(absl::Duration grace) {
   if (stopped_serving_) return;
   stopped_serving_ = true;
+  // Idle streams end now, busy ones after their push or pull; then gRPC
+  // waits for the calls in flight.
+  if (service_) service_->BeginShutdown();
   if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
 }
 

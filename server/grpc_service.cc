@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "common/refusal.h"
 #include "common/tensor_wire.h"
 #include "common/wire_codec.h"
+#include "compression/grad_codec.h"
 #include "server/push_assembler.h"
 
 namespace asgd {
@@ -40,30 +42,88 @@ class RpcTimer {
   const absl::Time start_;
 };
 
+// InvalidArgument unless a pull can be served in `dtype` (a wire dtype as
+// sent).
+absl::Status CheckPullDtype(int dtype) {
+  if (IsKnownWireDtype(dtype)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "pull asks for wire dtype ", dtype,
+      IsCompressedWireDtype(dtype)
+          ? ", a compressed gradient encoding (pushes only)"
+          : ", which is unknown"));
+}
+
+// The messages of one pull: the server's range chunk by chunk, each copied
+// from the live weights (or from the worker's DC-ASGD copy) when it is
+// written, then (on a PullStream) the end-of-pull message.
+class PullWriter {
+ public:
+  PullWriter(ParamStore* store, ServerMetrics* metrics, uint64_t worker_id,
+             WireDtype dtype, bool end_marker)
+      : store_(store),
+        metrics_(metrics),
+        dtype_(dtype),
+        end_marker_(end_marker),
+        chunks_(PlanChunks(store->layout(), store->range(),
+                           store->options().max_chunk_elements)),
+        version_(store->version()),
+        snapshot_(store->SnapshotForPull(worker_id)) {
+    store_->CountPull();
+    if (metrics_ != nullptr) metrics_->OnPull();
+  }
+
+  // The next message; false once every one was given.
+  bool Next(grpc::ByteBuffer* msg) {
+    if (next_ == chunks_.size()) {
+      if (!end_marker_) return false;
+      end_marker_ = false;
+      *msg = EncodeEndOfPull(version_, chunks_.size());
+      return true;
+    }
+    const ChunkRef& c = chunks_[next_++];
+    const int64_t local = c.flat_begin - store_->range().begin;
+    *msg = EncodeChunkMessage(
+        ChunkMessageKind::kPull, version_,
+        store_->layout().tensors()[c.tensor].name, c.offset, dtype_, c.count,
+        [&](char* out) {
+          if (snapshot_ != nullptr) {
+            EncodeFloats(snapshot_->data() + local, c.count, dtype_, out);
+          } else {
+            store_->ReadEncoded(local, c.count, dtype_, out);
+          }
+        });
+    if (metrics_ != nullptr) metrics_->OnBytesSent(c.count * WireBytes(dtype_));
+    return true;
+  }
+
+ private:
+  ParamStore* const store_;
+  ServerMetrics* const metrics_;
+  const WireDtype dtype_;
+  bool end_marker_;
+  const std::vector<ChunkRef> chunks_;
+  const uint64_t version_;
+  // Set when the store keeps the worker's model for delay compensation: the
+  // pull then serves exactly that copy.
+  const std::shared_ptr<const std::vector<float>> snapshot_;
+  size_t next_ = 0;
+};
+
 class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // `request` is the parsed request, or the error to finish with.
   PullReactor(ParamStore* store, ServerMetrics* metrics,
               const absl::StatusOr<asgd::v1::PullRequest>& request)
-      : timer_(metrics, RpcMethod::kPull), store_(store) {
-    if (!request.ok()) {
-      FinishCall(ToGrpcStatus(request.status()));
+      : timer_(metrics, RpcMethod::kPull) {
+    absl::Status status = request.status();
+    if (status.ok()) status = CheckPullDtype(request->dtype());
+    if (!status.ok()) {
+      FinishCall(ToGrpcStatus(status));
       return;
     }
-    if (!IsKnownWireDtype(request->dtype())) {
-      FinishCall(grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("pull asks for an unknown wire dtype ",
-                       static_cast<int>(request->dtype()))));
-      return;
-    }
-    dtype_ = static_cast<WireDtype>(request->dtype());
-    chunks_ = PlanChunks(store->layout(), store->range(),
-                         store->options().max_chunk_elements);
-    version_ = store->version();
-    snapshot_ = store->SnapshotForPull(request->worker_id());
-    store_->CountPull();
-    if (metrics != nullptr) metrics->OnPull();
+    writer_.emplace(store, metrics, request->worker_id(),
+                    static_cast<WireDtype>(request->dtype()),
+                    /*end_marker=*/false);
     NextWrite();
   }
 
@@ -78,59 +138,47 @@ class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void OnDone() override { delete this; }
 
  private:
-  ServerMetrics* metrics() const { return timer_.metrics(); }
-
   void FinishCall(const grpc::Status& status) {
     timer_.Done(status);
     Finish(status);
   }
 
   void NextWrite() {
-    if (next_ == chunks_.size()) {
+    if (!writer_->Next(&msg_)) {
       FinishCall(grpc::Status::OK);
       return;
-    }
-    const ChunkRef& c = chunks_[next_++];
-    const int64_t local = c.flat_begin - store_->range().begin;
-    msg_ = EncodeChunkMessage(
-        ChunkMessageKind::kPull, version_,
-        store_->layout().tensors()[c.tensor].name, c.offset, dtype_, c.count,
-        [&](char* out) {
-          if (snapshot_ != nullptr) {
-            EncodeFloats(snapshot_->data() + local, c.count, dtype_, out);
-          } else {
-            store_->ReadEncoded(local, c.count, dtype_, out);
-          }
-        });
-    if (metrics() != nullptr) {
-      metrics()->OnBytesSent(c.count * WireBytes(dtype_));
     }
     StartWrite(&msg_);
   }
 
   RpcTimer timer_;
-  ParamStore* const store_;
-  WireDtype dtype_ = WireDtype::kFloat32;
-  std::vector<ChunkRef> chunks_;
-  uint64_t version_ = 0;
-  // Set when the store keeps the worker's model for delay compensation: the
-  // pull then serves exactly that copy.
-  std::shared_ptr<const std::vector<float>> snapshot_;
-  size_t next_ = 0;
+  std::optional<PullWriter> writer_;
   grpc::ByteBuffer msg_;
 };
+
+// The reply to a push the store answered.
+grpc::ByteBuffer PushReplyOf(const PushResult& r) {
+  PushReply reply;
+  reply.set_result(r.applied ? PushReply::APPLIED : PushReply::DROPPED_STALE);
+  reply.set_staleness(r.staleness);
+  reply.set_model_version(r.version);
+  reply.set_pull_required(!r.applied);
+  return SerializeToByteBuffer(reply);
+}
 
 // One push stream: every message read is decoded and goes to the
 // PushAssembler; the first invalid one finishes the call (INVALID_ARGUMENT,
 // counted by reason); a valid commit hands the staged update to the store,
 // and the store's callback finishes the call once every shard applied it.
 //
-// Three threads can want to finish the call: a gRPC thread in OnReadDone, the
+// Several threads can want to finish the call: a gRPC thread in OnReadDone
+// or OnCancel (the client went away, or the server is stopping), the
 // watchdog's (a stalled stream) and a shard thread (the store's callback).
 // `state_->mu` orders them: whoever finishes first sets finished_, the others
-// then do nothing. The watchdog reaches the reactor only through `state_`,
-// whose pointer OnDone clears before the reactor is deleted. Finish() is
-// safe under the lock: gRPC never runs OnDone inline from it.
+// then do nothing. The watchdog and the store's callback reach the reactor
+// only through `state_`, whose pointer OnDone clears before the reactor is
+// deleted (a cancelled call can be gone before the store answers). Finish()
+// is safe under the lock: gRPC never runs OnDone inline from it.
 class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   struct State {
@@ -205,6 +253,10 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       }
       // The client's part is done: no progress deadline while it is applied.
       committed_ = true;
+      if (timer_.metrics() != nullptr) {
+        timer_.metrics()->OnPushCommitted(assembler_.encoding(),
+                                          assembler_.chunk_bytes());
+      }
       service_->watchdog()->Unwatch(watch_);
       // The received slices are no longer needed while the update is
       // applied.
@@ -212,27 +264,24 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       received_.slices.clear();
       request = assembler_.TakeRequest();
     }
-    // Outside the lock: the store may call back at once (a stale drop).
-    const absl::Status status =
-        store_->Submit(std::move(request), [this](const PushResult& r) {
-          absl::MutexLock lock(&state_->mu);
-          if (!r.error.ok()) {
-            FinishLocked(r.error);
-            return;
-          }
-          PushReply reply;
-          reply.set_result(r.applied ? PushReply::APPLIED
-                                     : PushReply::DROPPED_STALE);
-          reply.set_staleness(r.staleness);
-          reply.set_model_version(r.version);
-          reply.set_pull_required(!r.applied);
-          *reply_ = SerializeToByteBuffer(reply);
-          FinishLocked(absl::OkStatus());
+    // Outside the lock: the store may call back at once (a stale drop). It
+    // reaches the reactor through `state_`: a cancelled call may be gone.
+    const absl::Status status = store_->Submit(
+        std::move(request), [state = state_](const PushResult& r) {
+          absl::MutexLock lock(&state->mu);
+          if (state->reactor != nullptr) state->reactor->AnsweredLocked(r);
         });
     if (!status.ok()) {
       absl::MutexLock lock(&state_->mu);
       FinishLocked(status);  // Submit counted it
     }
+  }
+
+  // The client went away (or the server is stopping): finish now, even when
+  // the store has not answered yet (a synchronous step may never come).
+  void OnCancel() override {
+    absl::MutexLock lock(&state_->mu);
+    FinishLocked(absl::CancelledError("push cancelled"));
   }
 
   void OnDone() override {
@@ -244,6 +293,16 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
  private:
+  void AnsweredLocked(const PushResult& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (!r.error.ok()) {
+      FinishLocked(r.error);
+      return;
+    }
+    *reply_ = PushReplyOf(r);
+    FinishLocked(absl::OkStatus());
+  }
+
   void StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     if (finished_ || committed_) return;
     store_->CountRejected(RejectReason::kStalled);
@@ -295,6 +354,389 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   bool committed_ ABSL_GUARDED_BY(state_->mu) = false;
 };
 
+// Status of a stream the server ends between pushes or pulls.
+absl::Status StreamEnd(const GrpcParameterService* service) {
+  if (service->shutting_down()) {
+    return absl::UnavailableError("server shutting down");
+  }
+  return absl::OkStatus();  // idle for the stream idle timeout
+}
+
+// Many pushes on one stream (see the lifecycle in grpc_service.h). Locking
+// as PushReactor: `state_->mu` orders the gRPC threads (reads and writes),
+// the shard thread that answers a push, and the two watchdogs; whoever
+// finishes first sets finished_. The watchdogs reach the reactor only through
+// `state_`, which OnDone clears before the reactor is deleted.
+class PushStreamReactor
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  struct State {
+    absl::Mutex mu;
+    PushStreamReactor* reactor ABSL_GUARDED_BY(mu);
+  };
+
+  PushStreamReactor(GrpcParameterService* service, ParamStore* store,
+                    ServerMetrics* metrics,
+                    grpc::CallbackServerContext* context)
+      : timer_(metrics, RpcMethod::kPushStream),
+        service_(service),
+        store_(store),
+        context_(context),
+        peer_(context->peer()),
+        state_(std::make_shared<State>()) {
+    absl::MutexLock lock(&state_->mu);
+    state_->reactor = this;
+    admitted_ = service_->AdmitPush(peer_);
+    if (!admitted_) {
+      store_->CountRejected(RejectReason::kPeerLimit);
+      FinishLocked(WithRefusal(
+          absl::UnavailableError(
+              "server busy: this client address has too many pushes in "
+              "flight; retry after one of them ends"),
+          Refusal::kPeerLimit));
+      return;
+    }
+    WaitForPushLocked();
+  }
+
+  void OnReadDone(bool ok) override {
+    PushRequest request;
+    {
+      absl::MutexLock lock(&state_->mu);
+      if (finished_) return;
+      if (!ok) {
+        // The client ended its side: between pushes that is the end of the
+        // stream; inside one, the push is incomplete.
+        absl::Status status;
+        if (assembler_ != nullptr) status = assembler_->EndOfStream();
+        if (!status.ok()) {
+          RejectLocked(status);
+        } else {
+          FinishLocked(absl::OkStatus());
+        }
+        return;
+      }
+      if (assembler_ == nullptr) {
+        // The first message of a push: from idle to receiving.
+        service_->idle_watchdog()->Unwatch(idle_watch_);
+        idle_watch_ = nullptr;
+        progress_watch_ = service_->watchdog()->Watch([state = state_] {
+          absl::MutexLock lock(&state->mu);
+          if (state->reactor != nullptr) state->reactor->StalledLocked();
+        });
+        assembler_ = std::make_unique<PushAssembler>(store_);
+        if (timer_.metrics() != nullptr) timer_.metrics()->OnPushStarted();
+      } else {
+        service_->watchdog()->Touch(progress_watch_);
+      }
+      absl::Status status = DecodePushChunk(buffer_, &received_, &msg_);
+      if (!status.ok()) {
+        store_->CountRejected(RejectReason::kBadHeader);
+        FinishLocked(status);
+        return;
+      }
+      const int64_t bytes_before = assembler_->chunk_bytes();
+      status = assembler_->Add(msg_);
+      if (timer_.metrics() != nullptr &&
+          assembler_->chunk_bytes() != bytes_before) {
+        timer_.metrics()->OnBytesReceived(assembler_->chunk_bytes() -
+                                          bytes_before);
+      }
+      if (!status.ok()) {
+        RejectLocked(status);
+        return;
+      }
+      if (!assembler_->committed()) {
+        StartRead(&buffer_);
+        return;
+      }
+      // Received whole: no deadline while it is applied and answered.
+      service_->watchdog()->Unwatch(progress_watch_);
+      progress_watch_ = nullptr;
+      if (timer_.metrics() != nullptr) {
+        timer_.metrics()->OnPushCommitted(assembler_->encoding(),
+                                          assembler_->chunk_bytes());
+      }
+      buffer_.Clear();
+      received_.slices.clear();
+      request = assembler_->TakeRequest();
+    }
+    // Outside the lock: the store may call back at once (a stale drop). It
+    // reaches the reactor through `state_`: a cancelled stream may be gone.
+    const absl::Status status = store_->Submit(
+        std::move(request), [state = state_](const PushResult& r) {
+          absl::MutexLock lock(&state->mu);
+          if (state->reactor != nullptr) state->reactor->AnsweredLocked(r);
+        });
+    if (!status.ok()) {
+      absl::MutexLock lock(&state_->mu);
+      FinishLocked(status);  // Submit counted it
+    }
+  }
+
+  // The client went away (or the server is stopping): finish now, even when
+  // the store has not answered the push yet.
+  void OnCancel() override {
+    absl::MutexLock lock(&state_->mu);
+    FinishLocked(absl::CancelledError("push stream cancelled"));
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&state_->mu);
+    if (finished_) return;
+    if (!ok) {
+      FinishLocked(absl::CancelledError("push reply write failed"));
+      return;
+    }
+    assembler_.reset();
+    WaitForPushLocked();
+  }
+
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->reactor = nullptr;
+    }
+    delete this;
+  }
+
+ private:
+  // Idle: wait for the next push's first message (or end the stream when
+  // the server is shutting down).
+  void WaitForPushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    idle_watch_ = service_->idle_watchdog()->Watch([state = state_] {
+      absl::MutexLock lock(&state->mu);
+      if (state->reactor != nullptr) state->reactor->IdleLocked();
+    });
+    // After Watch: a shutdown that began before it finishes the stream here,
+    // one that begins after it expires the watch.
+    if (service_->shutting_down()) {
+      FinishLocked(StreamEnd(service_));
+      return;
+    }
+    StartRead(&buffer_);
+  }
+
+  void AnsweredLocked(const PushResult& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_) return;
+    if (!r.error.ok()) {
+      FinishLocked(r.error);
+      return;
+    }
+    reply_ = PushReplyOf(r);
+    StartWrite(&reply_);
+  }
+
+  void IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_ || assembler_ != nullptr) return;
+    FinishLocked(StreamEnd(service_));
+  }
+
+  void StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_ || assembler_ == nullptr || assembler_->committed()) return;
+    store_->CountRejected(RejectReason::kStalled);
+    FinishLocked(absl::DeadlineExceededError(
+        absl::StrCat("push made no progress for ",
+                     absl::FormatDuration(service_->watchdog()->timeout()),
+                     "; stream ended by the server, nothing was applied")));
+  }
+
+  void RejectLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    store_->CountRejected(assembler_->reject_reason());
+    FinishLocked(status);
+  }
+
+  // Ends the stream once, releasing what it held (as PushReactor).
+  void FinishLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_) return;
+    finished_ = true;
+    if (assembler_ != nullptr) assembler_->Abandon();
+    if (idle_watch_ != nullptr) service_->idle_watchdog()->Unwatch(idle_watch_);
+    if (progress_watch_ != nullptr) {
+      service_->watchdog()->Unwatch(progress_watch_);
+    }
+    if (admitted_) {
+      service_->ReleasePush(peer_);
+      admitted_ = false;
+    }
+    const grpc::Status g = ToGrpcStatus(status, context_);
+    timer_.Done(g);
+    Finish(g);
+  }
+
+  RpcTimer timer_;
+  GrpcParameterService* const service_;
+  ParamStore* const store_;
+  grpc::CallbackServerContext* const context_;
+  const std::string peer_;
+  const std::shared_ptr<State> state_;
+  bool admitted_ ABSL_GUARDED_BY(state_->mu) = false;
+  bool finished_ ABSL_GUARDED_BY(state_->mu) = false;
+  StreamWatchdog::Handle idle_watch_;
+  StreamWatchdog::Handle progress_watch_;
+  // The push being received (null while idle); released on any rejection.
+  std::unique_ptr<PushAssembler> assembler_;
+  grpc::ByteBuffer buffer_;   // the message being read
+  ReceivedMessage received_;  // its slices, which msg_ points into
+  PushMessage msg_;
+  grpc::ByteBuffer reply_;
+};
+
+// Many pulls on one stream (see the lifecycle in grpc_service.h); locking as
+// PushStreamReactor.
+class PullStreamReactor
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  struct State {
+    absl::Mutex mu;
+    PullStreamReactor* reactor ABSL_GUARDED_BY(mu);
+  };
+
+  PullStreamReactor(GrpcParameterService* service, ParamStore* store,
+                    ServerMetrics* metrics,
+                    grpc::CallbackServerContext* context)
+      : timer_(metrics, RpcMethod::kPullStream),
+        service_(service),
+        store_(store),
+        metrics_(metrics),
+        context_(context),
+        peer_(context->peer()),
+        state_(std::make_shared<State>()) {
+    absl::MutexLock lock(&state_->mu);
+    state_->reactor = this;
+    admitted_ = service_->AdmitStream(StreamKind::kPullStream, peer_);
+    if (!admitted_) {
+      FinishLocked(WithRefusal(
+          absl::UnavailableError(
+              "server busy: this client address has too many pull streams "
+              "open; retry after one of them ends"),
+          Refusal::kPeerLimit));
+      return;
+    }
+    WaitForRequestLocked();
+  }
+
+  void OnReadDone(bool ok) override {
+    absl::MutexLock lock(&state_->mu);
+    if (finished_) return;
+    if (!ok) {
+      FinishLocked(absl::OkStatus());  // the client ended its side
+      return;
+    }
+    service_->idle_watchdog()->Unwatch(idle_watch_);
+    idle_watch_ = nullptr;
+    asgd::v1::PullRequest request;
+    absl::Status status = ParseFromByteBuffer(request_, &request, "pull request");
+    if (status.ok()) status = CheckPullDtype(request.dtype());
+    if (!status.ok()) {
+      FinishLocked(status);
+      return;
+    }
+    progress_watch_ = service_->watchdog()->Watch([state = state_] {
+      absl::MutexLock lock(&state->mu);
+      if (state->reactor != nullptr) state->reactor->StalledLocked();
+    });
+    writer_.emplace(store_, metrics_, request.worker_id(),
+                    static_cast<WireDtype>(request.dtype()),
+                    /*end_marker=*/true);
+    WriteNextLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&state_->mu);
+    if (finished_) return;
+    if (!ok) {
+      FinishLocked(absl::CancelledError("pull write failed"));
+      return;
+    }
+    service_->watchdog()->Touch(progress_watch_);
+    WriteNextLocked();
+  }
+
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->reactor = nullptr;
+    }
+    delete this;
+  }
+
+ private:
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (writer_->Next(&msg_)) {
+      StartWrite(&msg_);
+      return;
+    }
+    // The pull is complete: idle again.
+    writer_.reset();
+    msg_.Clear();
+    service_->watchdog()->Unwatch(progress_watch_);
+    progress_watch_ = nullptr;
+    WaitForRequestLocked();
+  }
+
+  void WaitForRequestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    idle_watch_ = service_->idle_watchdog()->Watch([state = state_] {
+      absl::MutexLock lock(&state->mu);
+      if (state->reactor != nullptr) state->reactor->IdleLocked();
+    });
+    if (service_->shutting_down()) {
+      FinishLocked(StreamEnd(service_));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_ || writer_.has_value()) return;
+    FinishLocked(StreamEnd(service_));
+  }
+
+  void StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_ || !writer_.has_value()) return;
+    FinishLocked(absl::DeadlineExceededError(
+        absl::StrCat("the client read nothing of its pull for ",
+                     absl::FormatDuration(service_->watchdog()->timeout()),
+                     "; stream ended by the server")));
+  }
+
+  void FinishLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_) return;
+    finished_ = true;
+    writer_.reset();
+    if (idle_watch_ != nullptr) service_->idle_watchdog()->Unwatch(idle_watch_);
+    if (progress_watch_ != nullptr) {
+      service_->watchdog()->Unwatch(progress_watch_);
+    }
+    if (admitted_) {
+      service_->ReleaseStream(StreamKind::kPullStream, peer_);
+      admitted_ = false;
+    }
+    const grpc::Status g = ToGrpcStatus(status, context_);
+    timer_.Done(g);
+    Finish(g);
+  }
+
+  RpcTimer timer_;
+  GrpcParameterService* const service_;
+  ParamStore* const store_;
+  ServerMetrics* const metrics_;
+  grpc::CallbackServerContext* const context_;
+  const std::string peer_;
+  const std::shared_ptr<State> state_;
+  bool admitted_ ABSL_GUARDED_BY(state_->mu) = false;
+  bool finished_ ABSL_GUARDED_BY(state_->mu) = false;
+  StreamWatchdog::Handle idle_watch_;
+  StreamWatchdog::Handle progress_watch_;
+  grpc::ByteBuffer request_;
+  std::optional<PullWriter> writer_;  // while a pull is written
+  grpc::ByteBuffer msg_;
+};
+
 // Finishes a unary call at once with `status` (and the reply when OK).
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
                                       RpcTimer& timer,
@@ -325,7 +767,8 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
       pool_(pool),
       metrics_(metrics),
       options_(options),
-      watchdog_(options.push_progress_timeout) {
+      watchdog_(options.push_progress_timeout),
+      idle_watchdog_(options.stream_idle_timeout) {
   const ModelLayout& layout = store->layout();
   for (size_t t = 0; t < layout.tensors().size(); ++t) {
     auto* info = description_.add_tensors();
@@ -351,6 +794,16 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
   description_.set_max_chunk_elements(store->options().max_chunk_elements);
   description_.add_wire_dtypes(asgd::v1::FLOAT32);
   description_.add_wire_dtypes(asgd::v1::BFLOAT16);
+  description_.add_push_dtypes(asgd::v1::FLOAT32);
+  description_.add_push_dtypes(asgd::v1::BFLOAT16);
+  if (store->options().compressed_pushes) {
+    description_.add_push_dtypes(asgd::v1::ONE_BIT);
+    description_.add_push_dtypes(asgd::v1::TOP_K);
+    description_.set_compressed_format_version(kGradCodecVersion);
+    description_.set_max_compressed_chunk_elements(static_cast<uint64_t>(
+        store->options().max_compressed_chunk_elements));
+  }
+  description_.set_streams(true);
   description_.set_max_push_minibatches(
       static_cast<uint32_t>(store->options().max_push_minibatches));
   if (!description_.mutable_model()->ParseFromString(
@@ -362,30 +815,45 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
   }
 }
 
-bool GrpcParameterService::AdmitPush(const std::string& peer) {
+bool GrpcParameterService::AdmitStream(StreamKind kind,
+                                       const std::string& peer) {
   absl::MutexLock lock(&peers_mu_);
-  int& count = pushes_per_peer_[PeerAddress(peer)];
+  const std::pair<int, std::string> key(static_cast<int>(kind),
+                                        PeerAddress(peer));
+  int& count = streams_per_peer_[key];
   if (options_.max_pushes_per_peer > 0 &&
       count >= options_.max_pushes_per_peer) {
-    if (count == 0) pushes_per_peer_.erase(PeerAddress(peer));
+    if (count == 0) streams_per_peer_.erase(key);
     return false;
   }
   ++count;
-  ++pushes_in_flight_;
+  ++open_[static_cast<int>(kind)];
   return true;
 }
 
-void GrpcParameterService::ReleasePush(const std::string& peer) {
+void GrpcParameterService::ReleaseStream(StreamKind kind,
+                                         const std::string& peer) {
   absl::MutexLock lock(&peers_mu_);
-  auto it = pushes_per_peer_.find(PeerAddress(peer));
-  if (it == pushes_per_peer_.end()) return;
-  if (--it->second <= 0) pushes_per_peer_.erase(it);
-  --pushes_in_flight_;
+  auto it = streams_per_peer_.find(
+      std::pair<int, std::string>(static_cast<int>(kind), PeerAddress(peer)));
+  if (it == streams_per_peer_.end()) return;
+  if (--it->second <= 0) streams_per_peer_.erase(it);
+  --open_[static_cast<int>(kind)];
 }
 
 int GrpcParameterService::pushes_in_flight() const {
   absl::MutexLock lock(&peers_mu_);
-  return pushes_in_flight_;
+  return open_[static_cast<int>(StreamKind::kPush)];
+}
+
+int GrpcParameterService::pull_streams_open() const {
+  absl::MutexLock lock(&peers_mu_);
+  return open_[static_cast<int>(StreamKind::kPullStream)];
+}
+
+void GrpcParameterService::BeginShutdown() {
+  shutting_down_.store(true, std::memory_order_release);
+  idle_watchdog_.ExpireAll();
 }
 
 grpc::ServerUnaryReactor* GrpcParameterService::DescribeModel(
@@ -438,6 +906,16 @@ grpc::ServerUnaryReactor* GrpcParameterService::FetchBatches(
 grpc::ServerReadReactor<grpc::ByteBuffer>* GrpcParameterService::Push(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* reply) {
   return new PushReactor(this, store_, metrics_, context, reply);
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+GrpcParameterService::PushStream(grpc::CallbackServerContext* context) {
+  return new PushStreamReactor(this, store_, metrics_, context);
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+GrpcParameterService::PullStream(grpc::CallbackServerContext* context) {
+  return new PullStreamReactor(this, store_, metrics_, context);
 }
 
 }  // namespace asgd

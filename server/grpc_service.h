@@ -27,14 +27,39 @@
 // chunk, one write in flight, each chunk copied from the live weights (or from
 // a snapshot kept as the worker's backup model when DC-ASGD is on).
 //
+// PushStream lifecycle (one reactor per stream, one read and one write in
+// flight): admission as Push (the stream holds one of its address's
+// max_pushes_per_peer slots while it is open) -> idle: waiting for a push's
+// first message, watched by the idle watchdog (stream_idle_timeout: the
+// stream is ended with OK) -> receiving: a fresh PushAssembler takes the
+// push's messages exactly as on a Push call, under the progress watchdog ->
+// applying: the committed push is submitted, no deadline -> replying: one
+// PushReply is written -> idle again. Any error, refusal or non-finite
+// refusal ends the stream with that status, as on a Push call. The reactor
+// reads nothing while a push is applied or answered, so a client cannot run
+// ahead of the server on one stream (HTTP/2 flow control holds it back).
+//
+// PullStream lifecycle: admission (its own per-address count, the same cap)
+// -> idle (waiting for a PullRequest, idle watchdog) -> writing the pull's
+// chunks and its end-of-pull message, one write in flight, under the
+// progress watchdog (a client that stops reading for push_progress_timeout
+// is ended with DEADLINE_EXCEEDED) -> idle again. An invalid request ends the
+// stream with INVALID_ARGUMENT.
+//
+// Shutdown: BeginShutdown() ends every idle stream at once (UNAVAILABLE,
+// "server shutting down"), and a stream that finishes its push or pull
+// after that ends too, so gRPC's shutdown does not wait for idle streams.
+//
 // FetchBatches hands out minibatch ids from the shared BatchPool.
 //
 // Thread-safety: the service is thread-safe; the store must outlive it.
 #ifndef ASGD_SERVER_GRPC_SERVICE_H_
 #define ASGD_SERVER_GRPC_SERVICE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -53,16 +78,27 @@ using ParameterServerBase =
         asgd::v1::ParameterServer::WithRawCallbackMethod_Pull<
             asgd::v1::ParameterServer::WithRawCallbackMethod_Push<
                 asgd::v1::ParameterServer::WithRawCallbackMethod_FetchBatches<
-                    asgd::v1::ParameterServer::Service>>>>;
+                    asgd::v1::ParameterServer::WithRawCallbackMethod_PushStream<
+                        asgd::v1::ParameterServer::
+                            WithRawCallbackMethod_PullStream<
+                                asgd::v1::ParameterServer::Service>>>>>>;
 
 struct GrpcServiceOptions {
-  // A push stream that receives no message for this long before its commit
-  // is ended by the server.
+  // A push that receives no message for this long before its commit (and a
+  // pull stream whose client reads nothing for this long) is ended by the
+  // server.
   absl::Duration push_progress_timeout = absl::Seconds(20);
   // Pushes in flight from one client address (the peer's IP, any port);
-  // more are refused at once. 0: no limit.
+  // more are refused at once. An open PushStream counts as one; open
+  // PullStreams are counted apart, with the same cap. 0: no limit.
   int max_pushes_per_peer = 16;
+  // A PushStream or PullStream with no push or pull under way for this long
+  // is ended (OK; the client opens a new one when it needs it).
+  absl::Duration stream_idle_timeout = absl::Seconds(120);
 };
+
+// What a stream admission counts against (per client address).
+enum class StreamKind { kPush, kPullStream };
 
 class GrpcParameterService final : public ParameterServerBase {
  public:
@@ -90,15 +126,39 @@ class GrpcParameterService final : public ParameterServerBase {
                                          const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* reply) override;
 
-  // Push streams in flight (admitted, not yet finished).
-  int pushes_in_flight() const;
+  // Stream of asgd.v1.PushChunk (many pushes); stream of asgd.v1.PushReply.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PushStream(
+      grpc::CallbackServerContext* context) override;
 
-  // Admission of one push stream from `peer` (grpc's peer string): false
-  // when the peer has max_pushes_per_peer in flight. Release() when it ends.
-  bool AdmitPush(const std::string& peer);
-  void ReleasePush(const std::string& peer);
+  // Stream of asgd.v1.PullRequest; stream of asgd.v1.PullChunk.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PullStream(
+      grpc::CallbackServerContext* context) override;
+
+  // Push calls and PushStreams in flight (admitted, not yet finished).
+  int pushes_in_flight() const;
+  // PullStreams open.
+  int pull_streams_open() const;
+
+  // Admission of one push call or stream (or pull stream) from `peer`
+  // (grpc's peer string): false when the peer has max_pushes_per_peer of
+  // that kind open. Release when it ends.
+  bool AdmitStream(StreamKind kind, const std::string& peer);
+  void ReleaseStream(StreamKind kind, const std::string& peer);
+  bool AdmitPush(const std::string& peer) {
+    return AdmitStream(StreamKind::kPush, peer);
+  }
+  void ReleasePush(const std::string& peer) {
+    ReleaseStream(StreamKind::kPush, peer);
+  }
+
+  // Ends idle streams now and every stream once its push or pull is done.
+  void BeginShutdown();
+  bool shutting_down() const {
+    return shutting_down_.load(std::memory_order_acquire);
+  }
 
   StreamWatchdog* watchdog() { return &watchdog_; }
+  StreamWatchdog* idle_watchdog() { return &idle_watchdog_; }
 
  private:
   ParamStore* const store_;
@@ -107,10 +167,13 @@ class GrpcParameterService final : public ParameterServerBase {
   const GrpcServiceOptions options_;
   asgd::v1::ModelDescription description_;  // without the version
   StreamWatchdog watchdog_;
+  StreamWatchdog idle_watchdog_;
+  std::atomic<bool> shutting_down_{false};
   mutable absl::Mutex peers_mu_;
-  absl::flat_hash_map<std::string, int> pushes_per_peer_
+  // Open per (kind, client address).
+  absl::flat_hash_map<std::pair<int, std::string>, int> streams_per_peer_
       ABSL_GUARDED_BY(peers_mu_);
-  int pushes_in_flight_ ABSL_GUARDED_BY(peers_mu_) = 0;
+  int open_[2] ABSL_GUARDED_BY(peers_mu_) = {0, 0};
 };
 
 // The client address of a gRPC peer string without its port

@@ -43,6 +43,8 @@ const char* RejectReasonName(RejectReason r) {
       return "peer_limit";
     case RejectReason::kStalled:
       return "stalled";
+    case RejectReason::kBadEncoding:
+      return "bad_encoding";
     case RejectReason::kCount: break;
   }
   return "unknown";
@@ -250,7 +252,9 @@ void ParamStore::ProjectedMaxLocked(double* max_w, double* max_v) {
 
 absl::Status ParamStore::EnqueueLocked(
     uint64_t worker_id, ApplyTask::Kind kind,
-    std::shared_ptr<const std::vector<float>> values, const UpdateBound& bound,
+    std::shared_ptr<const std::vector<float>> values,
+    std::shared_ptr<const CompressedGradient> compressed,
+    const UpdateBound& bound,
     std::shared_ptr<const std::vector<float>> backup,
     std::function<void(uint64_t version, absl::Status error)> on_applied) {
   if (in_flight_.load(std::memory_order_acquire) >= options_.queue_capacity) {
@@ -321,8 +325,14 @@ absl::Status ParamStore::EnqueueLocked(
   };
   for (auto& shard : shards_) {
     // Cannot fail: every queue holds at most in_flight_ tasks.
-    ApplyTask task{kind,    values,     bound.scale, backup,
-                   nullptr, completion, check};
+    ApplyTask task;
+    task.kind = kind;
+    task.data = values;
+    task.compressed = compressed;
+    task.scale = bound.scale;
+    task.backup = backup;
+    task.completion = completion;
+    task.check = check;
     const bool ok = shard->TryEnqueue(std::move(task));
     (void)ok;
   }
@@ -331,8 +341,37 @@ absl::Status ParamStore::EnqueueLocked(
 
 absl::Status ParamStore::Submit(PushRequest request,
                                 std::function<void(const PushResult&)> done) {
-  if (request.values == nullptr ||
-      static_cast<int64_t>(request.values->size()) != range_.size()) {
+  if (request.compressed != nullptr) {
+    if (request.assign) {
+      CountRejected(RejectReason::kBadHeader);
+      return absl::InvalidArgumentError(
+          "an assign push carries weights, not a compressed gradient");
+    }
+    if (request.compressed->size() != range_.size()) {
+      CountRejected(RejectReason::kBadSize);
+      return absl::InvalidArgumentError(
+          absl::StrCat("compressed update covers ", request.compressed->size(),
+                       " values, this server holds ", range_.size()));
+    }
+    request.max_abs = request.compressed->max_abs;
+    if (options_.sync_workers > 0) {
+      // Synchronous steps sum float32 gradients: decode into staging memory.
+      std::shared_ptr<std::vector<float>> decoded = AcquireStaging();
+      if (decoded == nullptr) {
+        CountRejected(RejectReason::kPushMemory);
+        return WithRefusal(
+            absl::UnavailableError("server busy: the memory for pushes in "
+                                   "flight is in use; retry"),
+            Refusal::kPushMemory);
+      }
+      DecodeCompressedRange(request.compressed->chunks, decoded->data());
+      request.values = std::move(decoded);
+      request.compressed = nullptr;
+    }
+  }
+  if (request.compressed == nullptr &&
+      (request.values == nullptr ||
+       static_cast<int64_t>(request.values->size()) != range_.size())) {
     CountRejected(RejectReason::kBadSize);
     return absl::InvalidArgumentError(absl::StrCat(
         "update has ", request.values ? request.values->size() : 0,
@@ -345,7 +384,7 @@ absl::Status ParamStore::Submit(PushRequest request,
         "num_minibatches must be in [1, ", options_.max_push_minibatches,
         "], got ", request.num_minibatches));
   }
-  if (request.max_abs < 0) {
+  if (request.max_abs < 0 && request.values != nullptr) {
     request.max_abs = MaxAbs(request.values->data(), request.values->size());
   }
   if (!std::isfinite(request.max_abs)) {
@@ -372,7 +411,7 @@ absl::Status ParamStore::Submit(PushRequest request,
       bound.assign = true;
       return EnqueueLocked(
           request.worker_id, ApplyTask::Kind::kAssign,
-          std::move(request.values), bound, nullptr,
+          std::move(request.values), nullptr, bound, nullptr,
           [done = std::move(done)](uint64_t v, absl::Status error) {
             done(PushResult{error.ok(), 0, v, std::move(error)});
           });
@@ -402,7 +441,7 @@ absl::Status ParamStore::Submit(PushRequest request,
       const uint64_t worker_id = request.worker_id;
       ASGD_RETURN_IF_ERROR(EnqueueLocked(
           worker_id, ApplyTask::Kind::kGradient, std::move(request.values),
-          bound, std::move(backup),
+          std::move(request.compressed), bound, std::move(backup),
           [staleness, done = std::move(done)](uint64_t v, absl::Status error) {
             done(PushResult{error.ok(), staleness, v, std::move(error)});
           }));
@@ -467,8 +506,8 @@ absl::Status ParamStore::SubmitSyncLocked(
   auto waiters = std::make_shared<std::vector<SyncWaiter>>(std::move(sync_waiters_));
   sync_waiters_.clear();
   absl::Status s = EnqueueLocked(
-      request.worker_id, ApplyTask::Kind::kGradient, std::move(average), bound,
-      nullptr, [waiters](uint64_t v, absl::Status error) {
+      request.worker_id, ApplyTask::Kind::kGradient, std::move(average),
+      nullptr, bound, nullptr, [waiters](uint64_t v, absl::Status error) {
         for (SyncWaiter& w : *waiters)
           w.done(PushResult{error.ok(), 0, v, error});
       });

@@ -100,6 +100,8 @@ enum class RejectReason {
   kPushMemory,       // no staging memory left (push_memory_bytes)
   kPeerLimit,        // the client has too many pushes in flight
   kStalled,          // the stream made no progress for the server's timeout
+  kBadEncoding,      // a compressed chunk that is malformed, of an encoding
+                     // the server does not accept, or mixed with others
   kCount,
 };
 const char* RejectReasonName(RejectReason r);
@@ -140,6 +142,10 @@ struct ParamStoreOptions {
   int sync_workers = 0;
   // The most minibatches one push may average (it scales the step).
   int max_push_minibatches = 64;
+  // Whether pushes may carry compressed gradients (1-bit, top-k), and the
+  // most elements one compressed chunk may cover.
+  bool compressed_pushes = true;
+  int64_t max_compressed_chunk_elements = int64_t{1} << 22;
   // Memory for staging pushes in flight (received, or waiting to be
   // applied); must hold at least one push (range().size() floats).
   int64_t push_memory_bytes = int64_t{1} << 30;
@@ -165,8 +171,12 @@ struct PushRequest {
   bool assign = false;  // set the weights to `values` instead of a step
   // Server-local values (range().size() floats): a gradient, or weights.
   std::shared_ptr<const std::vector<float>> values;
+  // Instead of `values`, a gradient only: a compressed gradient of the whole
+  // range (validated chunks, see compressed_apply.h), applied by the shards
+  // without decoding it to a float32 buffer.
+  std::shared_ptr<const CompressedGradient> compressed;
   // The largest |value| (PushAssembler gets it from the decode); negative:
-  // not known, Submit() scans the values.
+  // not known, Submit() scans the values (compressed: its max_abs).
   float max_abs = -1.0f;
 };
 
@@ -244,9 +254,11 @@ class ParamStore {
   // result.error, refused) it, or at once when dropped as stale. Errors
   // (nothing enqueued, `done` not run): InvalidArgument for a wrong size,
   // too many minibatches, non-finite values, an update that cannot stay
-  // finite, or a second push from one worker for one synchronous step;
-  // Aborted for a version from the future (pull again); Unavailable when
-  // shut down, or busy (with Refusal::kBusy).
+  // finite, a compressed assign, or a second push from one worker for one
+  // synchronous step; Aborted for a version from the future (pull again);
+  // Unavailable when shut down, or busy (with Refusal::kBusy), or (a
+  // compressed push in synchronous mode, which is decoded to float32 to be
+  // summed) with no staging memory (Refusal::kPushMemory).
   absl::Status Submit(PushRequest request,
                       std::function<void(const PushResult&)> done);
 
@@ -303,6 +315,7 @@ class ParamStore {
   absl::Status EnqueueLocked(
       uint64_t worker_id, ApplyTask::Kind kind,
       std::shared_ptr<const std::vector<float>> values,
+      std::shared_ptr<const CompressedGradient> compressed,
       const UpdateBound& bound,
       std::shared_ptr<const std::vector<float>> backup,
       std::function<void(uint64_t version, absl::Status error)> on_applied)

@@ -1,5 +1,6 @@
 #include "server/param_store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -10,7 +11,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "compression/grad_codec.h"
 #include "gtest/gtest.h"
+#include "server/compressed_apply.h"
 
 namespace asgd {
 namespace {
@@ -498,6 +501,158 @@ TEST(ParamStoreTest, DelayCompensationCopiesStayWithinTheirBudget) {
   ASSERT_TRUE(r.applied);
   EXPECT_EQ(ps.stats().dc_backup_misses, 1u);
   for (float x : ps.Snapshot()) ASSERT_EQ(x, -0.75f);
+}
+
+// A compressed gradient of the store's range: `values` encoded (1-bit with
+// rows of `group` elements, or top-k of `fraction`) in chunks of at most
+// `chunk` elements, each with its own zero residual.
+std::shared_ptr<const CompressedGradient> Compress(
+    const std::vector<float>& values, GradEncoding encoding, int64_t chunk,
+    int64_t group = 37, double fraction = 0.1) {
+  auto bytes = std::make_shared<std::vector<std::string>>();
+  const int64_t n = values.size();
+  for (int64_t at = 0; at < n; at += chunk) {
+    const int64_t count = std::min(chunk, n - at);
+    std::vector<float> residual(count, 0.0f);
+    const absl::Span<const float> g(values.data() + at, count);
+    std::string out;
+    const absl::Status s =
+        encoding == GradEncoding::kOneBit
+            ? EncodeOneBit(g, group, std::min(group, count),
+                           absl::MakeSpan(residual), &out)
+            : EncodeTopK(g, TopKCount(fraction, count),
+                         absl::MakeSpan(residual), &out);
+    EXPECT_TRUE(s.ok()) << s;
+    bytes->push_back(std::move(out));
+  }
+  auto gradient = std::make_shared<CompressedGradient>();
+  gradient->encoding = encoding;
+  for (const std::string& b : *bytes) {
+    gradient->chunks.push_back(*ParseCompressedChunk(b, {}));
+    gradient->max_abs =
+        std::max(gradient->max_abs, CompressedMaxAbs(gradient->chunks.back()));
+  }
+  gradient->storage = bytes;
+  return gradient;
+}
+
+std::shared_ptr<const std::vector<float>> Decoded(const CompressedGradient& g) {
+  auto out = std::make_shared<std::vector<float>>(g.size());
+  DecodeCompressedRange(g.chunks, out->data());
+  return out;
+}
+
+PushRequest CompressedPush(uint64_t base,
+                           std::shared_ptr<const CompressedGradient> g,
+                           uint64_t worker = 0, int minibatches = 1) {
+  PushRequest r;
+  r.worker_id = worker;
+  r.base_version = base;
+  r.num_minibatches = minibatches;
+  r.compressed = std::move(g);
+  return r;
+}
+
+// A compressed push moves the model exactly as its decoded float32 form
+// does, for 1-bit and top-k, plain SGD and momentum, across shards whose
+// boundaries cut chunks and rows.
+TEST(ParamStoreTest, CompressedPushesApplyExactlyTheirDecodedGradient) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist;
+  for (float momentum : {0.0f, 0.9f}) {
+    for (GradEncoding encoding : {GradEncoding::kOneBit, GradEncoding::kTopK}) {
+      ParamStoreOptions o = Options(3, 8);
+      o.optimizer.momentum = momentum;
+      std::vector<float> initial(3800);
+      for (float& x : initial) x = dist(rng);
+      auto a = ParamStore::Create(o, initial);
+      auto b = ParamStore::Create(o, initial);
+      ASSERT_TRUE(a.ok() && b.ok());
+      for (int step = 0; step < 4; ++step) {
+        std::vector<float> g((*a)->range().size());
+        for (float& x : g) x = dist(rng);
+        auto compressed = Compress(g, encoding, /*chunk=*/500);
+        PushResult ra = SubmitAndWait(**a, CompressedPush(step, compressed));
+        PushResult rb =
+            SubmitAndWait(**b, Push(step, Decoded(*compressed), 0, 1));
+        ASSERT_TRUE(ra.applied && rb.applied) << ra.error << rb.error;
+      }
+      EXPECT_EQ((*a)->Snapshot(), (*b)->Snapshot())
+          << GradEncodingName(encoding) << " momentum " << momentum;
+    }
+  }
+}
+
+// The bound of a compressed push is its largest reconstruction value: a
+// 1-bit push whose levels would overflow one shard's weights is refused on
+// every shard, and the model does not change.
+TEST(ParamStoreTest, CompressedPushesKeepTheModelFiniteAllOrNone) {
+  auto store = ParamStore::Create(Options(4, 8), std::vector<float>(3800, 1.0f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  const std::vector<float> before = ps.Snapshot();
+  std::vector<float> g(ps.range().size(), 1.0f);
+  g.back() = 3e38f;  // in the last shard's last row only
+  auto compressed = Compress(g, GradEncoding::kOneBit, 500);
+  EXPECT_GE(compressed->max_abs, 3e38f / 37);
+  PushResult r = SubmitAndWait(ps, CompressedPush(0, compressed, 0, 64));
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument) << r.error;
+  EXPECT_EQ(ps.Snapshot(), before);
+  EXPECT_EQ(
+      ps.stats().rejected[static_cast<int>(RejectReason::kNonFiniteUpdate)],
+      1u);
+  // An ordinary compressed push needs no check and is applied.
+  r = SubmitAndWait(ps, CompressedPush(ps.accepted(),
+                                       Compress(std::vector<float>(
+                                                    ps.range().size(), 0.5f),
+                                                GradEncoding::kTopK, 500)));
+  EXPECT_TRUE(r.applied) << r.error;
+  EXPECT_TRUE(AllFinite(ps.Snapshot()));
+  EXPECT_NE(ps.Snapshot(), before);
+}
+
+TEST(ParamStoreTest, CompressedAssignsAndWrongSizesAreRefused) {
+  auto store = ParamStore::Create(Options(2, 8), std::vector<float>(3800, 1.0f));
+  ASSERT_TRUE(store.ok());
+  ParamStore& ps = **store;
+  const std::vector<float> before = ps.Snapshot();
+  PushRequest assign = CompressedPush(
+      0, Compress(std::vector<float>(ps.range().size(), 0.5f),
+                  GradEncoding::kOneBit, 500));
+  assign.assign = true;
+  EXPECT_EQ(SubmitAndWait(ps, std::move(assign)).error.code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SubmitAndWait(ps, CompressedPush(0, Compress(std::vector<float>(
+                                                              100, 0.5f),
+                                                          GradEncoding::kOneBit,
+                                                          500)))
+                .error.code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps.Snapshot(), before);
+  EXPECT_EQ(ps.accepted(), 0u);
+}
+
+// Synchronous steps sum float32 gradients: a compressed push is decoded into
+// staging memory and averaged like a float push.
+TEST(ParamStoreTest, SyncModeAveragesCompressedPushesAsDecoded) {
+  ParamStoreOptions o = Options(2, 8);
+  o.sync_workers = 2;
+  auto a = ParamStore::Create(o, std::vector<float>(3800, 1.0f));
+  auto b = ParamStore::Create(o, std::vector<float>(3800, 1.0f));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist;
+  std::vector<float> g((*a)->range().size());
+  for (float& x : g) x = dist(rng);
+  auto compressed = Compress(g, GradEncoding::kOneBit, 700);
+  Completions ca, cb;
+  ASSERT_TRUE((*a)->Submit(CompressedPush(0, compressed, 0), ca.Callback()).ok());
+  ASSERT_TRUE((*a)->Submit(Push(0, Filled(**a, 0.25f), 1), ca.Callback()).ok());
+  ASSERT_TRUE((*b)->Submit(Push(0, Decoded(*compressed), 0), cb.Callback()).ok());
+  ASSERT_TRUE((*b)->Submit(Push(0, Filled(**b, 0.25f), 1), cb.Callback()).ok());
+  ASSERT_TRUE(ca.WaitFor(2) && cb.WaitFor(2));
+  EXPECT_EQ(ca.applied(), 2);
+  EXPECT_EQ((*a)->Snapshot(), (*b)->Snapshot());
 }
 
 }  // namespace

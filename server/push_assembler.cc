@@ -1,9 +1,13 @@
 #include "server/push_assembler.h"
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/refusal.h"
+#include "common/text_quote.h"
+#include "common/wire_codec.h"
 
 namespace asgd {
 
@@ -68,20 +72,16 @@ absl::Status PushAssembler::Add(const PushMessage& msg) {
       for (absl::string_view piece : msg.chunk.data) {
         chunk_bytes_ += static_cast<int64_t>(piece.size());
       }
-      if (!chunks_.has_value()) {
-        // Memory only now that data arrives, and only within the budget.
-        staging_ = store_->AcquireStaging();
-        if (staging_ == nullptr) {
-          return Reject(
-              RejectReason::kPushMemory,
-              WithRefusal(absl::UnavailableError(
-                              "server busy: the memory for pushes in flight "
-                              "is in use; retry or compute another minibatch"),
-                          Refusal::kPushMemory));
-        }
-        chunks_.emplace(&store_->layout(), store_->range(),
-                        store_->options().max_chunk_elements, staging_->data(),
-                        /*check_finite=*/true);
+      if (!chunks_.has_value() && !compressed_sequence_.has_value()) {
+        if (absl::Status s = StartChunks(msg.chunk); !s.ok()) return s;
+      }
+      if (compressed_sequence_.has_value()) return AddCompressed(msg.chunk);
+      if (IsCompressedWireDtype(msg.chunk.dtype)) {
+        return Reject(RejectReason::kBadEncoding,
+                      absl::InvalidArgumentError(absl::StrCat(
+                          "a compressed chunk (dtype ", msg.chunk.dtype,
+                          ") in a push whose first chunk was float; one push "
+                          "has one encoding")));
       }
       absl::Status s = chunks_->Add(msg.chunk);
       if (!s.ok()) return Reject(FromChunkError(chunks_->error()), s);
@@ -93,7 +93,12 @@ absl::Status PushAssembler::Add(const PushMessage& msg) {
             RejectReason::kBadSequence,
             absl::InvalidArgumentError("push commit before the push header"));
       }
-      if (!chunks_.has_value()) {
+      if (compressed_sequence_.has_value()) {
+        absl::Status s = compressed_sequence_->Finish(msg.commit_chunks);
+        if (!s.ok()) {
+          return Reject(FromChunkError(compressed_sequence_->error()), s);
+        }
+      } else if (!chunks_.has_value()) {
         // Only a range of no elements can be complete without a chunk.
         if (store_->range().size() > 0 || msg.commit_chunks != 0) {
           return Reject(RejectReason::kBadSequence,
@@ -137,12 +142,135 @@ PushRequest PushAssembler::TakeRequest() {
   request.base_version = base_version_;
   request.num_minibatches = num_minibatches_;
   request.assign = assign_;
-  if (committed_) {
+  if (committed_ && compressed_sequence_.has_value()) {
+    auto gradient = std::make_shared<CompressedGradient>();
+    gradient->encoding = encoding_ == PushEncoding::kOneBit
+                             ? GradEncoding::kOneBit
+                             : GradEncoding::kTopK;
+    gradient->storage = std::move(staging_);
+    gradient->chunks = std::move(compressed_chunks_);
+    gradient->max_abs = compressed_max_abs_;
+    request.max_abs = compressed_max_abs_;
+    request.compressed = std::move(gradient);
+  } else if (committed_) {
     request.values = std::move(staging_);
     request.max_abs = chunks_.has_value() ? chunks_->max_abs() : 0.0f;
   }
   staging_.reset();
   return request;
+}
+
+int64_t PushAssembler::chunks_received() const {
+  if (compressed_sequence_.has_value()) {
+    return compressed_sequence_->chunks_received();
+  }
+  return chunks_.has_value() ? chunks_->chunks_received() : 0;
+}
+
+absl::Status PushAssembler::StartChunks(const TensorChunkView& chunk) {
+  const bool compressed = IsCompressedWireDtype(chunk.dtype);
+  if (compressed && !store_->options().compressed_pushes) {
+    return Reject(RejectReason::kBadEncoding,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "this server does not accept compressed pushes (dtype ",
+                      chunk.dtype, "); push float32 or bfloat16")));
+  }
+  if (compressed && assign_) {
+    return Reject(RejectReason::kBadHeader,
+                  absl::InvalidArgumentError(
+                      "an ASSIGN push carries weights, not a compressed "
+                      "gradient"));
+  }
+  // Memory only now that data arrives, and only within the budget.
+  staging_ = store_->AcquireStaging();
+  if (staging_ == nullptr) {
+    return Reject(
+        RejectReason::kPushMemory,
+        WithRefusal(absl::UnavailableError(
+                        "server busy: the memory for pushes in flight "
+                        "is in use; retry or compute another minibatch"),
+                    Refusal::kPushMemory));
+  }
+  if (compressed) {
+    encoding_ = static_cast<PushEncoding>(chunk.dtype);
+    compressed_sequence_.emplace(&store_->layout(), store_->range(),
+                                 store_->options().max_compressed_chunk_elements);
+  } else {
+    if (IsKnownWireDtype(chunk.dtype)) {
+      encoding_ = static_cast<PushEncoding>(chunk.dtype);
+    }
+    chunks_.emplace(&store_->layout(), store_->range(),
+                    store_->options().max_chunk_elements, staging_->data(),
+                    /*check_finite=*/true);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PushAssembler::AddCompressed(const TensorChunkView& chunk) {
+  ChunkSequence& sequence = *compressed_sequence_;
+  int t;
+  if (absl::Status s = sequence.Tensor(chunk.tensor, &t); !s.ok()) {
+    return Reject(FromChunkError(sequence.error()), s);
+  }
+  if (chunk.dtype != static_cast<int>(encoding_)) {
+    return Reject(RejectReason::kBadEncoding,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "chunk of '", EscapeForMessage(chunk.tensor),
+                      "' is encoded as dtype ", chunk.dtype,
+                      " in a push of ", PushEncodingName(encoding_),
+                      " chunks; one push has one encoding")));
+  }
+  int64_t bytes = 0;
+  for (absl::string_view piece : chunk.data) bytes += piece.size();
+  const int64_t capacity =
+      static_cast<int64_t>(staging_->size() * sizeof(float));
+  if (bytes > capacity - compressed_bytes_) {
+    return Reject(RejectReason::kBadSize,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "compressed push exceeds ", capacity,
+                      " bytes, the size of its float32 form, at the chunk of '",
+                      EscapeForMessage(chunk.tensor), "' at offset ",
+                      chunk.offset)));
+  }
+  char* at = reinterpret_cast<char*>(staging_->data()) + compressed_bytes_;
+  int64_t copied = 0;
+  for (absl::string_view piece : chunk.data) {
+    if (piece.empty()) continue;
+    std::memcpy(at + copied, piece.data(), piece.size());
+    copied += piece.size();
+  }
+  CodecLimits limits;
+  limits.max_elements = sequence.max_elements();
+  absl::StatusOr<CompressedChunk> parsed =
+      ParseCompressedChunk(absl::string_view(at, bytes), limits);
+  if (!parsed.ok()) {
+    return Reject(RejectReason::kBadEncoding,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "chunk of '", EscapeForMessage(chunk.tensor),
+                      "' at offset ", chunk.offset, ": ",
+                      parsed.status().message())));
+  }
+  const GradEncoding want = encoding_ == PushEncoding::kOneBit
+                                ? GradEncoding::kOneBit
+                                : GradEncoding::kTopK;
+  if (parsed->encoding != want) {
+    return Reject(RejectReason::kBadEncoding,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "chunk of '", EscapeForMessage(chunk.tensor),
+                      "' at offset ", chunk.offset, " holds ",
+                      GradEncodingName(parsed->encoding),
+                      " data but says dtype ", chunk.dtype)));
+  }
+  absl::StatusOr<int64_t> placed =
+      sequence.Place(t, chunk.tensor, chunk.offset, parsed->count);
+  if (!placed.ok()) {
+    return Reject(FromChunkError(sequence.error()), placed.status());
+  }
+  compressed_bytes_ += bytes;
+  compressed_max_abs_ =
+      std::max(compressed_max_abs_, CompressedMaxAbs(*parsed));
+  compressed_chunks_.push_back(*parsed);
+  return absl::OkStatus();
 }
 
 }  // namespace asgd

@@ -24,6 +24,18 @@
 //   // The stream ended without a commit:
 //   absl::Status s = assembler.EndOfStream();  // InvalidArgument, kIncomplete
 //
+// Compressed pushes: when the first chunk is ONE_BIT or TOP_K (and the store
+// takes compressed pushes), its bytes and every later chunk's are copied
+// into the same staging buffer (its range().size() * 4 bytes bound them: a
+// push larger than its float32 form is refused) and parsed at once
+// (compression/grad_codec.h, with the store's max_compressed_chunk_elements);
+// the commit yields a CompressedGradient viewing that buffer, so the memory
+// budget and the all-or-nothing rules are those of float pushes. A chunk that
+// does not parse, an encoding the store does not take, a push that mixes
+// encodings, or a compressed ASSIGN is refused with InvalidArgument
+// (kBadEncoding; kBadHeader for the ASSIGN). The chunk order rules are those
+// of float chunks (common/chunking.h ChunkSequence).
+//
 // Outcome: the first error is final. Add() returns InvalidArgument with a
 // message for the sender (or, when the store's staging memory is all in use,
 // Unavailable with Refusal::kPushMemory and reason kPushMemory),
@@ -51,6 +63,8 @@
 #include "common/chunking.h"
 #include "common/tensor_messages.h"
 #include "proto/asgd.pb.h"
+#include "compression/grad_codec.h"
+#include "server/compressed_apply.h"
 #include "server/param_store.h"
 
 namespace asgd {
@@ -95,16 +109,27 @@ class PushAssembler {
   // chunk until a rejection or TakeRequest().
   bool holds_staging() const { return staging_ != nullptr; }
   // Chunks accepted so far.
-  int64_t chunks_received() const {
-    return chunks_.has_value() ? chunks_->chunks_received() : 0;
-  }
+  int64_t chunks_received() const;
+  // How the push's chunks are encoded (known from its first chunk on; a
+  // float push that mixes float32 and bfloat16 chunks reports its first).
+  PushEncoding encoding() const { return encoding_; }
 
  private:
   absl::Status Reject(RejectReason reason, absl::Status status);
+  // The first chunk: picks float or compressed assembly, takes staging.
+  absl::Status StartChunks(const TensorChunkView& chunk);
+  absl::Status AddCompressed(const TensorChunkView& chunk);
 
   const ParamStore* const store_;
   std::shared_ptr<std::vector<float>> staging_;
-  std::optional<ChunkAssembler> chunks_;  // from the first chunk on
+  std::optional<ChunkAssembler> chunks_;  // a float push, from its first chunk
+  // A compressed push, from its first chunk: the order checks, the parsed
+  // chunks (views into staging_) and the bytes of staging_ they use.
+  std::optional<ChunkSequence> compressed_sequence_;
+  std::vector<CompressedChunk> compressed_chunks_;
+  int64_t compressed_bytes_ = 0;
+  float compressed_max_abs_ = 0.0f;
+  PushEncoding encoding_ = PushEncoding::kFloat32;
   bool have_header_ = false;
   bool committed_ = false;
   bool rejected_ = false;

@@ -4,6 +4,7 @@
 // sent.
 #include "server/push_assembler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -17,6 +18,8 @@
 #include "model/model_spec.h"
 #include "gtest/gtest.h"
 #include "proto/asgd.pb.h"
+#include "compression/grad_codec.h"
+#include "server/compressed_apply.h"
 #include "server/param_store.h"
 #include "server/push_test_cases.h"
 
@@ -263,6 +266,104 @@ TEST_F(PushAssemblerTest, PushesBeyondTheMemoryBudgetAreRefusedAsBusy) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A compressed push yields a CompressedGradient that decodes to exactly
+// what was encoded, its largest |value| known, held in one staging buffer
+// of the push budget like a float push.
+TEST_F(PushAssemblerTest, CompressedPushYieldsTheEncodedGradient) {
+  for (PushEncoding encoding : {PushEncoding::kOneBit, PushEncoding::kTopK}) {
+    std::vector<float> decoded;
+    const std::vector<PushChunk> msgs =
+        CompressedPushMessages(store_->layout(), store_->range(), 50,
+                               encoding, 0.5f, 0, &decoded);
+    ASSERT_GE(msgs.size(), 5u);
+    PushAssembler a(store_.get());
+    ASSERT_TRUE(Feed(a, msgs).ok());
+    ASSERT_TRUE(a.committed());
+    EXPECT_EQ(a.encoding(), encoding);
+    EXPECT_TRUE(a.holds_staging());
+    EXPECT_EQ(store_->stats().staging_buffers, 1);
+    PushRequest r = a.TakeRequest();
+    ASSERT_NE(r.compressed, nullptr);
+    EXPECT_EQ(r.values, nullptr);
+    EXPECT_EQ(r.compressed->size(), store_->range().size());
+    std::vector<float> got(r.compressed->size());
+    DecodeCompressedRange(r.compressed->chunks, got.data());
+    EXPECT_EQ(got, decoded);
+    float max_abs = 0;
+    for (float x : decoded) max_abs = std::max(max_abs, std::fabs(x));
+    EXPECT_EQ(r.max_abs, max_abs);
+    EXPECT_EQ(r.compressed->max_abs, max_abs);
+  }
+}
+
+TEST_F(PushAssemblerTest, MalformedCompressedPushesAreRejectedWhole) {
+  for (const BadPushCase& c : MalformedCompressedPushCases()) {
+    std::vector<PushChunk> msgs = CompressedPushMessages(
+        store_->layout(), store_->range(), 64, PushEncoding::kOneBit, 0.5f, 0);
+    ASSERT_GE(msgs.size(), 5u);
+    c.corrupt(msgs);
+    PushAssembler a(store_.get());
+    absl::Status s = Feed(a, msgs);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << c.name << ": " << s;
+    EXPECT_NE(s.message().find(c.message), absl::string_view::npos)
+        << c.name << ": " << s;
+    EXPECT_EQ(a.reject_reason(), c.reason) << c.name;
+    EXPECT_FALSE(a.holds_staging()) << c.name;
+    EXPECT_FALSE(a.committed()) << c.name;
+  }
+}
+
+// What only limits can refuse: a store that takes no compressed pushes, a
+// compressed chunk longer than the store's limit, and a "compressed" push
+// larger than its float32 form (1-bit with one-element groups: 8 bytes per
+// element), which the staging buffer could not hold.
+TEST_F(PushAssemblerTest, CompressedPushesBeyondTheLimitsAreRefused) {
+  const std::vector<PushChunk> msgs = CompressedPushMessages(
+      store_->layout(), store_->range(), 64, PushEncoding::kOneBit, 0.5f, 0);
+  ParamStoreOptions o = store_->options();
+  o.compressed_pushes = false;
+  auto no_compression = ParamStore::Create(o, InitialParams(PushTestSpec(), 1));
+  ASSERT_TRUE(no_compression.ok());
+  {
+    PushAssembler a(no_compression->get());
+    const absl::Status s = Feed(a, msgs);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("does not accept compressed pushes"),
+              absl::string_view::npos)
+        << s;
+    EXPECT_EQ(a.reject_reason(), RejectReason::kBadEncoding);
+  }
+  o = store_->options();
+  o.max_compressed_chunk_elements = 63;
+  auto small = ParamStore::Create(o, InitialParams(PushTestSpec(), 1));
+  ASSERT_TRUE(small.ok());
+  {
+    PushAssembler a(small->get());
+    const absl::Status s = Feed(a, msgs);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_EQ(a.reject_reason(), RejectReason::kBadEncoding) << s;
+  }
+  // One-element groups.
+  std::vector<PushChunk> fat = msgs;
+  const std::vector<ChunkRef> plan =
+      PlanChunks(store_->layout(), store_->range(), 64);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    std::vector<float> g(plan[i].count, 1.0f), r(plan[i].count, 0.0f);
+    std::string bytes;
+    ASSERT_TRUE(EncodeOneBit(g, 1, 1, absl::MakeSpan(r), &bytes).ok());
+    fat[1 + i].mutable_chunk()->set_data(bytes);
+  }
+  PushAssembler a(store_.get());
+  const absl::Status s = Feed(a, fat);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("the size of its float32 form"),
+            absl::string_view::npos)
+      << s;
+  EXPECT_EQ(a.reject_reason(), RejectReason::kBadSize);
+  EXPECT_FALSE(a.holds_staging());
 }
 
 }  // namespace

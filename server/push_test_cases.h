@@ -14,6 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/chunking.h"
+#include "common/model_layout.h"
+#include "common/wire_codec.h"
+#include "compression/grad_codec.h"
+#include "compression/grad_encoder.h"
 #include "model/model_spec.h"
 #include "proto/asgd.pb.h"
 #include "server/param_store.h"
@@ -118,6 +123,140 @@ inline std::vector<BadPushCase> MalformedPushCases() {
        RejectReason::kUnknownTensor, "xxxx...(102400 bytes)'"},
       {"empty message", [](auto& m) { m[2].clear_part(); },
        RejectReason::kBadHeader, "empty push message"},
+  };
+}
+
+// A valid float32 push to the server of `range` with `value` everywhere, in
+// chunks of at most `max_elements`.
+inline std::vector<asgd::v1::PushChunk> FloatPushMessages(
+    const ModelLayout& layout, FlatRange range, int64_t max_elements,
+    float value, uint64_t version) {
+  std::vector<asgd::v1::PushChunk> msgs;
+  asgd::v1::PushChunk header;
+  header.set_model_version(version);
+  header.mutable_header()->set_worker_id(7);
+  header.mutable_header()->set_model_version(version);
+  header.mutable_header()->set_num_minibatches(1);
+  msgs.push_back(header);
+  const std::vector<ChunkRef> plan = PlanChunks(layout, range, max_elements);
+  for (const ChunkRef& c : plan) {
+    asgd::v1::PushChunk m;
+    m.set_model_version(version);
+    m.mutable_chunk()->set_tensor(layout.tensors()[c.tensor].name);
+    m.mutable_chunk()->set_offset(c.offset);
+    const std::vector<float> values(c.count, value);
+    AppendFloats(values.data(), c.count, m.mutable_chunk()->mutable_data());
+    msgs.push_back(m);
+  }
+  asgd::v1::PushChunk commit;
+  commit.set_model_version(version);
+  commit.mutable_commit()->set_num_chunks(plan.size());
+  msgs.push_back(commit);
+  return msgs;
+}
+
+// A valid compressed push to the server of `range`: the gradient value of
+// server-local element i is `base + 0.001 * i` (times -1 for odd i),
+// encoded with error feedback from a zero residual in chunks of at most
+// `max_elements`. `decoded` (if set) receives what the server must apply.
+inline std::vector<asgd::v1::PushChunk> CompressedPushMessages(
+    const ModelLayout& layout, FlatRange range, int64_t max_elements,
+    PushEncoding encoding, float base, uint64_t version,
+    std::vector<float>* decoded = nullptr) {
+  std::vector<asgd::v1::PushChunk> msgs;
+  asgd::v1::PushChunk header;
+  header.set_model_version(version);
+  header.mutable_header()->set_worker_id(7);
+  header.mutable_header()->set_model_version(version);
+  header.mutable_header()->set_num_minibatches(1);
+  msgs.push_back(header);
+  GradEncoderOptions options;
+  options.encoding = encoding == PushEncoding::kTopK ? GradEncoding::kTopK
+                                                     : GradEncoding::kOneBit;
+  options.top_k_fraction = 0.25;
+  GradEncoder encoder = *GradEncoder::Create(layout, range, options);
+  std::vector<float> gradient(range.size());
+  for (size_t i = 0; i < gradient.size(); ++i) {
+    gradient[i] = (i % 2 == 0 ? 1.0f : -1.0f) * (base + 0.001f * i);
+  }
+  if (decoded != nullptr) decoded->assign(range.size(), 0.0f);
+  const std::vector<ChunkRef> plan = PlanChunks(layout, range, max_elements);
+  for (const ChunkRef& c : plan) {
+    std::string bytes;
+    const int64_t local = c.flat_begin - range.begin;
+    if (!encoder.EncodeChunk(c, gradient.data() + local, &bytes).ok()) {
+      return {};
+    }
+    if (decoded != nullptr) {
+      (void)DecodeCompressedChunk(
+          bytes, {}, absl::MakeSpan(decoded->data() + local, c.count));
+    }
+    asgd::v1::PushChunk m;
+    m.set_model_version(version);
+    m.mutable_chunk()->set_tensor(layout.tensors()[c.tensor].name);
+    m.mutable_chunk()->set_offset(c.offset);
+    m.mutable_chunk()->set_dtype(static_cast<asgd::v1::WireDtype>(encoding));
+    m.mutable_chunk()->set_data(bytes);
+    msgs.push_back(m);
+  }
+  asgd::v1::PushChunk commit;
+  commit.set_model_version(version);
+  commit.mutable_commit()->set_num_chunks(plan.size());
+  msgs.push_back(commit);
+  return msgs;
+}
+
+// Malformed variants of a valid 1-bit push (CompressedPushMessages with at
+// least 3 chunks): each is refused with INVALID_ARGUMENT.
+inline std::vector<BadPushCase> MalformedCompressedPushCases() {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  return {
+      {"truncated compressed chunk",
+       [](auto& m) { m[1].mutable_chunk()->mutable_data()->pop_back(); },
+       RejectReason::kBadEncoding, "one-bit chunk:"},
+      {"trailing byte",
+       [](auto& m) { m[2].mutable_chunk()->mutable_data()->push_back('x'); },
+       RejectReason::kBadEncoding, "one-bit chunk:"},
+      {"NaN reconstruction value",
+       [nan](auto& m) {
+         std::memcpy(&(*m[2].mutable_chunk()->mutable_data())[16], &nan, 4);
+       },
+       RejectReason::kBadEncoding, "non-finite reconstruction value"},
+      {"unknown format version",
+       [](auto& m) { (*m[1].mutable_chunk()->mutable_data())[1] = 9; },
+       RejectReason::kBadEncoding, "version"},
+      {"empty compressed chunk",
+       [](auto& m) { m[1].mutable_chunk()->clear_data(); },
+       RejectReason::kBadEncoding, "at offset"},
+      {"a float chunk in a compressed push",
+       [](auto& m) {
+         uint32_t count;
+         std::memcpy(&count, m[2].chunk().data().data() + 4, 4);
+         m[2].mutable_chunk()->set_data(std::string(4 * count, '\0'));
+         m[2].mutable_chunk()->set_dtype(asgd::v1::FLOAT32);
+       },
+       RejectReason::kBadEncoding, "one push has one encoding"},
+      {"top-k dtype on 1-bit data",
+       [](auto& m) {
+         for (size_t i = 1; i + 1 < m.size(); ++i) {
+           m[i].mutable_chunk()->set_dtype(asgd::v1::TOP_K);
+         }
+       },
+       RejectReason::kBadEncoding, "holds onebit data but says dtype 3"},
+      {"compressed chunks out of order",
+       [](auto& m) { std::swap(m[1], m[2]); }, RejectReason::kBadSequence,
+       "out of sequence"},
+      {"compressed chunk missing",
+       [](auto& m) { m.erase(m.end() - 2); }, RejectReason::kBadSequence,
+       "incomplete: stopped at"},
+      {"compressed assign",
+       [](auto& m) {
+         m[0].mutable_header()->set_kind(asgd::v1::PushHeader::ASSIGN);
+       },
+       RejectReason::kBadHeader, "carries weights, not a compressed gradient"},
+      {"unknown dtype", [](auto& m) { m[1].mutable_chunk()->set_dtype(
+                                          static_cast<asgd::v1::WireDtype>(7)); },
+       RejectReason::kBadSize, "unknown element encoding (dtype 7)"},
   };
 }
 

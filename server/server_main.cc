@@ -125,6 +125,13 @@ ABSL_FLAG(double, push_progress_timeout_s, 20,
 ABSL_FLAG(int, max_pushes_per_peer, 16,
           "Pushes in flight from one client address (IP); more are refused at "
           "once (UNAVAILABLE, PEER_LIMIT). 0: no limit.");
+ABSL_FLAG(double, stream_idle_timeout_s, 120,
+          "A worker's long-lived push or pull stream with nothing under way "
+          "for this many seconds is closed (the worker opens a new one when "
+          "it needs it).");
+ABSL_FLAG(bool, compressed_pushes, true,
+          "Accept compressed gradient pushes (1-bit and top-k, see the "
+          "worker's --push_encoding); false: float32 and bfloat16 only.");
 ABSL_FLAG(int, max_push_minibatches, 64,
           "The most minibatches one push may average (the server scales its "
           "step by the count); a push asking for more is refused.");
@@ -209,19 +216,23 @@ int Run() {
   const int64_t push_memory_mb = absl::GetFlag(FLAGS_push_memory_mb);
   const int64_t dc_memory_mb = absl::GetFlag(FLAGS_dc_memory_mb);
   const double progress_s = absl::GetFlag(FLAGS_push_progress_timeout_s);
+  const double idle_s = absl::GetFlag(FLAGS_stream_idle_timeout_s);
   if (push_memory_mb < 1 || push_memory_mb > (int64_t{1} << 30) ||
       dc_memory_mb < 0 || dc_memory_mb > (int64_t{1} << 30) ||
       !(progress_s > 0 && progress_s <= 86400) ||
+      !(idle_s > 0 && idle_s <= 86400) ||
       absl::GetFlag(FLAGS_max_pushes_per_peer) < 0) {
     return Fail(absl::InvalidArgumentError(
         "--push_memory_mb must be >= 1, --dc_memory_mb >= 0, "
-        "--push_progress_timeout_s in (0, 86400] and --max_pushes_per_peer "
-        ">= 0"));
+        "--push_progress_timeout_s and --stream_idle_timeout_s in (0, 86400] "
+        "and --max_pushes_per_peer >= 0"));
   }
+  options.compressed_pushes = absl::GetFlag(FLAGS_compressed_pushes);
   options.push_memory_bytes = push_memory_mb << 20;
   options.dc_memory_bytes = dc_memory_mb << 20;
   GrpcServiceOptions service_options;
   service_options.push_progress_timeout = absl::Seconds(progress_s);
+  service_options.stream_idle_timeout = absl::Seconds(idle_s);
   service_options.max_pushes_per_peer =
       absl::GetFlag(FLAGS_max_pushes_per_peer);
   options.attributes["learning_rate"] = absl::StrCat(options.optimizer.learning_rate);

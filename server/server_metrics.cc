@@ -21,6 +21,8 @@ const char* MethodName(RpcMethod m) {
     case RpcMethod::kPull: return "Pull";
     case RpcMethod::kPush: return "Push";
     case RpcMethod::kFetchBatches: return "FetchBatches";
+    case RpcMethod::kPushStream: return "PushStream";
+    case RpcMethod::kPullStream: return "PullStream";
     case RpcMethod::kCount: break;
   }
   return "unknown";
@@ -62,7 +64,8 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, int server_index,
               .Register(r)),
       pushes_received_(BuildCounter()
                            .Name("asgd_server_pushes_received_total")
-                           .Help("Push streams opened.")
+                           .Help("Pushes started: Push calls, and pushes "
+                                 "begun on a PushStream.")
                            .Labels({{"server", absl::StrCat(server_index)}})
                            .Register(r)
                            .Add({})),
@@ -145,6 +148,24 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, int server_index,
   for (int i = 0; i < static_cast<int>(RejectReason::kCount); ++i) {
     dropped_[i] = &dropped_family.Add(
         {{"reason", RejectReasonName(static_cast<RejectReason>(i))}});
+  }
+  auto& by_encoding_family =
+      BuildCounter()
+          .Name("asgd_server_pushes_by_encoding_total")
+          .Help("Pushes received whole (up to their commit), by the "
+                "encoding of their gradient on the wire.")
+          .Labels({{"server", absl::StrCat(server_index)}})
+          .Register(r);
+  auto& bytes_family =
+      BuildCounter()
+          .Name("asgd_server_push_wire_bytes_total")
+          .Help("Chunk data bytes of the pushes received whole, by encoding.")
+          .Labels({{"server", absl::StrCat(server_index)}})
+          .Register(r);
+  for (int e = 0; e < kNumPushEncodings; ++e) {
+    const std::string name(PushEncodingName(static_cast<PushEncoding>(e)));
+    pushes_by_encoding_[e] = &by_encoding_family.Add({{"encoding", name}});
+    bytes_by_encoding_[e] = &bytes_family.Add({{"encoding", name}});
   }
   auto& apply_family = BuildHistogram()
                            .Name("asgd_server_apply_duration_seconds")
@@ -257,6 +278,14 @@ void ServerMetrics::OnRpcHandled(RpcMethod method, int code, double seconds) {
     }
   }
   counter->Increment();
+}
+
+void ServerMetrics::OnPushCommitted(PushEncoding encoding,
+                                    int64_t wire_bytes) {
+  const int e = static_cast<int>(encoding);
+  if (e < 0 || e >= kNumPushEncodings) return;
+  pushes_by_encoding_[e]->Increment();
+  bytes_by_encoding_[e]->Increment(static_cast<double>(wire_bytes));
 }
 
 void ServerMetrics::OnCheckpoint(absl::Time when) {

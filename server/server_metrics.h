@@ -25,11 +25,20 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "common/wire_codec.h"
 #include "server/param_store.h"
 
 namespace asgd {
 
-enum class RpcMethod { kDescribeModel = 0, kPull, kPush, kFetchBatches, kCount };
+enum class RpcMethod {
+  kDescribeModel = 0,
+  kPull,
+  kPush,
+  kFetchBatches,
+  kPushStream,
+  kPullStream,
+  kCount
+};
 
 struct ServerMetricsOptions {
   absl::Duration worker_series_expiry = absl::Minutes(10);
@@ -54,6 +63,11 @@ class ServerMetrics final : public StoreObserver {
   // `code` is a gRPC status code number (0-16).
   void OnRpcHandled(RpcMethod method, int code, double seconds);
   void OnBytesReceived(int64_t bytes) { received_bytes_.Increment(bytes); }
+  // A push began on a PushStream (a Push call counts at OnRpcStarted).
+  void OnPushStarted() { pushes_received_.Increment(); }
+  // A push arrived whole (its commit), encoded as `encoding`, with
+  // `wire_bytes` bytes of chunk data.
+  void OnPushCommitted(PushEncoding encoding, int64_t wire_bytes);
   void OnBytesSent(int64_t bytes) { sent_bytes_.Increment(bytes); }
   void OnPull() { pulls_.Increment(); }
   void OnCheckpoint(absl::Time when);
@@ -87,6 +101,8 @@ class ServerMetrics final : public StoreObserver {
   prometheus::Family<prometheus::Gauge>& last_push_family_;
   prometheus::Gauge& last_checkpoint_;
   prometheus::Counter& dc_backup_misses_;
+  std::array<prometheus::Counter*, kNumPushEncodings> pushes_by_encoding_{};
+  std::array<prometheus::Counter*, kNumPushEncodings> bytes_by_encoding_{};
   prometheus::Family<prometheus::Counter>& rpc_started_family_;
   prometheus::Family<prometheus::Counter>& rpc_handled_family_;
   prometheus::Family<prometheus::Histogram>& rpc_seconds_family_;

@@ -67,6 +67,29 @@ void Shard::Close() {
   if (thread_.joinable()) thread_.join();
 }
 
+void Shard::ApplyCompressedTask(const CompressedGradient& g,
+                                UpdateCheck* check, const UpdateContext& ctx) {
+  const int64_t end = local_begin_ + size_;
+  float* v = state_.empty() ? nullptr : state_.data();
+  const bool apply =
+      check == nullptr ||
+      check->Vote(CompressedStaysBounded(*optimizer_, g.chunks, local_begin_,
+                                         end, weights_, v, ctx));
+  if (!apply) return;
+  const ApplyStats stats = ApplyCompressedRange(*optimizer_, g.chunks,
+                                                local_begin_, end, weights_, v,
+                                                ctx);
+  if (AppliesSparsely(*optimizer_, g.encoding)) {
+    // Only the selected weights changed: the others are still within the
+    // last maximum.
+    const float before = max_w_.load(std::memory_order_relaxed);
+    max_w_.store(std::max(before, stats.max_abs_w), std::memory_order_release);
+  } else {
+    max_w_.store(stats.max_abs_w, std::memory_order_release);
+    max_v_.store(stats.max_abs_v, std::memory_order_release);
+  }
+}
+
 void Shard::Run() {
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return closed_ || !queue_.empty();
@@ -92,8 +115,8 @@ void Shard::Run() {
       continue;
     }
     const auto start = std::chrono::steady_clock::now();
-    const float* data = task.data->data() + local_begin_;
     if (task.kind == ApplyTask::Kind::kAssign) {
+      const float* data = task.data->data() + local_begin_;
       std::copy(data, data + size_, weights_);
       std::fill(state_.begin(), state_.end(), 0.0f);
       max_w_.store(MaxAbs(weights_, size_), std::memory_order_release);
@@ -103,14 +126,19 @@ void Shard::Run() {
       ctx.scale = task.scale;
       ctx.step = applied_.load(std::memory_order_relaxed);
       if (task.backup != nullptr) ctx.backup = task.backup->data() + local_begin_;
-      const bool apply = task.check == nullptr ||
-                         task.check->Vote(optimizer_->StaysBounded(
-                             weights_, state_.data(), data, size_, ctx));
-      if (apply) {
-        const ApplyStats stats =
-            optimizer_->Apply(weights_, state_.data(), data, size_, ctx);
-        max_w_.store(stats.max_abs_w, std::memory_order_release);
-        max_v_.store(stats.max_abs_v, std::memory_order_release);
+      if (task.compressed != nullptr) {
+        ApplyCompressedTask(*task.compressed, task.check.get(), ctx);
+      } else {
+        const float* data = task.data->data() + local_begin_;
+        const bool apply = task.check == nullptr ||
+                           task.check->Vote(optimizer_->StaysBounded(
+                               weights_, state_.data(), data, size_, ctx));
+        if (apply) {
+          const ApplyStats stats =
+              optimizer_->Apply(weights_, state_.data(), data, size_, ctx);
+          max_w_.store(stats.max_abs_w, std::memory_order_release);
+          max_v_.store(stats.max_abs_v, std::memory_order_release);
+        }
       }
     }
     applied_.fetch_add(1, std::memory_order_acq_rel);

@@ -32,6 +32,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "server/compressed_apply.h"
 #include "server/optimizer.h"
 
 namespace asgd {
@@ -78,6 +79,10 @@ struct ApplyTask {
   // Server-local values (the whole server range); the shard reads its own
   // sub-range.
   std::shared_ptr<const std::vector<float>> data;
+  // Instead of `data`, for kGradient: a compressed gradient of the whole
+  // server range, decoded block by block inside the apply
+  // (compressed_apply.h); no float32 gradient is materialised.
+  std::shared_ptr<const CompressedGradient> compressed;
   float scale = 1.0f;  // learning-rate multiplier of this update
   // The model the gradient was computed from (server-local), for delay
   // compensation; may be null.
@@ -130,6 +135,10 @@ class Shard {
 
  private:
   void Run();
+  // The apply thread's step for a compressed gradient (all or none with
+  // `check`, see UpdateCheck).
+  void ApplyCompressedTask(const CompressedGradient& g, UpdateCheck* check,
+                           const UpdateContext& ctx);
 
   const int index_;
   float* const weights_;

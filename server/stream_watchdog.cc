@@ -1,6 +1,7 @@
 #include "server/stream_watchdog.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -43,7 +44,14 @@ void StreamWatchdog::Unwatch(const Handle& handle) {
 }
 
 int StreamWatchdog::Poll() {
-  const int64_t deadline = NowNs() - absl::ToInt64Nanoseconds(timeout_);
+  return ExpireUpTo(NowNs() - absl::ToInt64Nanoseconds(timeout_));
+}
+
+int StreamWatchdog::ExpireAll() {
+  return ExpireUpTo(std::numeric_limits<int64_t>::max());
+}
+
+int StreamWatchdog::ExpireUpTo(int64_t deadline) {
   std::vector<Handle> expired;
   {
     absl::MutexLock lock(&mu_);

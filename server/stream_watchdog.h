@@ -61,6 +61,9 @@ class StreamWatchdog {
 
   // Expires every stream idle for the timeout now; returns how many.
   int Poll();
+  // Expires every watched stream now, idle or not (a server shutting down);
+  // returns how many.
+  int ExpireAll();
 
   int watched() const;
   absl::Duration timeout() const { return timeout_; }
@@ -68,6 +71,8 @@ class StreamWatchdog {
  private:
   int64_t NowNs() const;
   void Run();
+  // Expires the streams whose last progress is at or before `deadline_ns`.
+  int ExpireUpTo(int64_t deadline_ns);
 
   const absl::Duration timeout_;
   const Clock clock_;

@@ -1,9 +1,11 @@
 // End to end in one process: a generated tiny corpus, a pool of 2 servers
 // (2 shards each) on port 0, and 2 workers training concurrently through
-// gRPC, once with float32 and once with bfloat16 on the wire. The held-out
-// frame accuracy must clearly beat chance and the always-majority-class
-// baseline.
+// gRPC, with float32, bfloat16, 1-bit and top-k pushes (the 1-bit and top-k
+// runs also pull in the background while they compute and push). The
+// held-out frame accuracy must clearly beat chance and the
+// always-majority-class baseline.
 #include <memory>
+#include <string>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -23,7 +25,14 @@
 namespace asgd {
 namespace {
 
-class EndToEndTest : public ::testing::TestWithParam<WireDtype> {
+struct Wire {
+  WireDtype wire_dtype;
+  PushEncoding push;
+  bool overlap;  // background pushes and pulls
+  std::string name;
+};
+
+class EndToEndTest : public ::testing::TestWithParam<Wire> {
  protected:
   // Generating forks child processes: do it before any gRPC thread exists.
   static void SetUpTestSuite() {
@@ -61,7 +70,8 @@ TEST_P(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
     threads.emplace_back([&, w] {
       PoolClientOptions co;
       co.worker_id = w;
-      co.wire_dtype = GetParam();
+      co.wire_dtype = GetParam().wire_dtype;
+      co.push_encoding = GetParam().push;
       auto client = ConnectToPool(addresses, co);
       if (!client.ok()) {
         results[w] = client.status();
@@ -77,6 +87,8 @@ TEST_P(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
       to.loop.batch_size = 128;
       to.loop.epochs = 6;
       to.loop.log_every = 50;
+      to.compute_while_pushing = GetParam().overlap;
+      to.overlap_pulls = GetParam().overlap;
       Trainer trainer(client->get(), data->backend.get(), data->train.get(),
                       data->heldout.get(), to, &logs[w]);
       results[w] = trainer.Run();
@@ -84,18 +96,22 @@ TEST_P(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
   }
   for (auto& t : threads) t.join();
 
-  int64_t total_steps = 0;
+  int64_t total_pushes = 0;
   for (int w = 0; w < kWorkers; ++w) {
     ASSERT_TRUE(results[w].ok()) << results[w].status();
     EXPECT_GT(results[w]->steps, 0);
-    total_steps += results[w]->steps;
+    // One push per minibatch, or (background pushes) several minibatches
+    // per push.
+    EXPECT_LE(results[w]->pushes, results[w]->steps);
+    if (!GetParam().overlap) EXPECT_EQ(results[w]->pushes, results[w]->steps);
+    total_pushes += results[w]->pushes;
     std::cout << logs[w].str();
   }
   // Every push reached both servers and was applied exactly once.
   for (auto& server : servers) {
-    EXPECT_EQ(server->store()->version(), static_cast<uint64_t>(total_steps));
+    EXPECT_EQ(server->store()->version(), static_cast<uint64_t>(total_pushes));
     const ParamStoreStats stats = server->store()->stats();
-    EXPECT_EQ(stats.pushes_applied, static_cast<uint64_t>(total_steps));
+    EXPECT_EQ(stats.pushes_applied, static_cast<uint64_t>(total_pushes));
     for (uint64_t r : stats.rejected) EXPECT_EQ(r, 0u);
   }
   // The pool's final model, after every push of both workers.
@@ -104,7 +120,7 @@ TEST_P(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
   std::vector<float> params((*client)->layout().total_size());
   std::vector<uint64_t> versions;
   ASSERT_TRUE((*client)->Pull(absl::MakeSpan(params), &versions).ok());
-  EXPECT_EQ(versions, std::vector<uint64_t>(2, total_steps));
+  EXPECT_EQ(versions, std::vector<uint64_t>(2, total_pushes));
   auto data = MakeWorkerData(*corpus, spec, 0, 1, 512);
   ASSERT_TRUE(data.ok()) << data.status();
   auto accuracy = EvaluateAccuracy(data->backend.get(), params, *data->heldout,
@@ -120,12 +136,14 @@ TEST_P(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
   EXPECT_GT(acc, majority + 0.15);
 }
 
-INSTANTIATE_TEST_SUITE_P(WireFormats, EndToEndTest,
-                         ::testing::Values(WireDtype::kFloat32,
-                                           WireDtype::kBfloat16),
-                         [](const auto& info) {
-                           return std::string(WireDtypeName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    WireFormats, EndToEndTest,
+    ::testing::Values(
+        Wire{WireDtype::kFloat32, PushEncoding::kFloat32, false, "fp32"},
+        Wire{WireDtype::kBfloat16, PushEncoding::kBfloat16, false, "bf16"},
+        Wire{WireDtype::kFloat32, PushEncoding::kOneBit, true, "onebit"},
+        Wire{WireDtype::kBfloat16, PushEncoding::kTopK, true, "topk"}),
+    [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace asgd

@@ -190,7 +190,7 @@ def server_test(args, tmp, corpus):
             mports.append(mport)
         servers = ",".join(f"127.0.0.1:{p}" for p in ports)
         workers = [cluster.worker(servers, corpus, i, 2,
-                                  ("--epochs=6", "--batch_size=128"))
+                                  ("--epochs=20", "--batch_size=128"))
                    for i in range(2)]
         victim = rng.randrange(2)
         # Mid-training: some checkpoints written, plenty of training left.

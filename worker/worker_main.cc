@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -125,9 +126,30 @@ ABSL_FLAG(int, connect_timeout_s, 60,
           "Seconds to wait for the servers to come up.");
 ABSL_FLAG(int, rpc_timeout_s, 60, "Deadline of every pull and push, seconds.");
 ABSL_FLAG(std::string, wire_dtype, "fp32",
-          "Encoding of pushed gradients and pulled weights on the wire: fp32, "
-          "or bf16 (bfloat16, half the bytes; the servers keep float32 "
-          "weights and optimizer state).");
+          "Encoding of pulled weights (and of pushed gradients unless "
+          "--push_encoding says otherwise) on the wire: fp32, or bf16 "
+          "(bfloat16, half the bytes; the servers keep float32 weights and "
+          "optimizer state).");
+ABSL_FLAG(std::string, push_encoding, "",
+          "Encoding of pushed gradients: fp32, bf16, onebit (1 bit per "
+          "element plus two values per row, with error feedback: what a push "
+          "loses is carried by the next ones) or topk (the --top_k_fraction "
+          "largest elements of each chunk, with error feedback). Empty: as "
+          "--wire_dtype. The servers must accept it (asgd_server "
+          "--compressed_pushes).");
+ABSL_FLAG(double, top_k_fraction, 0.01,
+          "--push_encoding=topk: the share of elements each push sends, in "
+          "(0, 0.25].");
+ABSL_FLAG(bool, overlap_pulls, true,
+          "asgd mode: pull the next model in the background while minibatches "
+          "compute (double buffering); the worker waits for a pull only when "
+          "it got --max_overlapped_steps minibatches ahead of it.");
+ABSL_FLAG(int, max_overlapped_steps, 1,
+          "With --overlap_pulls: the most minibatches computed on one model "
+          "while the next one is on the wire.");
+ABSL_FLAG(bool, streams, true,
+          "One long-lived push stream and pull stream per server (when the "
+          "servers offer them) instead of one call per push and per pull.");
 
 // The decentralized modes (--mode=adpsgd, --mode=allreduce): the workers
 // serve each other a peer service (see worker/decentralized_worker.h).
@@ -293,6 +315,12 @@ int Run() {
   if (!addresses.ok()) return Fail(addresses.status());
   auto wire_dtype = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) return Fail(wire_dtype.status());
+  std::optional<PushEncoding> push_encoding;
+  if (const std::string e = absl::GetFlag(FLAGS_push_encoding); !e.empty()) {
+    auto parsed = ParsePushEncoding(e);
+    if (!parsed.ok()) return Fail(parsed.status());
+    push_encoding = *parsed;
+  }
   // A build without CUDA cannot honour --backend=cuda: say so before
   // connecting or loading the corpus (the plugin itself loads later, after
   // the metrics endpoint).
@@ -347,6 +375,9 @@ int Run() {
   client_options.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
   client_options.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   client_options.wire_dtype = *wire_dtype;
+  client_options.push_encoding = push_encoding;
+  client_options.top_k_fraction = absl::GetFlag(FLAGS_top_k_fraction);
+  client_options.streams = absl::GetFlag(FLAGS_streams);
   auto client = ConnectToPool(*addresses, client_options);
   if (!client.ok()) return Fail(client.status());
   const ModelSpec spec = (*client)->model();
@@ -437,6 +468,9 @@ int Run() {
   options.compute_while_pushing =
       *mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_compute_while_pushing);
   options.max_minibatches_per_push = absl::GetFlag(FLAGS_max_minibatches_per_push);
+  options.overlap_pulls =
+      *mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_overlap_pulls);
+  options.max_overlapped_steps = absl::GetFlag(FLAGS_max_overlapped_steps);
   options.use_pool = pool;
   options.pool_seed = absl::GetFlag(FLAGS_pool_seed);
   options.warm_start_epochs = absl::GetFlag(FLAGS_warm_start_epochs);

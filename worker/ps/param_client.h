@@ -11,14 +11,16 @@
 // versions the pool never reached (a restarted server), Aborted. Callers
 // decide on these codes and the refusal, never on the message.
 //
-// Thread-safety: implementations allow one Push in flight concurrently with
-// calls of the other methods from a second thread (a worker computes while
-// its previous push is on the wire); otherwise one thread at a time.
+// Thread-safety: implementations allow one Push and one Pull in flight at a
+// time, concurrently with each other and with calls of the other methods (a
+// worker computes while its previous push and its next model are on the
+// wire); otherwise one thread at a time.
 #ifndef ASGD_WORKER_PS_PARAM_CLIENT_H_
 #define ASGD_WORKER_PS_PARAM_CLIENT_H_
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,9 +60,21 @@ struct PoolClientOptions {
   SecurityOptions security;  // TLS / token (default: none)
   absl::Duration connect_timeout = absl::Seconds(30);
   absl::Duration rpc_timeout = absl::Seconds(60);
-  // Encoding of pushed gradients and pulled weights on the wire. bfloat16
-  // halves the bytes; the servers keep float32 weights either way.
+  // Encoding of pulled weights (and of pushes, unless push_encoding says
+  // otherwise) on the wire. bfloat16 halves the bytes; the servers keep
+  // float32 weights either way.
   WireDtype wire_dtype = WireDtype::kFloat32;
+  // Encoding of gradient pushes; unset: wire_dtype. kOneBit and kTopK
+  // compress each server's part with error feedback: the client keeps a
+  // residual per server (compression/grad_encoder.h), and a push that is
+  // not applied (refused, failed, dropped as stale) is handed back to it,
+  // so the next push carries it. Assign pushes always use wire_dtype.
+  std::optional<PushEncoding> push_encoding;
+  // kTopK: the share of each chunk's elements sent, in (0, 0.25].
+  double top_k_fraction = 0.01;
+  // One long-lived PushStream and PullStream per server when the servers
+  // offer them (else, and when false, one call per push and per pull).
+  bool streams = true;
 };
 
 class ParamClient {

@@ -52,6 +52,9 @@ absl::Status Trainer::ValidateSetup() const {
   if (options_.push_every < 1) {
     return absl::InvalidArgumentError("push_every must be >= 1");
   }
+  if (options_.overlap_pulls && options_.max_overlapped_steps < 1) {
+    return absl::InvalidArgumentError("max_overlapped_steps must be >= 1");
+  }
   if (const int limit = client_->max_push_minibatches();
       limit > 0 && options_.push_every > limit) {
     return absl::InvalidArgumentError(
@@ -65,11 +68,12 @@ absl::Status Trainer::ValidateSetup() const {
   }
   if (options_.mode == TrainMode::kSync &&
       (loop.max_steps <= 0 || loop.max_seconds > 0 || options_.use_pool ||
-       options_.push_every != 1 || options_.compute_while_pushing)) {
+       options_.push_every != 1 || options_.compute_while_pushing ||
+       options_.overlap_pulls)) {
     return absl::InvalidArgumentError(
         "synchronous mode needs a step count (equal on every worker, no time "
-        "budget), one minibatch per push, no background pushes and no "
-        "minibatch pool");
+        "budget), one minibatch per push, no background pushes or pulls and "
+        "no minibatch pool");
   }
   return absl::OkStatus();
 }
@@ -241,6 +245,29 @@ absl::Status Trainer::PullWithRetry(absl::Span<float> params,
   }
 }
 
+absl::StatusOr<bool> Trainer::TakePrefetched(
+    ModelPrefetcher* prefetcher, bool wait, std::vector<float>* params,
+    std::vector<uint64_t>* versions) {
+  for (;;) {
+    absl::StatusOr<bool> taken = wait ? prefetcher->Wait(params, versions)
+                                      : prefetcher->TakeIfReady(params, versions);
+    if (taken.ok()) {
+      if (*taken && failures_ > 0) {
+        if (log_ != nullptr) {
+          *log_ << "worker " << options_.loop.worker_index
+                << ": the pool answers again; resuming from a fresh pull"
+                << std::endl;
+        }
+        failures_ = 0;
+      }
+      return *taken;
+    }
+    ASGD_RETURN_IF_ERROR(BackOff(taken.status(), "pull"));
+    prefetcher->Request();
+    wait = true;
+  }
+}
+
 absl::StatusOr<TrainResult> Trainer::Run() {
   ASGD_RETURN_IF_ERROR(ValidateSetup());
   const LoopOptions& loop = options_.loop;
@@ -283,6 +310,15 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     std::vector<uint64_t> accum_versions;
     std::optional<std::future<absl::StatusOr<PushOutcome>>> in_flight;
     bool need_pull = false;  // the model was pulled just above
+    // With overlap_pulls: the background pulls, and whether the last push
+    // was dropped as too stale (the next gradient needs a model pulled after
+    // the drop).
+    std::unique_ptr<ModelPrefetcher> prefetcher;
+    if (options_.overlap_pulls && options_.mode == TrainMode::kAsgd) {
+      prefetcher = std::make_unique<ModelPrefetcher>(client_, total);
+    }
+    bool stale_drop = false;
+    int steps_on_model = 0;  // minibatches computed on the model held now
 
     // Waits for the background push (if any) and books its outcome.
     auto collect = [&]() -> absl::Status {
@@ -313,6 +349,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       result.pushes_dropped += outcome->dropped;
       window_staleness_ = std::max(window_staleness_, outcome->max_staleness);
       need_pull = true;
+      stale_drop = outcome->pull_required;
       return absl::OkStatus();
     };
     auto start_push = [&]() -> absl::Status {
@@ -324,8 +361,12 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       const int n = accum_n;
       accum_n = 0;
       const std::vector<uint64_t> base = accum_versions;
-      auto push = [this, &outgoing, base, n] {
-        return client_->Push(outgoing, base, n);
+      // With overlapped pulls the next model is asked for the moment the
+      // push completes, from the thread that pushed.
+      auto push = [this, &outgoing, base, n, ahead = prefetcher.get()] {
+        absl::StatusOr<PushOutcome> outcome = client_->Push(outgoing, base, n);
+        if (ahead != nullptr) ahead->Request();
+        return outcome;
       };
       if (options_.compute_while_pushing) {
         in_flight = std::async(std::launch::async, push);
@@ -348,8 +389,34 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       if (push_ready()) ASGD_RETURN_IF_ERROR(collect());
       const absl::Time t1 = clock_->Now();
       // After each completed push the model is refreshed, even while the
-      // next push is already on the wire.
-      if (need_pull) {
+      // next push is already on the wire: at once, or (overlapped) as soon as
+      // the background pull has landed.
+      if (prefetcher != nullptr) {
+        bool taken;
+        if (stale_drop) {
+          // A model pulled before the drop may be waiting: take it, then
+          // wait for the one asked for after it.
+          ASGD_ASSIGN_OR_RETURN(taken, TakePrefetched(prefetcher.get(), true,
+                                                      &result.params,
+                                                      &versions));
+          if (prefetcher->pull_in_flight()) {
+            ASGD_ASSIGN_OR_RETURN(taken, TakePrefetched(prefetcher.get(), true,
+                                                        &result.params,
+                                                        &versions));
+          }
+          stale_drop = false;
+        } else {
+          // Ahead of the pull on the wire by max_overlapped_steps: wait.
+          const bool wait =
+              steps_on_model >= options_.max_overlapped_steps &&
+              prefetcher->pull_in_flight();
+          ASGD_ASSIGN_OR_RETURN(taken, TakePrefetched(prefetcher.get(), wait,
+                                                      &result.params,
+                                                      &versions));
+        }
+        if (taken) steps_on_model = 0;
+        need_pull = false;
+      } else if (need_pull) {
         ASGD_RETURN_IF_ERROR(
             PullWithRetry(absl::MakeSpan(result.params), &versions));
         need_pull = false;
@@ -362,6 +429,7 @@ absl::StatusOr<TrainResult> Trainer::Run() {
           BatchResult r, backend_->ComputeGradient(result.params, batch.view(),
                                                    absl::MakeSpan(grad)));
       const absl::Time t4 = clock_->Now();
+      ++steps_on_model;
       Straggle(t4 - t3);
       const absl::Time t5 = clock_->Now();
       if (accum_n == 0) accum_versions = versions;  // oldest model in the sum
@@ -397,9 +465,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
             result.params, versions.empty() ? 0 : versions[0], false, &result));
       }
     }
-    // Flush: the background push, then whatever is still accumulated.
+    // Flush: the background push, then whatever is still accumulated (the
+    // background pulls stop first: the final pull below is the last word).
     const absl::Time t0 = clock_->Now();
     ASGD_RETURN_IF_ERROR(collect());
+    prefetcher.reset();
     if (accum_n > 0 && options_.mode == TrainMode::kAsgd) {
       ASGD_RETURN_IF_ERROR(start_push());
       ASGD_RETURN_IF_ERROR(collect());

@@ -48,6 +48,18 @@ class FakePool : public ParamClient {
   absl::Status Pull(absl::Span<float> params,
                     std::vector<uint64_t>* versions) override {
     absl::MutexLock lock(&mu_);
+    const int64_t me = pulls_started_++;
+    if (hold_pulls_from_ >= 0 && me >= hold_pulls_from_) {
+      // Held until released, or given up on after a while (a trainer that
+      // waits for it would otherwise never get there): counted.
+      auto released = [this, me]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return pulls_released_ > me || !hold_pulls_;
+      };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&released),
+                                pull_hold_at_most_)) {
+        ++pulls_given_up_;
+      }
+    }
     if (fail_pulls_ > 0) {
       --fail_pulls_;
       log_.push_back("pull-failed");
@@ -56,6 +68,7 @@ class FakePool : public ParamClient {
     std::copy(model_.begin(), model_.end(), params.begin());
     *versions = {version_};
     log_.push_back("pull");
+    pull_versions_.push_back(version_);
     return absl::OkStatus();
   }
   absl::StatusOr<PushOutcome> Push(absl::Span<const float> g,
@@ -98,12 +111,14 @@ class FakePool : public ParamClient {
       return error;
     }
     log_.push_back("push");
+    push_bases_.push_back(versions[0]);
     minibatches_pushed_ += n;
     max_minibatches_ = std::max(max_minibatches_, n);
     ++pushes_;
     if (drop_every_ > 0 && pushes_ % drop_every_ == 0) {
       out.dropped = 1;
       out.pull_required = true;
+      drops_at_version_.push_back({pushes_, version_});
       return out;
     }
     for (size_t i = 0; i < model_.size(); ++i) model_[i] -= lr_ * n * g[i];
@@ -129,6 +144,34 @@ class FakePool : public ParamClient {
   void ReleaseAll() {
     absl::MutexLock lock(&mu_);
     hold_pushes_ = false;
+  }
+  // Lets pull number `index` (0-based) and all before it complete.
+  void ReleasePull(int64_t index) {
+    absl::MutexLock lock(&mu_);
+    pulls_released_ = std::max(pulls_released_, index + 1);
+  }
+  void ReleaseAllPulls() {
+    absl::MutexLock lock(&mu_);
+    hold_pulls_ = false;
+  }
+  // Blocks until pull number `index` has started (completed).
+  void AwaitPullStarted(int64_t index) {
+    absl::MutexLock lock(&mu_);
+    auto started = [this, index]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return pulls_started_ > index;
+    };
+    mu_.Await(absl::Condition(&started));
+  }
+  int64_t pulls_started() {
+    absl::MutexLock lock(&mu_);
+    return pulls_started_;
+  }
+  void AwaitPullDone(int64_t index) {
+    absl::MutexLock lock(&mu_);
+    auto done = [this, index]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return static_cast<int64_t>(pull_versions_.size()) > index;
+    };
+    mu_.Await(absl::Condition(&done));
   }
   // Blocks until every push started so far has completed.
   void AwaitPushesDone() {
@@ -160,6 +203,19 @@ class FakePool : public ParamClient {
   bool hold_pushes_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration hold_at_most_;  // 0: until released
   int64_t started_ ABSL_GUARDED_BY(mu_) = 0;
+  // Pulls from number hold_pulls_from_ on (-1: none) wait for ReleasePull.
+  int64_t hold_pulls_from_ = -1;
+  absl::Duration pull_hold_at_most_ = absl::Seconds(20);
+  bool hold_pulls_ ABSL_GUARDED_BY(mu_) = true;
+  int64_t pulls_started_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pulls_released_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pulls_given_up_ ABSL_GUARDED_BY(mu_) = 0;
+  // The version each pull served; each applied push's base version; and
+  // (push number, version) at each stale drop.
+  std::vector<uint64_t> pull_versions_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> push_bases_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<int64_t, uint64_t>> drops_at_version_
+      ABSL_GUARDED_BY(mu_);
   int64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t released_ ABSL_GUARDED_BY(mu_) = 0;
   float lr_;
@@ -274,8 +330,15 @@ TEST(TrainerTest, ComputesMoreMinibatchesWhileAPushIsOnTheWire) {
   EXPECT_GE(pool.max_minibatches_, 3);
   EXPECT_LE(pool.max_minibatches_, 4);  // but never more than 4 in one push
   EXPECT_EQ(pool.minibatches_pushed_, 60);  // and none was lost
-  // The model is still refreshed after every completed push.
-  EXPECT_GE(Count(pool.log_, "pull"), pool.pushes_);
+  // The model is still refreshed after every completed push: a pull follows
+  // each one (one pull may follow two pushes when the second completed
+  // before the step that pulls began).
+  int consecutive = 0;
+  for (const std::string& op : pool.log_) {
+    consecutive = op == "push" ? consecutive + 1 : 0;
+    EXPECT_LE(consecutive, 2);
+  }
+  EXPECT_EQ(pool.log_.back(), "pull");
 }
 
 // A straggler's idling that lasts until the background push has completed:
@@ -309,6 +372,129 @@ TEST(TrainerTest, BackgroundPushesStillRefreshTheModelWhenComputeIsSlow) {
   absl::MutexLock lock(&pool.mu_);
   EXPECT_GE(Count(pool.log_, "pull"), pool.pushes_);
   EXPECT_EQ(pool.minibatches_pushed_, 20);
+}
+
+// A held pull is released steps_per_pull minibatches after the worker's
+// compute first saw it on the wire, and that minibatch's compute lasts until
+// it has landed: compute is slower than a pull by construction, and a worker
+// that waited for a pull before then would never get there (the pool gives
+// up on it after a while, and counts that).
+class SlowPulls : public TrainerObserver {
+ public:
+  SlowPulls(FakePool* pool, int64_t max_steps, int steps_per_pull)
+      : pool_(pool), max_steps_(max_steps), steps_per_pull_(steps_per_pull) {}
+  void OnStep(const StepReport&) override {
+    ++steps_;
+    // The first push (this step's) asked for a pull: let it get going.
+    if (steps_ == 1) pool_->AwaitPullStarted(1);
+    if (pool_->pulls_started() > next_) {
+      if (seen_at_ < 0) seen_at_ = steps_;
+      if (steps_ - seen_at_ + 1 >= steps_per_pull_) {
+        pool_->ReleasePull(next_);
+        pool_->AwaitPullDone(next_);
+        ++next_;
+        seen_at_ = -1;
+      }
+    }
+    if (steps_ == max_steps_) pool_->ReleaseAllPulls();
+  }
+  void OnPush(const PushReport&) override {}
+  void OnHeldoutAccuracy(double) override {}
+
+ private:
+  FakePool* const pool_;
+  const int64_t max_steps_;
+  const int steps_per_pull_;
+  int64_t steps_ = 0;
+  int64_t next_ = 1;      // the next pull to release
+  int64_t seen_at_ = -1;  // the step that first saw it on the wire
+};
+
+TEST(TrainerTest, OverlappedPullsNeverKeepTheWorkerWaiting) {
+  FakeClock clock;
+  FakePool pool;
+  pool.hold_pulls_from_ = 1;  // the first pull (before training) goes through
+  SlowPulls network(&pool, 30, /*steps_per_pull=*/3);
+  TrainerOptions o = BaseOptions(&clock);
+  o.overlap_pulls = true;
+  o.max_overlapped_steps = 1000;  // no bound: this worker is slower
+  o.loop.max_steps = 30;
+  o.loop.observer = &network;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 30);
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(pool.pulls_given_up_, 0) << "the worker waited for a pull";
+  EXPECT_EQ(pool.pushes_, 30);
+  // Each push names the version of a model the worker had pulled: while a
+  // pull is on the wire the worker keeps computing on the previous one and
+  // says so, and it moves to every newer one it received.
+  ASSERT_EQ(pool.push_bases_.size(), 30u);
+  for (size_t i = 0; i < pool.push_bases_.size(); ++i) {
+    const uint64_t base = pool.push_bases_[i];
+    EXPECT_NE(std::find(pool.pull_versions_.begin(), pool.pull_versions_.end(),
+                        base),
+              pool.pull_versions_.end())
+        << "push " << i << " claims version " << base << ", never pulled";
+    if (i > 0) EXPECT_GE(base, pool.push_bases_[i - 1]);
+  }
+  // Several minibatches were computed on one model while its successor was
+  // on the wire (the pull was released only 3 steps later).
+  int64_t longest_run = 1, run = 1;
+  for (size_t i = 1; i < pool.push_bases_.size(); ++i) {
+    run = pool.push_bases_[i] == pool.push_bases_[i - 1] ? run + 1 : 1;
+    longest_run = std::max(longest_run, run);
+  }
+  EXPECT_GE(longest_run, 3);
+
+  // Every pull but the last two (the final one, and one in flight at the
+  // end) was taken in; never more pulls than pushes plus those two.
+  EXPECT_LE(pool.pulls_started_, pool.pushes_ + 2);
+}
+
+// A worker faster than its pulls computes at most max_overlapped_steps
+// minibatches on one model while the next is on the wire, then waits for it
+// (here every pull lands only after being held for 50 ms).
+TEST(TrainerTest, AWorkerFasterThanItsPullsWaitsAfterAFewSteps) {
+  FakeClock clock;
+  FakePool pool;
+  pool.hold_pulls_from_ = 1;
+  pool.pull_hold_at_most_ = absl::Milliseconds(50);
+  TrainerOptions o = BaseOptions(&clock);
+  o.overlap_pulls = true;
+  o.max_overlapped_steps = 2;
+  o.loop.max_steps = 12;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_GT(pool.pulls_given_up_, 0);  // pulls were waited for
+  ASSERT_EQ(pool.push_bases_.size(), 12u);
+  int64_t run = 1;
+  for (size_t i = 1; i < pool.push_bases_.size(); ++i) {
+    run = pool.push_bases_[i] == pool.push_bases_[i - 1] ? run + 1 : 1;
+    EXPECT_LE(run, 2) << "push " << i;
+  }
+}
+
+TEST(TrainerTest, OverlappedPullsAfterAStaleDropWaitForAFreshModel) {
+  FakeClock clock;
+  FakePool pool;
+  pool.drop_every_ = 4;
+  TrainerOptions o = BaseOptions(&clock);
+  o.overlap_pulls = true;
+  o.loop.max_steps = 40;
+  auto result = Train(&pool, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(result->pushes_dropped,
+            static_cast<int64_t>(pool.drops_at_version_.size()));
+  ASSERT_EQ(pool.drops_at_version_.size(), 10u);
+  // The push after a drop (push number p, counted from 1, is at index p of
+  // push_bases_) was computed from a model pulled after the drop.
+  for (const auto& [push, version] : pool.drops_at_version_) {
+    if (static_cast<size_t>(push) >= pool.push_bases_.size()) continue;
+    EXPECT_GE(pool.push_bases_[push], version) << "push " << push;
+  }
 }
 
 class RetryCounter : public TrainerObserver {
@@ -617,8 +803,9 @@ TEST(TrainerTest, StreamedDataEndsAtItsEpochsAndTheSharedPoolRefusesIt) {
 // learned well above chance (33%) whatever the model and the mode.
 struct KindAndMode {
   std::string kind;
-  // asgd, accumulate, background, sgd, warm_start; streamed_*: the same
-  // with minibatches streamed through a window of 120 frames (StreamSource)
+  // asgd, accumulate, background, overlap, sgd, warm_start; streamed_*: the
+  // same with minibatches streamed through a window of 120 frames
+  // (StreamSource)
   std::string mode;
 };
 
@@ -633,6 +820,10 @@ TEST_P(EveryModelKindTest, LearnsTheToyTask) {
   o.loop.max_steps = 150;
   if (p.mode == "accumulate") o.push_every = 3;
   if (p.mode == "background") o.compute_while_pushing = true;
+  if (p.mode == "overlap") {
+    o.compute_while_pushing = true;
+    o.overlap_pulls = true;
+  }
   if (p.mode == "sgd") o.mode = TrainMode::kSgd;
   if (p.mode == "warm_start" || p.mode == "streamed_warm_start") {
     o.warm_start_epochs = 0.5;
@@ -669,7 +860,7 @@ std::vector<KindAndMode> KindsAndModes() {
   std::vector<KindAndMode> out;
   for (const char* kind : {"dnn", "cnn", "lstm", "blstm"}) {
     for (const char* mode :
-         {"asgd", "accumulate", "background", "sgd", "warm_start",
+         {"asgd", "accumulate", "background", "overlap", "sgd", "warm_start",
           "streamed_asgd", "streamed_warm_start"}) {
       out.push_back({kind, mode});
     }
