@@ -113,6 +113,7 @@ struct StreamEnd {
   grpc::StatusCode code = grpc::StatusCode::OK;
   std::string refusal;  // the "asgd-refusal" trailer, if any
   double seconds = 0;   // from its first message (or its start) to its end
+  absl::Time start;     // when its first message was written
 };
 
 // The model as the server describes it and the chunks of its range.
@@ -261,6 +262,7 @@ class HostileLoadTest : public ::testing::Test {
         PushReply reply;
         auto writer = stub->Push(&ctx, &reply);
         const absl::Time start = absl::Now();
+        ends[i].start = start;
         attack(i, writer.get());
         const grpc::Status s = writer->Finish();
         ends[i].seconds = Seconds(start);
@@ -331,6 +333,31 @@ int Count(const std::vector<StreamEnd>& ends, grpc::StatusCode code,
       }));
 }
 
+// Expects `admitted` streams ended by the server's progress timeout and the
+// rest refused at once with `refusal`. Exact when every stream started within
+// the progress timeout of the first (the cap was full for all of them); on a
+// machine so loaded that some started later, an admitted stream may have
+// timed out and freed its place before they came, so more can be admitted,
+// never fewer, and every stream still ends one of the two ways.
+void ExpectCapped(const std::vector<StreamEnd>& ends, int admitted,
+                  const std::string& refusal) {
+  absl::Time first = absl::InfiniteFuture(), last = absl::InfinitePast();
+  for (const StreamEnd& e : ends) {
+    first = std::min(first, e.start);
+    last = std::max(last, e.start);
+  }
+  const int timed_out = Count(ends, grpc::StatusCode::DEADLINE_EXCEEDED);
+  const int refused = Count(ends, grpc::StatusCode::UNAVAILABLE, refusal);
+  EXPECT_EQ(timed_out + refused, static_cast<int>(ends.size()));
+  if (absl::ToDoubleSeconds(last - first) < kProgressTimeoutS - 0.5) {
+    EXPECT_EQ(timed_out, admitted);
+  } else {
+    std::printf("the streams started over %.2f s: the cap may free up\n",
+                absl::ToDoubleSeconds(last - first));
+    EXPECT_GE(timed_out, admitted);
+  }
+}
+
 double Slowest(const std::vector<StreamEnd>& ends, grpc::StatusCode code) {
   double slowest = 0;
   for (const StreamEnd& e : ends) {
@@ -351,8 +378,7 @@ TEST_F(HostileLoadTest, StalledHeaderOnlyPushesAreCappedAndEnded) {
   Report("64 header-only stalled pushes", ends, growth_kb);
   EXPECT_LT(growth_kb, StallGrowthBoundKb());
   // 16 admitted and ended at the timeout, 48 refused at once.
-  EXPECT_EQ(Count(ends, grpc::StatusCode::DEADLINE_EXCEEDED), 16);
-  EXPECT_EQ(Count(ends, grpc::StatusCode::UNAVAILABLE, "PEER_LIMIT"), 48);
+  ExpectCapped(ends, 16, "PEER_LIMIT");
   EXPECT_LE(Slowest(ends, grpc::StatusCode::DEADLINE_EXCEEDED),
             kProgressTimeoutS + kSlackS);
   EXPECT_GE(Slowest(ends, grpc::StatusCode::DEADLINE_EXCEEDED),
@@ -401,9 +427,7 @@ TEST_F(HostileLoadTest, StreamsThatStallAfterDataStayWithinThePushMemory) {
   const int fit =
       static_cast<int>((budget_mb << 20) / (model_.range_size * int64_t{4}));
   EXPECT_LT(growth_kb, (budget_mb + 32) << 10);
-  EXPECT_EQ(Count(ends, grpc::StatusCode::UNAVAILABLE, "PUSH_MEMORY"),
-            16 - fit);
-  EXPECT_EQ(Count(ends, grpc::StatusCode::DEADLINE_EXCEEDED), fit);
+  ExpectCapped(ends, fit, "PUSH_MEMORY");
   EXPECT_LE(Slowest(ends, grpc::StatusCode::UNAVAILABLE), kSlackS);
   ExpectHealthy();
 }
