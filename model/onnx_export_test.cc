@@ -104,7 +104,9 @@ TEST(OnnxExportTest, EveryKindPassesTheCheckerAndKeepsItsTensors) {
         if (n.op_type() != "Scan") continue;
         ++scans;
         for (const auto& a : n.attribute()) {
-          if (a.name() == "body") EXPECT_EQ(OpsOf(a.g()).count("Split"), 1u);
+          if (a.name() == "body") {
+            EXPECT_EQ(OpsOf(a.g()).count("Split"), 1u);
+          }
         }
       }
       const int directions = spec.layers[0].lstm.bidirectional ? 2 : 1;

@@ -27,31 +27,11 @@ import sys
 import tempfile
 
 import testlib
-from testlib import LOGS, print_logs, read_port
+from testlib import LOGS, read_port
 
 DEADLINE_S = 120
-RESULTS = {"passed": 0, "failed": 0}
-
-
-def report_and_exit():
-    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
-    sys.exit(1 if RESULTS["failed"] else 0)
-
-
-def fail(msg):
-    print_logs()
-    print("FAIL:", msg)
-    RESULTS["failed"] += 1
-    report_and_exit()
-
-
-def check(name, ok, detail=""):
-    if ok:
-        RESULTS["passed"] += 1
-        print(f"ok: {name}")
-    else:
-        RESULTS["failed"] += 1
-        print(f"FAILED: {name}\n{detail}")
+CHECKS = testlib.Checks()
+check, fail, report_and_exit = CHECKS.check, CHECKS.fail, CHECKS.report_and_exit
 
 
 def run(args):

@@ -27,6 +27,35 @@ def fail(msg):
     sys.exit(1)
 
 
+class Checks:
+    """Named checks of one test script, counted: check() records one, fail()
+    records a failure that ends the script, report_and_exit() prints the
+    "N passed, N failed" line scripts/test.sh counts and exits 1 on any
+    failure."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, name, ok, detail=""):
+        if ok:
+            self.passed += 1
+            print(f"ok: {name}")
+        else:
+            self.failed += 1
+            print(f"FAILED: {name}\n{detail}")
+
+    def report_and_exit(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        sys.exit(1 if self.failed else 0)
+
+    def fail(self, msg):
+        print_logs()
+        print("FAIL:", msg)
+        self.failed += 1
+        self.report_and_exit()
+
+
 def wait_for(what, predicate, timeout=90, interval=0.1, must=True, proc=None):
     """Polls `predicate` until it returns a truthy value or time runs out
     (then fails, or returns None when not `must`). With `proc`, fails at once
