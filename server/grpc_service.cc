@@ -279,8 +279,13 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   // The client went away (or the server is stopping): finish now, even when
   // the store has not answered yet (a synchronous step may never come).
+  // A push cut off before its commit is counted as incomplete here or in
+  // OnReadDone, whichever gRPC runs first (the other then does nothing).
   void OnCancel() override {
     absl::MutexLock lock(&state_->mu);
+    if (!finished_ && !assembler_.EndOfStream().ok()) {
+      store_->CountRejected(assembler_.reject_reason());
+    }
     FinishLocked(absl::CancelledError("push cancelled"));
   }
 
@@ -475,9 +480,14 @@ class PushStreamReactor
   }
 
   // The client went away (or the server is stopping): finish now, even when
-  // the store has not answered the push yet.
+  // the store has not answered the push yet. A push cut off before its
+  // commit is counted as incomplete, as in OnReadDone.
   void OnCancel() override {
     absl::MutexLock lock(&state_->mu);
+    if (!finished_ && assembler_ != nullptr &&
+        !assembler_->EndOfStream().ok()) {
+      store_->CountRejected(assembler_->reject_reason());
+    }
     FinishLocked(absl::CancelledError("push stream cancelled"));
   }
 
