@@ -218,6 +218,13 @@ TEST_F(CompressedPushTest, PushesThatAreNotAppliedGoBackIntoTheResidual) {
     }
     ctx.TryCancel();
     holder->Finish();
+    // The server gives the slot back when it sees the cancellation, which
+    // can be after the client's Finish returns.
+    while (servers_[0]->service()->pushes_in_flight() > 0 &&
+           absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));  // polling a condition, bounded
+    }
+    ASSERT_EQ(servers_[0]->service()->pushes_in_flight(), 0);
   }
   // Dropped as too stale (two versions behind): back in the residual too.
   for (int i = 0; i < 2; ++i) {
