@@ -367,32 +367,131 @@ absl::Status StreamEnd(const GrpcParameterService* service) {
   return absl::OkStatus();  // idle for the stream idle timeout
 }
 
-// Many pushes on one stream (see the lifecycle in grpc_service.h). Locking
-// as PushReactor: `state_->mu` orders the gRPC threads (reads and writes),
-// the shard thread that answers a push, and the two watchdogs; whoever
-// finishes first sets finished_. The watchdogs reach the reactor only through
-// `state_`, which OnDone clears before the reactor is deleted.
-class PushStreamReactor
+// What a long-lived stream's reactor (PushStreamReactor, PullStreamReactor)
+// holds and gives back: its place among its client address's streams, the
+// idle watch (between pushes or pulls) and the progress watch (during one),
+// the RPC timer, and the State through which the watchdogs and the store
+// reach it. Locking: `state_->mu` orders the gRPC threads (reads and
+// writes), the shard thread that answers a push, and the two watchdogs;
+// whoever finishes first sets finished_. The watchdogs reach the reactor only
+// through `state_`, which OnDone clears before the reactor is deleted.
+// Derived provides IdleLocked() and StalledLocked() (what the idle and the
+// progress watchdog do) and a FinishLocked(status) that releases its own
+// state, then calls EndLocked(status).
+template <class Derived>
+class StreamReactor
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   struct State {
     absl::Mutex mu;
-    PushStreamReactor* reactor ABSL_GUARDED_BY(mu);
+    Derived* reactor ABSL_GUARDED_BY(mu);
   };
 
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->reactor = nullptr;
+    }
+    delete static_cast<Derived*>(this);
+  }
+
+ protected:
+  StreamReactor(GrpcParameterService* service, ServerMetrics* metrics,
+                RpcMethod method, StreamKind kind,
+                grpc::CallbackServerContext* context)
+      : timer_(metrics, method),
+        service_(service),
+        context_(context),
+        peer_(context->peer()),
+        kind_(kind),
+        state_(std::make_shared<State>()) {}
+
+  // From Derived's constructor: makes the reactor reachable through state_
+  // and takes a place among the address's streams; false when it has none
+  // left (Derived then finishes the stream with its refusal).
+  bool AdmitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    state_->reactor = static_cast<Derived*>(this);
+    admitted_ = service_->AdmitStream(kind_, peer_);
+    return admitted_;
+  }
+
+  // Idle: the idle watchdog ends the stream unless the next push or pull
+  // starts in time. False when the server is shutting down (the caller ends
+  // the stream): a shutdown that began before the watch is seen here, one
+  // that begins after it expires the watch.
+  bool WatchIdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    idle_watch_ = service_->idle_watchdog()->Watch([state = state_] {
+      absl::MutexLock lock(&state->mu);
+      if (state->reactor != nullptr) state->reactor->IdleLocked();
+    });
+    return !service_->shutting_down();
+  }
+  void StopIdleWatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    service_->idle_watchdog()->Unwatch(idle_watch_);
+    idle_watch_ = nullptr;
+  }
+
+  // A push or pull under way: the progress watchdog ends the stream when it
+  // makes no progress for the progress timeout.
+  void WatchProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    progress_watch_ = service_->watchdog()->Watch([state = state_] {
+      absl::MutexLock lock(&state->mu);
+      if (state->reactor != nullptr) state->reactor->StalledLocked();
+    });
+  }
+  void TouchProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    service_->watchdog()->Touch(progress_watch_);
+  }
+  void StopProgressWatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    service_->watchdog()->Unwatch(progress_watch_);
+    progress_watch_ = nullptr;
+  }
+
+  // Ends the stream (once: Derived's FinishLocked checks finished_ first),
+  // giving back the watches and the address's place here, not in OnDone(),
+  // which gRPC may run later than the client sees the status.
+  void EndLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    finished_ = true;
+    if (idle_watch_ != nullptr) service_->idle_watchdog()->Unwatch(idle_watch_);
+    if (progress_watch_ != nullptr) {
+      service_->watchdog()->Unwatch(progress_watch_);
+    }
+    if (admitted_) {
+      service_->ReleaseStream(kind_, peer_);
+      admitted_ = false;
+    }
+    const grpc::Status g = ToGrpcStatus(status, context_);
+    timer_.Done(g);
+    Finish(g);
+  }
+
+  RpcTimer timer_;
+  GrpcParameterService* const service_;
+  grpc::CallbackServerContext* const context_;
+  const std::string peer_;
+  const StreamKind kind_;
+  const std::shared_ptr<State> state_;
+  bool finished_ ABSL_GUARDED_BY(state_->mu) = false;
+
+ private:
+  bool admitted_ ABSL_GUARDED_BY(state_->mu) = false;
+  StreamWatchdog::Handle idle_watch_;
+  StreamWatchdog::Handle progress_watch_;
+};
+
+// Many pushes on one stream (see the lifecycle in grpc_service.h; locking as
+// StreamReactor).
+class PushStreamReactor : public StreamReactor<PushStreamReactor> {
+ public:
   PushStreamReactor(GrpcParameterService* service, ParamStore* store,
                     ServerMetrics* metrics,
                     grpc::CallbackServerContext* context)
-      : timer_(metrics, RpcMethod::kPushStream),
-        service_(service),
-        store_(store),
-        context_(context),
-        peer_(context->peer()),
-        state_(std::make_shared<State>()) {
+      : StreamReactor(service, metrics, RpcMethod::kPushStream,
+                      StreamKind::kPush, context),
+        store_(store) {
     absl::MutexLock lock(&state_->mu);
-    state_->reactor = this;
-    admitted_ = service_->AdmitPush(peer_);
-    if (!admitted_) {
+    if (!AdmitLocked()) {
       store_->CountRejected(RejectReason::kPeerLimit);
       FinishLocked(WithRefusal(
           absl::UnavailableError(
@@ -423,16 +522,12 @@ class PushStreamReactor
       }
       if (assembler_ == nullptr) {
         // The first message of a push: from idle to receiving.
-        service_->idle_watchdog()->Unwatch(idle_watch_);
-        idle_watch_ = nullptr;
-        progress_watch_ = service_->watchdog()->Watch([state = state_] {
-          absl::MutexLock lock(&state->mu);
-          if (state->reactor != nullptr) state->reactor->StalledLocked();
-        });
+        StopIdleWatchLocked();
+        WatchProgressLocked();
         assembler_ = std::make_unique<PushAssembler>(store_);
         if (timer_.metrics() != nullptr) timer_.metrics()->OnPushStarted();
       } else {
-        service_->watchdog()->Touch(progress_watch_);
+        TouchProgressLocked();
       }
       absl::Status status = DecodePushChunk(buffer_, &received_, &msg_);
       if (!status.ok()) {
@@ -456,8 +551,7 @@ class PushStreamReactor
         return;
       }
       // Received whole: no deadline while it is applied and answered.
-      service_->watchdog()->Unwatch(progress_watch_);
-      progress_watch_ = nullptr;
+      StopProgressWatchLocked();
       if (timer_.metrics() != nullptr) {
         timer_.metrics()->OnPushCommitted(assembler_->encoding(),
                                           assembler_->chunk_bytes());
@@ -502,25 +596,13 @@ class PushStreamReactor
     WaitForPushLocked();
   }
 
-  void OnDone() override {
-    {
-      absl::MutexLock lock(&state_->mu);
-      state_->reactor = nullptr;
-    }
-    delete this;
-  }
-
  private:
+  friend class StreamReactor<PushStreamReactor>;
+
   // Idle: wait for the next push's first message (or end the stream when
   // the server is shutting down).
   void WaitForPushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
-    idle_watch_ = service_->idle_watchdog()->Watch([state = state_] {
-      absl::MutexLock lock(&state->mu);
-      if (state->reactor != nullptr) state->reactor->IdleLocked();
-    });
-    // After Watch: a shutdown that began before it finishes the stream here,
-    // one that begins after it expires the watch.
-    if (service_->shutting_down()) {
+    if (!WatchIdleLocked()) {
       FinishLocked(StreamEnd(service_));
       return;
     }
@@ -558,35 +640,15 @@ class PushStreamReactor
     FinishLocked(status);
   }
 
-  // Ends the stream once, releasing what it held (as PushReactor).
+  // Ends the stream once, releasing what it held.
   void FinishLocked(const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     if (finished_) return;
-    finished_ = true;
     if (assembler_ != nullptr) assembler_->Abandon();
-    if (idle_watch_ != nullptr) service_->idle_watchdog()->Unwatch(idle_watch_);
-    if (progress_watch_ != nullptr) {
-      service_->watchdog()->Unwatch(progress_watch_);
-    }
-    if (admitted_) {
-      service_->ReleasePush(peer_);
-      admitted_ = false;
-    }
-    const grpc::Status g = ToGrpcStatus(status, context_);
-    timer_.Done(g);
-    Finish(g);
+    EndLocked(status);
   }
 
-  RpcTimer timer_;
-  GrpcParameterService* const service_;
   ParamStore* const store_;
-  grpc::CallbackServerContext* const context_;
-  const std::string peer_;
-  const std::shared_ptr<State> state_;
-  bool admitted_ ABSL_GUARDED_BY(state_->mu) = false;
-  bool finished_ ABSL_GUARDED_BY(state_->mu) = false;
-  StreamWatchdog::Handle idle_watch_;
-  StreamWatchdog::Handle progress_watch_;
   // The push being received (null while idle); released on any rejection.
   std::unique_ptr<PushAssembler> assembler_;
   grpc::ByteBuffer buffer_;   // the message being read
@@ -595,30 +657,19 @@ class PushStreamReactor
   grpc::ByteBuffer reply_;
 };
 
-// Many pulls on one stream (see the lifecycle in grpc_service.h); locking as
-// PushStreamReactor.
-class PullStreamReactor
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+// Many pulls on one stream (see the lifecycle in grpc_service.h; locking as
+// StreamReactor).
+class PullStreamReactor : public StreamReactor<PullStreamReactor> {
  public:
-  struct State {
-    absl::Mutex mu;
-    PullStreamReactor* reactor ABSL_GUARDED_BY(mu);
-  };
-
   PullStreamReactor(GrpcParameterService* service, ParamStore* store,
                     ServerMetrics* metrics,
                     grpc::CallbackServerContext* context)
-      : timer_(metrics, RpcMethod::kPullStream),
-        service_(service),
+      : StreamReactor(service, metrics, RpcMethod::kPullStream,
+                      StreamKind::kPullStream, context),
         store_(store),
-        metrics_(metrics),
-        context_(context),
-        peer_(context->peer()),
-        state_(std::make_shared<State>()) {
+        metrics_(metrics) {
     absl::MutexLock lock(&state_->mu);
-    state_->reactor = this;
-    admitted_ = service_->AdmitStream(StreamKind::kPullStream, peer_);
-    if (!admitted_) {
+    if (!AdmitLocked()) {
       FinishLocked(WithRefusal(
           absl::UnavailableError(
               "server busy: this client address has too many pull streams "
@@ -636,8 +687,7 @@ class PullStreamReactor
       FinishLocked(absl::OkStatus());  // the client ended its side
       return;
     }
-    service_->idle_watchdog()->Unwatch(idle_watch_);
-    idle_watch_ = nullptr;
+    StopIdleWatchLocked();
     asgd::v1::PullRequest request;
     absl::Status status = ParseFromByteBuffer(request_, &request, "pull request");
     if (status.ok()) status = CheckPullDtype(request.dtype());
@@ -645,10 +695,7 @@ class PullStreamReactor
       FinishLocked(status);
       return;
     }
-    progress_watch_ = service_->watchdog()->Watch([state = state_] {
-      absl::MutexLock lock(&state->mu);
-      if (state->reactor != nullptr) state->reactor->StalledLocked();
-    });
+    WatchProgressLocked();
     writer_.emplace(store_, metrics_, request.worker_id(),
                     static_cast<WireDtype>(request.dtype()),
                     /*end_marker=*/true);
@@ -662,19 +709,13 @@ class PullStreamReactor
       FinishLocked(absl::CancelledError("pull write failed"));
       return;
     }
-    service_->watchdog()->Touch(progress_watch_);
+    TouchProgressLocked();
     WriteNextLocked();
   }
 
-  void OnDone() override {
-    {
-      absl::MutexLock lock(&state_->mu);
-      state_->reactor = nullptr;
-    }
-    delete this;
-  }
-
  private:
+  friend class StreamReactor<PullStreamReactor>;
+
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     if (writer_->Next(&msg_)) {
       StartWrite(&msg_);
@@ -683,17 +724,12 @@ class PullStreamReactor
     // The pull is complete: idle again.
     writer_.reset();
     msg_.Clear();
-    service_->watchdog()->Unwatch(progress_watch_);
-    progress_watch_ = nullptr;
+    StopProgressWatchLocked();
     WaitForRequestLocked();
   }
 
   void WaitForRequestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
-    idle_watch_ = service_->idle_watchdog()->Watch([state = state_] {
-      absl::MutexLock lock(&state->mu);
-      if (state->reactor != nullptr) state->reactor->IdleLocked();
-    });
-    if (service_->shutting_down()) {
+    if (!WatchIdleLocked()) {
       FinishLocked(StreamEnd(service_));
       return;
     }
@@ -716,32 +752,12 @@ class PullStreamReactor
   void FinishLocked(const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     if (finished_) return;
-    finished_ = true;
     writer_.reset();
-    if (idle_watch_ != nullptr) service_->idle_watchdog()->Unwatch(idle_watch_);
-    if (progress_watch_ != nullptr) {
-      service_->watchdog()->Unwatch(progress_watch_);
-    }
-    if (admitted_) {
-      service_->ReleaseStream(StreamKind::kPullStream, peer_);
-      admitted_ = false;
-    }
-    const grpc::Status g = ToGrpcStatus(status, context_);
-    timer_.Done(g);
-    Finish(g);
+    EndLocked(status);
   }
 
-  RpcTimer timer_;
-  GrpcParameterService* const service_;
   ParamStore* const store_;
   ServerMetrics* const metrics_;
-  grpc::CallbackServerContext* const context_;
-  const std::string peer_;
-  const std::shared_ptr<State> state_;
-  bool admitted_ ABSL_GUARDED_BY(state_->mu) = false;
-  bool finished_ ABSL_GUARDED_BY(state_->mu) = false;
-  StreamWatchdog::Handle idle_watch_;
-  StreamWatchdog::Handle progress_watch_;
   grpc::ByteBuffer request_;
   std::optional<PullWriter> writer_;  // while a pull is written
   grpc::ByteBuffer msg_;
