@@ -8,7 +8,8 @@
 // a header, or nothing, and then wait, for --soak_seconds (default 60; env
 // SOAK_SECONDS). The server's resident memory (VmRSS) is sampled with the
 // load on: its median over a window right after the warm-up (the first
-// quarter) and over the last 15% of the run may differ by less than 10%.
+// quarter) and over the last quarter of the run may differ by less than 20%
+// (see kMaxGrowth).
 // Every stalled stream must be ended by the server (DEADLINE_EXCEEDED)
 // within the timeout plus a few seconds of slack. Afterwards the server must
 // still be healthy (gRPC health SERVING, DescribeModel answers), its version
@@ -70,10 +71,18 @@ constexpr double kProgressTimeoutS = 1;
 // How late a stalled stream may be ended on a loaded 2-core machine.
 constexpr double kStallSlackS = 10;
 constexpr double kWarmupFraction = 0.25;
-constexpr double kMaxGrowth = 0.10;
+// The bound on the growth between the two medians. The messages in flight
+// (64 streams of 0.5 MB, a few copies each, more than half the server's
+// RSS) make even medians over windows of 15 s move: over seven 60 s runs
+// without a leak the growth was -5% to +9% on the development machine and
+// +15% once in a fresh container, while the end medians stayed at 60-70 MB.
+// A leak grows with the work and would show in every run: 20% of ~60 MB
+// over the ~180,000 pushes and pulls of the measured 45 s is a leak of ~70
+// bytes per push or pull.
+constexpr double kMaxGrowth = 0.20;
 // RSS is compared between the medians of two windows this long (a fraction
 // of the run): right after the warm-up, and at the end.
-constexpr double kWindowFraction = 0.15;
+constexpr double kWindowFraction = 0.25;
 
 int64_t Median(std::vector<int64_t> v) {
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
