@@ -81,13 +81,9 @@ ctr_logged() {
 # ctr_wait DESCRIPTION TIMEOUT_S CMD...: runs CMD every second until it
 # succeeds; fails the check with DESCRIPTION when TIMEOUT_S pass first.
 ctr_wait() {
-  local what=$1 timeout=$2 deadline
+  local what=$1 timeout=$2
   shift 2
-  deadline=$(( $(date +%s) + timeout ))
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$deadline" ] || ctr_fail "timed out after ${timeout} s waiting for $what"
-    sleep 1
-  done
+  ctr_wait_quiet "$timeout" "$@" || ctr_fail "timed out after ${timeout} s waiting for $what"
 }
 
 # ctr_wait_quiet TIMEOUT_S CMD...: like ctr_wait, but returns 1 when the time
