@@ -43,6 +43,9 @@ PullMessage ViewOf(const asgd::v1::PullChunk& msg) {
   if (out.has_chunk) out.chunk = ViewOfChunk(msg.chunk());
   out.end_of_pull = msg.end_of_pull();
   out.num_chunks = msg.num_chunks();
+  out.has_update = msg.has_update();
+  if (out.has_update) out.update = msg.update();
+  out.exact = msg.exact();
   return out;
 }
 

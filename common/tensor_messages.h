@@ -33,6 +33,11 @@ struct PullMessage {
   // PullStream: the message that ends one pull, and its chunk count.
   bool end_of_pull = false;
   uint64_t num_chunks = 0;
+  // Delta pulls: the header of one update (when has_update), and whether
+  // the message belongs to a reply that leaves the copy exact.
+  bool has_update = false;
+  asgd::v1::DeltaUpdate update;
+  bool exact = false;
 };
 
 // Views of protobuf messages; valid while `msg` is unchanged.

@@ -197,17 +197,23 @@ bool FastPush(const Pieces& bytes, ReceivedMessage* storage,
 
 bool FastPull(const Pieces& bytes, ReceivedMessage* storage,
               PullMessage* out) {
-  return ForEachField(bytes, 4, [&](int number, int type, Reader& r) {
+  return ForEachField(bytes, 6, [&](int number, int type, Reader& r) {
     if (number == 1) return type == kVarint && r.Varint(&out->model_version);
-    if (number == 3) {
+    if (number == 3 || number == 6) {
       uint64_t v;
       if (type != kVarint || !r.Varint(&v)) return false;
-      out->end_of_pull = v != 0;
+      (number == 3 ? out->end_of_pull : out->exact) = v != 0;
       return true;
     }
     if (number == 4) return type == kVarint && r.Varint(&out->num_chunks);
     Pieces field;
     if (type != kLen || !r.Len(&field)) return false;
+    if (number == 5) {  // a small DeltaUpdate: through protobuf
+      const absl::string_view bytes = Contiguous(field, &storage->scratch);
+      out->has_update = true;
+      return out->update.ParseFromArray(bytes.data(),
+                                        static_cast<int>(bytes.size()));
+    }
     out->has_chunk = true;
     return FastTensorChunk(field, &storage->scratch, &out->chunk);
   });
@@ -254,6 +260,9 @@ void Reset(PullMessage* m) {
   m->has_chunk = false;
   m->end_of_pull = false;
   m->num_chunks = 0;
+  m->has_update = false;
+  m->update.Clear();
+  m->exact = false;
   Reset(&m->chunk);
 }
 
@@ -314,7 +323,8 @@ namespace {
 grpc::ByteBuffer EncodeChunk(ChunkMessageKind kind, uint64_t model_version,
                              absl::string_view tensor, uint64_t offset,
                              int dtype_value, uint64_t data_bytes,
-                             absl::FunctionRef<void(char*)> fill) {
+                             absl::FunctionRef<void(char*)> fill,
+                             bool exact = false) {
   // TensorChunk, fields in number order, proto3 defaults omitted.
   uint64_t body = 0;
   if (!tensor.empty()) body += 1 + VarintSize(tensor.size()) + tensor.size();
@@ -323,7 +333,8 @@ grpc::ByteBuffer EncodeChunk(ChunkMessageKind kind, uint64_t model_version,
   if (dtype_value != 0) body += 1 + VarintSize(dtype_value);
   const uint64_t version_bytes =
       model_version != 0 ? 1 + VarintSize(model_version) : 0;
-  const uint64_t total = version_bytes + 1 + VarintSize(body) + body;
+  const uint64_t total =
+      version_bytes + 1 + VarintSize(body) + body + (exact ? 2 : 0);
 
   grpc::Slice slice(total);  // uninitialized
   char* p = reinterpret_cast<char*>(const_cast<uint8_t*>(slice.begin()));
@@ -359,6 +370,10 @@ grpc::ByteBuffer EncodeChunk(ChunkMessageKind kind, uint64_t model_version,
     PutTag(4, kVarint, &p);
     PutVarint(model_version, &p);
   }
+  if (exact) {  // PullChunk.exact = 6
+    PutTag(6, kVarint, &p);
+    PutVarint(1, &p);
+  }
   return grpc::ByteBuffer(&slice, 1);
 }
 
@@ -388,11 +403,32 @@ grpc::ByteBuffer EncodeCompressedChunkMessage(uint64_t model_version,
                      });
 }
 
-grpc::ByteBuffer EncodeEndOfPull(uint64_t model_version, uint64_t num_chunks) {
+grpc::ByteBuffer EncodeEndOfPull(uint64_t model_version, uint64_t num_chunks,
+                                 bool exact) {
   asgd::v1::PullChunk msg;
   msg.set_model_version(model_version);
   msg.set_end_of_pull(true);
   msg.set_num_chunks(num_chunks);
+  msg.set_exact(exact);
+  return SerializeToByteBuffer(msg);
+}
+
+grpc::ByteBuffer EncodeExactPullChunk(uint64_t model_version,
+                                      absl::string_view tensor,
+                                      uint64_t offset, int dtype_value,
+                                      int64_t data_bytes,
+                                      absl::FunctionRef<void(char*)> fill) {
+  return EncodeChunk(ChunkMessageKind::kPull, model_version, tensor, offset,
+                     dtype_value, static_cast<uint64_t>(data_bytes), fill,
+                     /*exact=*/true);
+}
+
+grpc::ByteBuffer EncodeDeltaUpdateHeader(uint64_t model_version,
+                                         const asgd::v1::DeltaUpdate& update) {
+  asgd::v1::PullChunk msg;
+  msg.set_model_version(model_version);
+  *msg.mutable_update() = update;
+  msg.set_exact(true);
   return SerializeToByteBuffer(msg);
 }
 

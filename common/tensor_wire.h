@@ -73,8 +73,22 @@ grpc::ByteBuffer EncodeCompressedChunkMessage(uint64_t model_version,
                                               PushEncoding push_encoding,
                                               absl::string_view data);
 
-// A PullChunk that ends one pull on a PullStream (end_of_pull, no chunk).
-grpc::ByteBuffer EncodeEndOfPull(uint64_t model_version, uint64_t num_chunks);
+// A PullChunk that ends one pull on a PullStream (end_of_pull, no chunk;
+// `exact` for a delta pull's reply that leaves the copy exact).
+grpc::ByteBuffer EncodeEndOfPull(uint64_t model_version, uint64_t num_chunks,
+                                 bool exact = false);
+
+// Delta pulls (proto PullRequest.delta), messages with PullChunk.exact set:
+// one TensorChunk of `data_bytes` bytes of wire dtype `dtype_value` (float32
+// weights, or one compressed chunk of an update) that `fill` writes, in one
+// fresh slice; and the header of one update.
+grpc::ByteBuffer EncodeExactPullChunk(uint64_t model_version,
+                                      absl::string_view tensor,
+                                      uint64_t offset, int dtype_value,
+                                      int64_t data_bytes,
+                                      absl::FunctionRef<void(char*)> fill);
+grpc::ByteBuffer EncodeDeltaUpdateHeader(uint64_t model_version,
+                                         const asgd::v1::DeltaUpdate& update);
 
 // Small messages (headers, requests, replies) through protobuf.
 grpc::ByteBuffer SerializeToByteBuffer(const google::protobuf::MessageLite& msg);

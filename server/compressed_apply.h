@@ -67,6 +67,11 @@ struct CompressedGradient {
   std::shared_ptr<const void> storage;
   std::vector<CompressedChunk> chunks;
   float max_abs = 0.0f;
+  // The chunks' bytes as received (grad_codec.h format), laid end to end,
+  // and each chunk's byte size; empty when the gradient was made otherwise.
+  // Kept for delta pulls (server/update_log.h).
+  absl::string_view encoded;
+  std::vector<int64_t> encoded_sizes;
 
   // Elements covered: the sum of the chunks' counts.
   int64_t size() const;

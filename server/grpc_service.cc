@@ -15,6 +15,7 @@
 #include "common/tensor_wire.h"
 #include "common/wire_codec.h"
 #include "compression/grad_codec.h"
+#include "server/delta_pulls.h"
 #include "server/push_assembler.h"
 
 namespace asgd {
@@ -55,7 +56,9 @@ absl::Status CheckPullDtype(int dtype) {
 
 // The messages of one pull: the server's range chunk by chunk, each copied
 // from the live weights (or from the worker's DC-ASGD copy) when it is
-// written, then (on a PullStream) the end-of-pull message.
+// written, then (on a PullStream) the end-of-pull message. A delta pull's
+// reply (DeltaPlan) instead sends the plan's base weights, if any, then each
+// update's header and chunks, every message marked exact.
 class PullWriter {
  public:
   PullWriter(ParamStore* store, ServerMetrics* metrics, uint64_t worker_id,
@@ -68,35 +71,95 @@ class PullWriter {
                            store->options().max_chunk_elements)),
         version_(store->version()),
         snapshot_(store->SnapshotForPull(worker_id)) {
-    store_->CountPull();
-    if (metrics_ != nullptr) metrics_->OnPull();
+    Count(ServerMetrics::PullForm::kWeights);
+  }
+
+  // A delta pull's reply (always on a PullStream, float32).
+  PullWriter(ParamStore* store, ServerMetrics* metrics, DeltaPlan plan)
+      : store_(store),
+        metrics_(metrics),
+        dtype_(WireDtype::kFloat32),
+        end_marker_(true),
+        chunks_(plan.base != nullptr
+                    ? PlanChunks(store->layout(), store->range(),
+                                 store->options().max_chunk_elements)
+                    : std::vector<ChunkRef>()),
+        version_(plan.version),
+        plan_(std::move(plan)) {
+    Count(plan_->base != nullptr ? ServerMetrics::PullForm::kExactWeights
+                                 : ServerMetrics::PullForm::kUpdates);
   }
 
   // The next message; false once every one was given.
   bool Next(grpc::ByteBuffer* msg) {
-    if (next_ == chunks_.size()) {
-      if (!end_marker_) return false;
-      end_marker_ = false;
-      *msg = EncodeEndOfPull(version_, chunks_.size());
+    if (next_ < chunks_.size()) {
+      const ChunkRef& c = chunks_[next_++];
+      ++sent_chunks_;
+      const int64_t local = c.flat_begin - store_->range().begin;
+      const std::string& name = store_->layout().tensors()[c.tensor].name;
+      if (plan_.has_value()) {
+        const float* from = plan_->base->weights.data() + local;
+        *msg = EncodeExactPullChunk(
+            version_, name, c.offset, static_cast<int>(WireDtype::kFloat32),
+            c.count * int64_t{sizeof(float)}, [&](char* out) {
+              std::memcpy(out, from, c.count * sizeof(float));
+            });
+      } else {
+        *msg = EncodeChunkMessage(
+            ChunkMessageKind::kPull, version_, name, c.offset, dtype_,
+            c.count, [&](char* out) {
+              if (snapshot_ != nullptr) {
+                EncodeFloats(snapshot_->data() + local, c.count, dtype_, out);
+              } else {
+                store_->ReadEncoded(local, c.count, dtype_, out);
+              }
+            });
+      }
+      if (metrics_ != nullptr) {
+        metrics_->OnBytesSent(c.count * WireBytes(dtype_));
+      }
       return true;
     }
-    const ChunkRef& c = chunks_[next_++];
-    const int64_t local = c.flat_begin - store_->range().begin;
-    *msg = EncodeChunkMessage(
-        ChunkMessageKind::kPull, version_,
-        store_->layout().tensors()[c.tensor].name, c.offset, dtype_, c.count,
-        [&](char* out) {
-          if (snapshot_ != nullptr) {
-            EncodeFloats(snapshot_->data() + local, c.count, dtype_, out);
-          } else {
-            store_->ReadEncoded(local, c.count, dtype_, out);
-          }
-        });
-    if (metrics_ != nullptr) metrics_->OnBytesSent(c.count * WireBytes(dtype_));
+    if (plan_.has_value() && next_update_ < plan_->updates.size()) {
+      const LoggedUpdate& u = *plan_->updates[next_update_];
+      if (next_update_chunk_ < 0) {  // the update's header
+        asgd::v1::DeltaUpdate header;
+        header.set_version(u.version);
+        header.set_learning_rate(u.learning_rate);
+        header.set_weight_decay(u.weight_decay);
+        header.set_num_chunks(u.chunks.size());
+        *msg = EncodeDeltaUpdateHeader(version_, header);
+        next_update_chunk_ = 0;
+      } else {
+        const LoggedUpdate::Chunk& c = u.chunks[next_update_chunk_];
+        *msg = EncodeExactPullChunk(
+            version_, "", c.offset, static_cast<int>(u.encoding), c.byte_size,
+            [&](char* out) {
+              std::memcpy(out, u.bytes.data() + c.byte_begin, c.byte_size);
+            });
+        ++sent_chunks_;
+        if (metrics_ != nullptr) metrics_->OnBytesSent(c.byte_size);
+        if (++next_update_chunk_ == static_cast<int64_t>(u.chunks.size())) {
+          ++next_update_;
+          next_update_chunk_ = -1;
+        }
+      }
+      return true;
+    }
+    if (!end_marker_) return false;
+    end_marker_ = false;
+    *msg = EncodeEndOfPull(version_, sent_chunks_, plan_.has_value());
     return true;
   }
 
  private:
+  void Count(ServerMetrics::PullForm form) {
+    store_->CountPull();
+    if (metrics_ == nullptr) return;
+    metrics_->OnPull();
+    metrics_->OnPullForm(form);
+  }
+
   ParamStore* const store_;
   ServerMetrics* const metrics_;
   const WireDtype dtype_;
@@ -106,7 +169,12 @@ class PullWriter {
   // Set when the store keeps the worker's model for delay compensation: the
   // pull then serves exactly that copy.
   const std::shared_ptr<const std::vector<float>> snapshot_;
+  // A delta pull's reply.
+  std::optional<DeltaPlan> plan_;
   size_t next_ = 0;
+  size_t next_update_ = 0;
+  int64_t next_update_chunk_ = -1;  // -1: the header is next
+  uint64_t sent_chunks_ = 0;        // messages with a TensorChunk
 };
 
 class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -681,7 +749,7 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
   }
 
   void OnReadDone(bool ok) override {
-    absl::MutexLock lock(&state_->mu);
+    absl::ReleasableMutexLock lock(&state_->mu);
     if (finished_) return;
     if (!ok) {
       FinishLocked(absl::OkStatus());  // the client ended its side
@@ -691,11 +759,42 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
     asgd::v1::PullRequest request;
     absl::Status status = ParseFromByteBuffer(request_, &request, "pull request");
     if (status.ok()) status = CheckPullDtype(request.dtype());
+    if (status.ok() && request.delta()) status = CheckDeltaRequest(request);
     if (!status.ok()) {
       FinishLocked(status);
       return;
     }
     WatchProgressLocked();
+    if (request.delta()) {
+      DeltaPlan plan;
+      switch (service_->delta_pulls()->Plan(request.has_copy(),
+                                            request.model_version(), &plan)) {
+        case DeltaPulls::Answer::kPlan:
+          writer_.emplace(store_, metrics_, std::move(plan));
+          WriteNextLocked();
+          return;
+        case DeltaPulls::Answer::kNeedBase:
+        {
+          // Answered when the base is taken (on a shard thread, or at once
+          // when none can be), through state_, outside this lock: the
+          // reactor may end meanwhile (the progress watchdog).
+          waiting_for_base_ = true;
+          worker_id_ = request.worker_id();
+          DeltaPulls* const delta = service_->delta_pulls();
+          std::shared_ptr<State> state = state_;
+          lock.Release();
+          delta->RequestBase([state](std::optional<DeltaPlan> plan) {
+            absl::MutexLock lock(&state->mu);
+            if (state->reactor != nullptr) {
+              state->reactor->BaseReadyLocked(std::move(plan));
+            }
+          });
+          return;
+        }
+        case DeltaPulls::Answer::kWeights:
+          break;
+      }
+    }
     writer_.emplace(store_, metrics_, request.worker_id(),
                     static_cast<WireDtype>(request.dtype()),
                     /*end_marker=*/true);
@@ -728,6 +827,36 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
     WaitForRequestLocked();
   }
 
+  // InvalidArgument unless this server can answer the delta request.
+  absl::Status CheckDeltaRequest(const asgd::v1::PullRequest& request) const {
+    if (service_->delta_pulls() == nullptr) {
+      return absl::InvalidArgumentError(
+          "this server does not answer delta pulls (ModelDescription."
+          "delta_pulls is false: its optimizer keeps momentum or delay "
+          "compensation, it trains synchronously, or --delta_log_mb is 0)");
+    }
+    if (request.dtype() != asgd::v1::FLOAT32) {
+      return absl::InvalidArgumentError(
+          "a delta pull sends float32 weights and updates; ask for FLOAT32");
+    }
+    return absl::OkStatus();
+  }
+
+  // The base a delta pull waited for is taken (or none could be: weights).
+  void BaseReadyLocked(std::optional<DeltaPlan> plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_ || !waiting_for_base_) return;
+    waiting_for_base_ = false;
+    if (plan.has_value()) {
+      writer_.emplace(store_, metrics_, std::move(*plan));
+    } else {
+      writer_.emplace(store_, metrics_, worker_id_, WireDtype::kFloat32,
+                      /*end_marker=*/true);
+    }
+    TouchProgressLocked();
+    WriteNextLocked();
+  }
+
   void WaitForRequestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     if (!WatchIdleLocked()) {
       FinishLocked(StreamEnd(service_));
@@ -737,12 +866,20 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
   }
 
   void IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
-    if (finished_ || writer_.has_value()) return;
+    if (finished_ || writer_.has_value() || waiting_for_base_) return;
     FinishLocked(StreamEnd(service_));
   }
 
   void StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
-    if (finished_ || !writer_.has_value()) return;
+    if (finished_ || (!writer_.has_value() && !waiting_for_base_)) return;
+    if (waiting_for_base_) {
+      FinishLocked(absl::DeadlineExceededError(absl::StrCat(
+          "the consistent copy of the weights for a delta pull took longer "
+          "than ",
+          absl::FormatDuration(service_->watchdog()->timeout()),
+          "; stream ended by the server")));
+      return;
+    }
     FinishLocked(absl::DeadlineExceededError(
         absl::StrCat("the client read nothing of its pull for ",
                      absl::FormatDuration(service_->watchdog()->timeout()),
@@ -760,6 +897,9 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
   ServerMetrics* const metrics_;
   grpc::ByteBuffer request_;
   std::optional<PullWriter> writer_;  // while a pull is written
+  // A delta pull waiting for a base (DeltaPulls::RequestBase).
+  bool waiting_for_base_ ABSL_GUARDED_BY(state_->mu) = false;
+  uint64_t worker_id_ = 0;
   grpc::ByteBuffer msg_;
 };
 
@@ -822,6 +962,11 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
   description_.add_wire_dtypes(asgd::v1::BFLOAT16);
   description_.add_push_dtypes(asgd::v1::FLOAT32);
   description_.add_push_dtypes(asgd::v1::BFLOAT16);
+  if (store->update_log() != nullptr) {
+    delta_pulls_ = std::make_unique<DeltaPulls>(
+        store, options.max_delta_base_mb * (int64_t{1} << 20));
+    description_.set_delta_pulls(true);
+  }
   if (store->options().compressed_pushes) {
     description_.add_push_dtypes(asgd::v1::ONE_BIT);
     description_.add_push_dtypes(asgd::v1::TOP_K);

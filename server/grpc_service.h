@@ -67,6 +67,7 @@
 #include "absl/time/time.h"
 #include "proto/asgd.grpc.pb.h"
 #include "server/batch_pool.h"
+#include "server/delta_pulls.h"
 #include "server/param_store.h"
 #include "server/server_metrics.h"
 #include "server/stream_watchdog.h"
@@ -95,6 +96,9 @@ struct GrpcServiceOptions {
   // A PushStream or PullStream with no push or pull under way for this long
   // is ended (OK; the client opens a new one when it needs it).
   absl::Duration stream_idle_timeout = absl::Seconds(120);
+  // Memory for the consistent copies of the weights that delta pulls send
+  // (server/delta_pulls.h); beyond it a delta pull gets plain weights.
+  int64_t max_delta_base_mb = 1024;
 };
 
 // What a stream admission counts against (per client address).
@@ -157,6 +161,9 @@ class GrpcParameterService final : public ParameterServerBase {
     return shutting_down_.load(std::memory_order_acquire);
   }
 
+  // What delta pulls send; null when the store keeps no update log.
+  DeltaPulls* delta_pulls() { return delta_pulls_.get(); }
+
   StreamWatchdog* watchdog() { return &watchdog_; }
   StreamWatchdog* idle_watchdog() { return &idle_watchdog_; }
 
@@ -168,6 +175,7 @@ class GrpcParameterService final : public ParameterServerBase {
   asgd::v1::ModelDescription description_;  // without the version
   StreamWatchdog watchdog_;
   StreamWatchdog idle_watchdog_;
+  std::unique_ptr<DeltaPulls> delta_pulls_;
   std::atomic<bool> shutting_down_{false};
   mutable absl::Mutex peers_mu_;
   // Open per (kind, client address).

@@ -145,6 +145,10 @@ ParamStore::ParamStore(const ParamStoreOptions& options, ModelLayout layout,
                    (std::max<int64_t>(range_.size(), 1) * sizeof(float))),
       backup_bytes_(std::make_shared<std::atomic<int64_t>>(0)) {
   prefix_.push_back({0.0, 0.0});
+  if (options.delta_log_bytes > 0 && options.sync_workers == 0 &&
+      !optimizer_.has_state() && !optimizer_.needs_backup()) {
+    log_ = std::make_unique<UpdateLog>(options.delta_log_bytes);
+  }
 }
 
 ParamStore::~ParamStore() { Shutdown(); }
@@ -303,6 +307,16 @@ absl::Status ParamStore::EnqueueLocked(
   const uint64_t version = accepted_.fetch_add(1, std::memory_order_acq_rel) + 1;
   prefix_.push_back(
       {prefix_.back().first + add_w, prefix_.back().second + add_v});
+  if (log_ != nullptr) {
+    // The shards apply version k at their step k - 1 (server/shard.h).
+    log_->Append(kind == ApplyTask::Kind::kGradient && compressed != nullptr &&
+                         check == nullptr
+                     ? LoggedUpdate::Of(
+                           version, *compressed,
+                           optimizer_.LearningRate(version - 1) * bound.scale,
+                           optimizer_.options().weight_decay)
+                     : LoggedUpdate::Unreplayable(version));
+  }
   auto completion = std::make_shared<PushCompletion>();
   completion->remaining.store(static_cast<int>(shards_.size()));
   completion->on_done = [this, worker_id, version, check,
@@ -527,32 +541,44 @@ absl::Status ParamStore::SubmitSyncLocked(
 }
 
 absl::StatusOr<StoreSnapshot> ParamStore::TakeSnapshot() {
+  absl::Notification done;
+  absl::StatusOr<StoreSnapshot> result;
+  TakeSnapshotAsync([&](absl::StatusOr<StoreSnapshot> snapshot) {
+    result = std::move(snapshot);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
+}
+
+void ParamStore::TakeSnapshotAsync(
+    std::function<void(absl::StatusOr<StoreSnapshot>)> done) {
   auto target = std::make_shared<SnapshotTarget>();
   target->weights.resize(range_.size());
   if (optimizer_.has_state()) target->state.resize(range_.size());
-  auto done = std::make_shared<absl::Notification>();
-  uint64_t version;
-  {
-    absl::MutexLock lock(&submit_mu_);
-    if (shut_down_) return absl::UnavailableError("store is shut down");
-    // Every shard gets this task after exactly the `version` updates admitted
-    // so far, in the same order: the copies form one consistent model.
-    version = accepted_.load(std::memory_order_acquire);
-    auto completion = std::make_shared<PushCompletion>();
-    completion->remaining.store(static_cast<int>(shards_.size()));
-    completion->on_done = [done] { done->Notify(); };
-    for (auto& shard : shards_) {
-      ApplyTask task;
-      task.kind = ApplyTask::Kind::kSnapshot;
-      task.snapshot = target;
-      task.completion = completion;
-      const bool ok = shard->TryEnqueue(std::move(task), /*control=*/true);
-      (void)ok;  // control tasks are always admitted before shutdown
-    }
+  absl::ReleasableMutexLock lock(&submit_mu_);
+  if (shut_down_) {
+    lock.Release();  // `done` may take its caller's locks
+    done(absl::UnavailableError("store is shut down"));
+    return;
   }
-  done->WaitForNotification();
-  return StoreSnapshot{version, std::move(target->weights),
-                       std::move(target->state)};
+  // Every shard gets this task after exactly the `version` updates admitted
+  // so far, in the same order: the copies form one consistent model.
+  const uint64_t version = accepted_.load(std::memory_order_acquire);
+  auto completion = std::make_shared<PushCompletion>();
+  completion->remaining.store(static_cast<int>(shards_.size()));
+  completion->on_done = [target, version, done = std::move(done)] {
+    done(StoreSnapshot{version, std::move(target->weights),
+                       std::move(target->state)});
+  };
+  for (auto& shard : shards_) {
+    ApplyTask task;
+    task.kind = ApplyTask::Kind::kSnapshot;
+    task.snapshot = target;
+    task.completion = completion;
+    const bool ok = shard->TryEnqueue(std::move(task), /*control=*/true);
+    (void)ok;  // control tasks are always admitted before shutdown
+  }
 }
 
 absl::Status ParamStore::Restore(const StoreSnapshot& snapshot) {

@@ -45,6 +45,12 @@
 // the live weights without a copy. A push whose worker has no copy is applied
 // without delay compensation (plain ASGD) and counted (dc_backup_misses).
 //
+// Delta pulls: with a plain SGD optimizer (no momentum state, no delay
+// compensation) in asynchronous mode, the store logs every update it admits
+// (update_log.h, at most delta_log_bytes), so that a worker that holds the
+// weights exactly as of some version can be sent the updates since;
+// TakeSnapshotAsync gives such exact weights without blocking the caller.
+//
 // Thread-safety: all methods are thread-safe. Read() may run while shards
 // apply updates (lock-free ASGD reads).
 #ifndef ASGD_SERVER_PARAM_STORE_H_
@@ -73,6 +79,7 @@
 #include "server/optimizer.h"
 #include "server/shard.h"
 #include "server/staging_pool.h"
+#include "server/update_log.h"
 
 namespace asgd {
 
@@ -151,6 +158,9 @@ struct ParamStoreOptions {
   int64_t push_memory_bytes = int64_t{1} << 30;
   // Memory for DC-ASGD's per-worker model copies (with dc_lambda > 0).
   int64_t dc_memory_bytes = int64_t{1} << 30;
+  // Memory for the log of recent compressed updates that delta pulls replay
+  // (0: no delta pulls). Used only where delta pulls are possible (above).
+  int64_t delta_log_bytes = int64_t{64} << 20;
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
   // Served by DescribeModel so workers build the same model (e.g.
   // {"learning_rate", "0.05"}); the store itself does not read them.
@@ -266,6 +276,15 @@ class ParamStore {
   // admitted so far, so it waits for them to be applied; updates admitted
   // later are not in it. Unavailable after Shutdown().
   absl::StatusOr<StoreSnapshot> TakeSnapshot();
+  // The same without waiting: `done` runs once, on the shard thread that
+  // copied last (or at once with Unavailable after Shutdown()); it must not
+  // block.
+  void TakeSnapshotAsync(
+      std::function<void(absl::StatusOr<StoreSnapshot>)> done);
+
+  // The log of recent updates for delta pulls; null when the store does not
+  // keep one (see above).
+  const UpdateLog* update_log() const { return log_.get(); }
 
   // Loads a snapshot (a restored checkpoint) before any update: weights,
   // optimizer state and version. InvalidArgument on a size mismatch or for
@@ -332,6 +351,7 @@ class ParamStore {
   std::vector<float> weights_;  // written only by shard threads
   mutable StagingPool staging_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  std::unique_ptr<UpdateLog> log_;  // delta pulls; null when off
 
   absl::Mutex submit_mu_;  // orders admission, version assignment, enqueue
   bool shut_down_ ABSL_GUARDED_BY(submit_mu_) = false;

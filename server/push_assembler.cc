@@ -147,9 +147,13 @@ PushRequest PushAssembler::TakeRequest() {
     gradient->encoding = encoding_ == PushEncoding::kOneBit
                              ? GradEncoding::kOneBit
                              : GradEncoding::kTopK;
+    gradient->encoded =
+        absl::string_view(reinterpret_cast<const char*>(staging_->data()),
+                          compressed_bytes_);
     gradient->storage = std::move(staging_);
     gradient->chunks = std::move(compressed_chunks_);
     gradient->max_abs = compressed_max_abs_;
+    gradient->encoded_sizes = std::move(compressed_sizes_);
     request.max_abs = compressed_max_abs_;
     request.compressed = std::move(gradient);
   } else if (committed_) {
@@ -267,6 +271,7 @@ absl::Status PushAssembler::AddCompressed(const TensorChunkView& chunk) {
     return Reject(FromChunkError(sequence.error()), placed.status());
   }
   compressed_bytes_ += bytes;
+  compressed_sizes_.push_back(bytes);
   compressed_max_abs_ =
       std::max(compressed_max_abs_, CompressedMaxAbs(*parsed));
   compressed_chunks_.push_back(*parsed);

@@ -128,6 +128,7 @@ class PushAssembler {
   std::optional<ChunkSequence> compressed_sequence_;
   std::vector<CompressedChunk> compressed_chunks_;
   int64_t compressed_bytes_ = 0;
+  std::vector<int64_t> compressed_sizes_;  // bytes of each chunk
   float compressed_max_abs_ = 0.0f;
   PushEncoding encoding_ = PushEncoding::kFloat32;
   bool have_header_ = false;

@@ -139,6 +139,14 @@ ABSL_FLAG(int64_t, dc_memory_mb, 1024,
           "With --dc_lambda: memory for the workers' model copies, in MiB. "
           "The copy of the worker that pulled least recently is dropped to "
           "make room; a push without its copy is applied uncompensated.");
+ABSL_FLAG(int64_t, delta_log_mb, 64,
+          "Memory for the recent compressed updates that delta pulls send "
+          "instead of the weights, in MiB (with plain SGD, no --momentum or "
+          "--dc_lambda, asynchronous): a worker whose copy is older than the "
+          "log gets the weights. 0: no delta pulls.");
+ABSL_FLAG(int64_t, delta_base_mb, 1024,
+          "Memory for the consistent copies of the weights that delta pulls "
+          "start from, in MiB; beyond it a delta pull gets plain weights.");
 
 namespace asgd {
 namespace {
@@ -215,22 +223,29 @@ int Run() {
   options.max_push_minibatches = absl::GetFlag(FLAGS_max_push_minibatches);
   const int64_t push_memory_mb = absl::GetFlag(FLAGS_push_memory_mb);
   const int64_t dc_memory_mb = absl::GetFlag(FLAGS_dc_memory_mb);
+  const int64_t delta_log_mb = absl::GetFlag(FLAGS_delta_log_mb);
+  const int64_t delta_base_mb = absl::GetFlag(FLAGS_delta_base_mb);
   const double progress_s = absl::GetFlag(FLAGS_push_progress_timeout_s);
   const double idle_s = absl::GetFlag(FLAGS_stream_idle_timeout_s);
   if (push_memory_mb < 1 || push_memory_mb > (int64_t{1} << 30) ||
       dc_memory_mb < 0 || dc_memory_mb > (int64_t{1} << 30) ||
+      delta_log_mb < 0 || delta_log_mb > (int64_t{1} << 30) ||
+      delta_base_mb < 0 || delta_base_mb > (int64_t{1} << 30) ||
       !(progress_s > 0 && progress_s <= 86400) ||
       !(idle_s > 0 && idle_s <= 86400) ||
       absl::GetFlag(FLAGS_max_pushes_per_peer) < 0) {
     return Fail(absl::InvalidArgumentError(
-        "--push_memory_mb must be >= 1, --dc_memory_mb >= 0, "
+        "--push_memory_mb must be >= 1, --dc_memory_mb, --delta_log_mb and "
+        "--delta_base_mb >= 0, "
         "--push_progress_timeout_s and --stream_idle_timeout_s in (0, 86400] "
         "and --max_pushes_per_peer >= 0"));
   }
   options.compressed_pushes = absl::GetFlag(FLAGS_compressed_pushes);
   options.push_memory_bytes = push_memory_mb << 20;
   options.dc_memory_bytes = dc_memory_mb << 20;
+  options.delta_log_bytes = delta_log_mb << 20;
   GrpcServiceOptions service_options;
+  service_options.max_delta_base_mb = delta_base_mb;
   service_options.push_progress_timeout = absl::Seconds(progress_s);
   service_options.stream_idle_timeout = absl::Seconds(idle_s);
   service_options.max_pushes_per_peer =

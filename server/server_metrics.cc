@@ -149,6 +149,18 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, int server_index,
     dropped_[i] = &dropped_family.Add(
         {{"reason", RejectReasonName(static_cast<RejectReason>(i))}});
   }
+  auto& pull_form_family =
+      BuildCounter()
+          .Name("asgd_server_pulls_by_form_total")
+          .Help("Pulls served, by what they sent: weights, exact_weights (a "
+                "delta pull's consistent weights and the updates since) or "
+                "updates (a delta pull's updates only).")
+          .Labels({{"server", absl::StrCat(server_index)}})
+          .Register(r);
+  const char* const kPullForms[] = {"weights", "exact_weights", "updates"};
+  for (int f = 0; f < static_cast<int>(PullForm::kCount); ++f) {
+    pulls_by_form_[f] = &pull_form_family.Add({{"form", kPullForms[f]}});
+  }
   auto& by_encoding_family =
       BuildCounter()
           .Name("asgd_server_pushes_by_encoding_total")

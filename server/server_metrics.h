@@ -70,6 +70,13 @@ class ServerMetrics final : public StoreObserver {
   void OnPushCommitted(PushEncoding encoding, int64_t wire_bytes);
   void OnBytesSent(int64_t bytes) { sent_bytes_.Increment(bytes); }
   void OnPull() { pulls_.Increment(); }
+  // What one pull sent: the weights (read while updates were applied), the
+  // weights taken at one version for a delta pull (then the updates since),
+  // or the updates since the worker's exact copy (delta pull).
+  enum class PullForm { kWeights = 0, kExactWeights, kUpdates, kCount };
+  void OnPullForm(PullForm form) {
+    pulls_by_form_[static_cast<int>(form)]->Increment();
+  }
   void OnCheckpoint(absl::Time when);
 
   // Workers with a series now.
@@ -97,6 +104,8 @@ class ServerMetrics final : public StoreObserver {
   prometheus::Counter& received_bytes_;
   prometheus::Counter& sent_bytes_;
   prometheus::Counter& pulls_;
+  std::array<prometheus::Counter*, static_cast<int>(PullForm::kCount)>
+      pulls_by_form_{};
   prometheus::Gauge& connected_workers_;
   prometheus::Family<prometheus::Gauge>& last_push_family_;
   prometheus::Gauge& last_checkpoint_;

@@ -1,6 +1,7 @@
 #include "worker/ps/grpc_param_client.h"
 
 #include <algorithm>
+#include <cstring>
 #include <future>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "model/model_spec_proto.h"
+#include "worker/ps/delta_receiver.h"
 
 namespace asgd {
 namespace {
@@ -379,9 +381,15 @@ absl::StatusOr<std::unique_ptr<GrpcParamClient>> GrpcParamClient::Create(
         kCompressedChunkBytes / bytes_per_element));
     compressed_elements = std::max<int64_t>(compressed_elements, 1);
   }
+  // Delta pulls: float32 pulls on streams, from servers that offer them.
+  client->use_delta_ = options.delta_pulls && client->use_streams_ &&
+                       options.wire_dtype == WireDtype::kFloat32;
   for (size_t s = 0; s < servers.size(); ++s) {
     Server& server = *servers[s];
     const FlatRange range = client->layout_.ServerRange(s);
+    server.delta = client->use_delta_ && descs[s].delta_pulls();
+    server.max_compressed_elements = static_cast<int64_t>(std::min<uint64_t>(
+        descs[s].max_compressed_chunk_elements(), kGradCodecMaxElements));
     server.float_plan =
         PlanChunks(client->layout_, range, client->max_chunk_elements_);
     if (IsCompressed(push_encoding)) {
@@ -412,12 +420,23 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
                                                    absl::Span<float> params) {
   Server& server = *servers_[server_index];
   const FlatRange range = layout_.ServerRange(server_index);
+  const absl::Time deadline = absl::Now() + options_.rpc_timeout;
+  absl::MutexLock lock(&server.pull_mu);
   asgd::v1::PullRequest request;
   request.set_worker_id(options_.worker_id);
   request.set_dtype(static_cast<asgd::v1::WireDtype>(options_.wire_dtype));
+  // A delta pull: the copy is lost until a reply makes it exact again.
+  const std::optional<uint64_t> held = server.copy_version;
+  if (server.delta) {
+    request.set_delta(true);
+    if (held.has_value()) {
+      request.set_has_copy(true);
+      request.set_model_version(*held);
+    }
+    server.copy.resize(range.size());
+    server.copy_version.reset();
+  }
   const grpc::ByteBuffer request_buffer = SerializeToByteBuffer(request);
-  const absl::Time deadline = absl::Now() + options_.rpc_timeout;
-  absl::MutexLock lock(&server.pull_mu);
   // At most two tries: a second one only when the first found the stream
   // closed as idle by the server (nothing was asked of it).
   for (int attempt = 0;; ++attempt) {
@@ -444,6 +463,13 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
     ChunkAssembler assembler(&layout_, range, max_chunk_elements_,
                              params.data() + range.begin,
                              /*check_finite=*/true);
+    std::optional<DeltaReceiver> receiver;
+    if (server.delta) {
+      receiver.emplace(&layout_, range, max_chunk_elements_,
+                       server.max_compressed_elements, server.copy.data(),
+                       held);
+    }
+    bool exact = false;  // the reply leaves the copy exact
     uint64_t version = 0;
     bool first = true;
     bool ended = false;  // the end-of-pull message (streams) arrived
@@ -456,10 +482,22 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
     while (sent && bad.ok() && !ended && call.Read(&buffer, deadline)) {
       bad = DecodePullChunk(buffer, &received, &msg);
       if (!bad.ok()) break;
-      if (first) version = msg.model_version;
+      if (first) {
+        version = msg.model_version;
+        exact = msg.exact;
+      }
       first = false;
       if (msg.model_version != version) {
         bad = absl::DataLossError("pull chunks carry different versions");
+      } else if (msg.exact != exact || (exact && !receiver.has_value())) {
+        bad = absl::DataLossError(
+            "a pull reply mixes exact and plain messages, or is exact "
+            "without being asked");
+      } else if (exact && msg.end_of_pull) {
+        ended = true;
+        bad = receiver->Finish(version, msg.num_chunks);
+      } else if (exact) {
+        bad = receiver->Add(msg);
       } else if (msg.end_of_pull && use_streams_) {
         ended = true;
         if (msg.num_chunks !=
@@ -473,6 +511,16 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
       } else {
         bad = assembler.Add(msg.chunk);
       }
+    }
+    if (use_streams_ && bad.ok() && ended && exact) {
+      server.copy_version = version;
+      std::memcpy(params.data() + range.begin, server.copy.data(),
+                  range.size() * sizeof(float));
+      (receiver->received_weights() ? exact_weight_pulls_ : update_pulls_)
+          .fetch_add(1, std::memory_order_relaxed);
+      update_bytes_.fetch_add(receiver->update_bytes(),
+                              std::memory_order_relaxed);
+      return version;
     }
     if (use_streams_ && bad.ok() && ended) {
       ASGD_RETURN_IF_ERROR(assembler.Finish(assembler.chunks_received()));

@@ -92,6 +92,14 @@ class GrpcParamClient final : public ParamClient {
   int64_t streams_opened() const;
   // Tensor data bytes of the push chunks written so far (all servers).
   int64_t push_bytes_sent() const { return push_bytes_.load(); }
+  // True when pulls ask for deltas (PoolClientOptions::delta_pulls, and the
+  // pulls are float32 on streams); each server answers them or not.
+  bool uses_delta_pulls() const { return use_delta_; }
+  // Per-server pulls answered so far with updates only, and with exact
+  // weights (then updates); compressed update bytes received.
+  int64_t update_pulls() const { return update_pulls_.load(); }
+  int64_t exact_weight_pulls() const { return exact_weight_pulls_.load(); }
+  int64_t update_bytes_received() const { return update_bytes_.load(); }
   // The error-feedback residual of server `server`'s range (empty with a
   // float push encoding).
   std::vector<float> Residual(int server) const;
@@ -109,6 +117,12 @@ class GrpcParamClient final : public ParamClient {
     std::unique_ptr<ClientStream> push_stream ABSL_GUARDED_BY(push_mu);
     absl::Mutex pull_mu;  // one pull at a time
     std::unique_ptr<ClientStream> pull_stream ABSL_GUARDED_BY(pull_mu);
+    // Delta pulls: whether the server answers them, its compressed chunk
+    // limit, and the copy of its slice, exactly at copy_version when set.
+    bool delta = false;
+    int64_t max_compressed_elements = 0;
+    std::vector<float> copy ABSL_GUARDED_BY(pull_mu);
+    std::optional<uint64_t> copy_version ABSL_GUARDED_BY(pull_mu);
   };
 
   GrpcParamClient(PoolClientOptions options, ModelLayout layout,
@@ -129,9 +143,13 @@ class GrpcParamClient final : public ParamClient {
   int max_push_minibatches_ = 0;    // the smallest any server reported
   PushEncoding push_encoding_ = PushEncoding::kFloat32;
   bool use_streams_ = false;
+  bool use_delta_ = false;
   std::vector<std::unique_ptr<Server>> servers_;  // by server index
   std::atomic<int64_t> streams_opened_{0};
   std::atomic<int64_t> push_bytes_{0};
+  std::atomic<int64_t> update_pulls_{0};
+  std::atomic<int64_t> exact_weight_pulls_{0};
+  std::atomic<int64_t> update_bytes_{0};
 };
 
 }  // namespace asgd

@@ -75,6 +75,12 @@ struct PoolClientOptions {
   // One long-lived PushStream and PullStream per server when the servers
   // offer them (else, and when false, one call per push and per pull).
   bool streams = true;
+  // Delta pulls (with streams and float32 pulls, from servers that offer
+  // them): the client keeps an exact copy of each server's slice (one more
+  // model in memory) and a pull fetches only the compressed updates applied
+  // since, replayed on the copy with the server's arithmetic (bit for bit
+  // the server's weights); the server sends weights when it cannot.
+  bool delta_pulls = true;
 };
 
 class ParamClient {

@@ -1,0 +1,194 @@
+#include "worker/ps/delta_receiver.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "compression/grad_codec.h"
+#include "server/compressed_apply.h"
+#include "server/optimizer.h"
+
+namespace asgd {
+
+DeltaReceiver::DeltaReceiver(const ModelLayout* layout, FlatRange range,
+                             int64_t max_chunk_elements,
+                             int64_t max_compressed_elements, float* copy,
+                             std::optional<uint64_t> held)
+    : layout_(layout),
+      range_(range),
+      max_chunk_elements_(max_chunk_elements),
+      max_compressed_elements_(max_compressed_elements),
+      copy_(copy),
+      at_(held) {}
+
+absl::Status DeltaReceiver::Add(const PullMessage& msg) {
+  if (!msg.exact) {
+    return absl::DataLossError(
+        "a delta pull's reply mixes exact and plain messages");
+  }
+  if (msg.has_update && msg.has_chunk) {
+    return absl::DataLossError("a pull message with an update and a chunk");
+  }
+  if (!msg.has_update && !msg.has_chunk) {
+    return absl::DataLossError("a pull message without a chunk or an update");
+  }
+  if (msg.has_chunk && !in_update_) {
+    // Weights, before any update.
+    if (weights_done_ || updates_ > 0) {
+      return absl::DataLossError(
+          "weights in a delta pull's reply after its updates");
+    }
+    if (!weights_.has_value()) {
+      weights_.emplace(layout_, range_, max_chunk_elements_, copy_,
+                       /*check_finite=*/true);
+      at_.reset();  // the copy is being replaced
+    }
+    ++chunks_;
+    absl::Status s = weights_->Add(msg.chunk);
+    if (!s.ok()) return absl::DataLossError(s.message());
+    return absl::OkStatus();
+  }
+  if (msg.has_chunk) {
+    ++chunks_;
+    return AddUpdateChunk(msg.chunk);
+  }
+  // An update's header.
+  if (in_update_) {
+    return absl::DataLossError(absl::StrCat(
+        "update header after ", next_offset_, " of ", range_.size(),
+        " elements of the previous update"));
+  }
+  if (weights_.has_value() && !weights_done_) {
+    absl::Status s = weights_->Finish(weights_->chunks_received());
+    if (!s.ok()) return absl::DataLossError(s.message());
+    weights_done_ = true;
+    at_ = msg.update.version() - 1;  // the weights' version
+  }
+  if (!at_.has_value()) {
+    return absl::DataLossError(
+        "a delta pull sent updates for a copy this worker does not hold");
+  }
+  if (msg.update.version() != *at_ + 1) {
+    return absl::DataLossError(absl::StrCat(
+        "delta pull update ", msg.update.version(), " after version ", *at_));
+  }
+  const float lr = msg.update.learning_rate();
+  const float wd = msg.update.weight_decay();
+  if (!(lr > 0.0f && std::isfinite(lr)) || !(wd >= 0.0f && std::isfinite(wd))) {
+    return absl::DataLossError(absl::StrCat(
+        "delta pull update ", msg.update.version(), " has learning rate ", lr,
+        " and weight decay ", wd));
+  }
+  const uint64_t most_chunks = static_cast<uint64_t>(range_.size());
+  if (msg.update.num_chunks() > most_chunks) {
+    return absl::DataLossError(absl::StrCat(
+        "delta pull update with ", msg.update.num_chunks(), " chunks for ",
+        range_.size(), " elements"));
+  }
+  learning_rate_ = lr;
+  weight_decay_ = wd;
+  update_chunks_left_ = msg.update.num_chunks();
+  next_offset_ = 0;
+  in_update_ = update_chunks_left_ > 0;
+  if (!in_update_) {  // an update that changed nothing
+    at_ = msg.update.version();
+    ++updates_;
+  } else {
+    at_.reset();  // until its last chunk
+    at_version_pending_ = msg.update.version();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
+  if (chunk.dtype != static_cast<int>(PushEncoding::kOneBit) &&
+      chunk.dtype != static_cast<int>(PushEncoding::kTopK)) {
+    return absl::DataLossError(absl::StrCat(
+        "delta pull update chunk of dtype ", chunk.dtype,
+        " (want ONE_BIT or TOP_K)"));
+  }
+  if (!chunk.tensor.empty() ||
+      chunk.offset != static_cast<uint64_t>(next_offset_)) {
+    return absl::DataLossError(absl::StrCat(
+        "delta pull update chunk at offset ", chunk.offset, ", expected ",
+        next_offset_, " (and no tensor name)"));
+  }
+  absl::string_view bytes;
+  if (chunk.data.size() == 1) {
+    bytes = chunk.data[0];
+  } else {
+    scratch_.clear();
+    for (absl::string_view piece : chunk.data) {
+      scratch_.append(piece.data(), piece.size());
+    }
+    bytes = scratch_;
+  }
+  CodecLimits limits;
+  limits.max_elements = max_compressed_elements_;
+  absl::StatusOr<CompressedChunk> parsed = ParseCompressedChunk(bytes, limits);
+  if (!parsed.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "delta pull update chunk at offset ", chunk.offset, ": ",
+        parsed.status().message()));
+  }
+  if (static_cast<int>(parsed->encoding == GradEncoding::kOneBit
+                           ? PushEncoding::kOneBit
+                           : PushEncoding::kTopK) != chunk.dtype ||
+      parsed->count > range_.size() - next_offset_) {
+    return absl::DataLossError(absl::StrCat(
+        "delta pull update chunk at offset ", chunk.offset, " holds ",
+        parsed->count, " ", GradEncodingName(parsed->encoding),
+        " elements; the slice has ", range_.size() - next_offset_, " left"));
+  }
+  OptimizerOptions options;
+  options.learning_rate = learning_rate_;
+  options.weight_decay = weight_decay_;
+  absl::StatusOr<Optimizer> optimizer = Optimizer::Create(options);
+  if (!optimizer.ok()) return absl::DataLossError(optimizer.status().message());
+  // The server's step: Optimizer::Apply with this learning rate (constant
+  // schedule, scale 1: the rate already includes both).
+  const ApplyStats stats = ApplyCompressedRange(
+      *optimizer, absl::MakeConstSpan(&*parsed, 1), 0, parsed->count,
+      copy_ + next_offset_, nullptr, UpdateContext{});
+  if (!std::isfinite(stats.max_abs_w)) {
+    return absl::DataLossError(
+        "a delta pull update made the copy non-finite");
+  }
+  update_bytes_ += static_cast<int64_t>(bytes.size());
+  next_offset_ += parsed->count;
+  if (--update_chunks_left_ == 0) {
+    if (next_offset_ != range_.size()) {
+      return absl::DataLossError(absl::StrCat(
+          "delta pull update ", at_version_pending_, " covers ", next_offset_,
+          " of ", range_.size(), " elements"));
+    }
+    in_update_ = false;
+    at_ = at_version_pending_;
+    ++updates_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeltaReceiver::Finish(uint64_t version, uint64_t num_chunks) {
+  if (in_update_) {
+    return absl::DataLossError("a delta pull ended inside an update");
+  }
+  if (weights_.has_value() && !weights_done_) {
+    absl::Status s = weights_->Finish(weights_->chunks_received());
+    if (!s.ok()) return absl::DataLossError(s.message());
+    weights_done_ = true;
+    at_ = version;  // weights, no updates
+  }
+  if (num_chunks != static_cast<uint64_t>(chunks_)) {
+    return absl::DataLossError(absl::StrCat(
+        "delta pull ended after ", chunks_, " chunks but the server says it "
+        "sent ", num_chunks));
+  }
+  if (!at_.has_value() || *at_ != version) {
+    return absl::DataLossError(absl::StrCat(
+        "a delta pull at version ", version, " left the copy at ",
+        at_.has_value() ? absl::StrCat(*at_) : std::string("no version")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace asgd

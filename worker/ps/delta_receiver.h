@@ -1,0 +1,83 @@
+// DeltaReceiver: applies the reply to a delta pull (proto PullRequest.delta,
+// messages with PullChunk.exact) to the worker's copy of one server's slice.
+//
+// The reply is either updates only, replayed on the copy the worker holds at
+// the version its request named, or float32 weights taken at one version b
+// followed by the updates b+1 .. v. Each update is a DeltaUpdate header and
+// its compressed chunks (1-bit or top-k), laid end to end over the slice; it
+// is replayed with the server's own arithmetic (Optimizer::Apply on the
+// decoded chunk, server/compressed_apply.h), so the copy ends bit for bit
+// equal to the server's weights at v. Every field is checked: versions must
+// follow one another and end at the reply's version, chunks must tile the
+// slice, parse (grad_codec.h) within the server's chunk limit, and leave the
+// copy finite; the learning rate and decay must be finite and in range.
+//
+// On any error the copy is partly updated: the caller must treat it as lost
+// (pull weights again).
+//
+// Thread-safety: one thread at a time.
+#ifndef ASGD_WORKER_PS_DELTA_RECEIVER_H_
+#define ASGD_WORKER_PS_DELTA_RECEIVER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/chunking.h"
+#include "common/model_layout.h"
+#include "common/tensor_messages.h"
+
+namespace asgd {
+
+class DeltaReceiver {
+ public:
+  // `copy` holds range.size() floats; `held` is the version it holds
+  // exactly, if any. `max_chunk_elements` bounds the weight chunks,
+  // `max_compressed_elements` the compressed ones.
+  DeltaReceiver(const ModelLayout* layout, FlatRange range,
+                int64_t max_chunk_elements, int64_t max_compressed_elements,
+                float* copy, std::optional<uint64_t> held);
+
+  // One message of the reply (not the end-of-pull message): a weight chunk,
+  // an update's header or one of its chunks. DataLoss saying what was wrong.
+  absl::Status Add(const PullMessage& msg);
+
+  // At the end-of-pull message of a reply at `version` that says it sent
+  // `num_chunks` chunks: OK when the copy is now exactly at `version`.
+  absl::Status Finish(uint64_t version, uint64_t num_chunks);
+
+  bool received_weights() const { return weights_.has_value(); }
+  int64_t updates_applied() const { return updates_; }
+  // Bytes of compressed update chunks received.
+  int64_t update_bytes() const { return update_bytes_; }
+
+ private:
+  absl::Status AddUpdateChunk(const TensorChunkView& chunk);
+
+  const ModelLayout* const layout_;
+  const FlatRange range_;
+  const int64_t max_chunk_elements_;
+  const int64_t max_compressed_elements_;
+  float* const copy_;
+  // The version the copy is at after what arrived so far (unset: weights
+  // are expected first).
+  std::optional<uint64_t> at_;
+  std::optional<ChunkAssembler> weights_;  // while weights arrive
+  bool weights_done_ = false;
+  // The update being received.
+  bool in_update_ = false;
+  float learning_rate_ = 0.0f;
+  float weight_decay_ = 0.0f;
+  uint64_t update_chunks_left_ = 0;
+  uint64_t at_version_pending_ = 0;  // the version the update makes
+  int64_t next_offset_ = 0;
+  int64_t chunks_ = 0;  // messages with a TensorChunk
+  int64_t updates_ = 0;
+  int64_t update_bytes_ = 0;
+  std::string scratch_;  // a chunk whose bytes straddle slices
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_WORKER_PS_DELTA_RECEIVER_H_
