@@ -22,6 +22,11 @@
 //               is --max_overlapped_steps pushes ahead of it;
 //   none        no pulls after the first: the server's capacity for pushes
 //               alone (--pulls=none is not among the defaults).
+// Pulls are delta pulls, as the worker's (--delta_pulls, default true): the
+// server sends the compressed updates since the worker's exact copy where
+// its update log has them (after 1-bit and top-k pushes), the weights
+// otherwise (after float32 and bf16 pushes); the "pulls as updates" column
+// counts the former.
 // Points run in the order pattern, workers, round, encoding, so encodings
 // are compared back to back; the best of --rounds is shown.
 //
@@ -91,6 +96,11 @@ ABSL_FLAG(std::string, transport, "stream",
 ABSL_FLAG(bool, server_process, true,
           "Run the server in a child process and report its CPU apart.");
 ABSL_FLAG(int, rounds, 1, "Measurements per point; the best is shown.");
+ABSL_FLAG(bool, delta_pulls, true,
+          "Workers ask for delta pulls (the worker's default): the server "
+          "sends the compressed updates since the worker's exact copy when it "
+          "can, the weights otherwise (always after float32 or bf16 pushes). "
+          "false: every pull sends the weights.");
 ABSL_FLAG(float, momentum, 0.0f, "Server momentum (0: plain SGD).");
 ABSL_FLAG(int64_t, chunk_elements, asgd::kDefaultMaxChunkElements,
           "Server max_chunk_elements (floats per chunk, at most 786432).");
@@ -128,6 +138,7 @@ struct WorkerStats {
   double push_s = 0;   // in Push calls
   double wait_s = 0;   // waiting for pulls
   int64_t bytes = 0;   // push chunk data written
+  int64_t update_pulls = 0;  // pulls answered with updates only
   absl::Status status;
 };
 
@@ -146,6 +157,7 @@ struct Row {
   double server_cores = -1;  // server CPU / wall (-1: not measured)
   double server_ms_per_push = -1;
   double client_cores = 0;  // this process's CPU / wall
+  int64_t update_pulls = 0;
 };
 
 // The server, in a child process or in this one.
@@ -287,12 +299,13 @@ int Run() {
   std::printf(
       "# model %s: %lld parameters (%.1f MB); server: %d shard(s), %s, %s; "
       "workers: threads with a GrpcParamClient each (%s), sleep %d ms -> "
-      "push, pulls of %s weights; %.1f s per point, best of %d\n",
+      "push, pulls of %s weights%s; %.1f s per point, best of %d\n",
       DescribeModel(spec).c_str(), static_cast<long long>(n), 4.0 * n / 1e6,
       options.num_shards,
       options.optimizer.momentum > 0 ? "momentum SGD" : "plain SGD",
       child ? "its own process" : "in this process", transport.c_str(),
-      compute_ms, std::string(WireDtypeName(*wire_dtype)).c_str(), duration,
+      compute_ms, std::string(WireDtypeName(*wire_dtype)).c_str(),
+      absl::GetFlag(FLAGS_delta_pulls) ? " (delta pulls)" : "", duration,
       rounds);
   // Before any gRPC thread exists: the child is forked here.
   auto server = Server::Start(options, initial, child);
@@ -312,8 +325,8 @@ int Run() {
       "\n| pulls | workers | encoding | pushes/s | × fp32 | pulls per push | "
       "wire MB per push | mean push ms | pull wait ms per push | server "
       "cores | server core-ms per push | × fp32 (server) | worker cores | "
-      "busy |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "busy | pulls as updates |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<Row> rows;
   // fp32 pushes/s and server core-ms per (pattern, workers), for the ratios.
   std::map<std::pair<int, int>, std::pair<double, double>> fp32;
@@ -333,6 +346,7 @@ int Run() {
             copts.push_encoding = encoding;
             copts.top_k_fraction = absl::GetFlag(FLAGS_top_k_fraction);
             copts.streams = transport == "stream";
+            copts.delta_pulls = absl::GetFlag(FLAGS_delta_pulls);
             auto client =
                 GrpcParamClient::Create({(*server)->address()}, copts);
             if (!client.ok()) return Fail(client.status());
@@ -412,6 +426,7 @@ int Run() {
                 prefetcher.reset();
               }
               st.bytes = client->push_bytes_sent() - bytes0;
+              st.update_pulls = client->update_pulls();
               ends[w] = Clock::now();
             });
           }
@@ -429,6 +444,7 @@ int Run() {
             row.pushes += st.pushes;
             row.pull_count += st.pulls;
             row.busy += st.busy;
+            row.update_pulls += st.update_pulls;
             push_s += st.push_s;
             wait_s += st.wait_s;
             bytes += st.bytes;
@@ -469,7 +485,7 @@ int Run() {
                 : 0;
         std::printf(
             "| %s | %d | %s | %.2f | %.2f | %.2f | %.3f | %.1f | %.1f | %.2f | "
-            "%.1f | %.2f | %.2f | %lld |\n",
+            "%.1f | %.2f | %.2f | %lld | %lld |\n",
             PullsName(row.pulls), row.workers,
             std::string(PushEncodingName(row.encoding)).c_str(),
             row.pushes_per_s, ratio,
@@ -477,7 +493,8 @@ int Run() {
                            : 0,
             row.wire_bytes_per_push / 1e6, row.push_ms, row.wait_ms,
             row.server_cores, row.server_ms_per_push, server_ratio,
-            row.client_cores, static_cast<long long>(row.busy));
+            row.client_cores, static_cast<long long>(row.busy),
+            static_cast<long long>(row.update_pulls));
         std::fflush(stdout);
         rows.push_back(row);
       }

@@ -155,6 +155,7 @@ class PullWriter {
  private:
   void Count(ServerMetrics::PullForm form) {
     store_->CountPull();
+    if (form == ServerMetrics::PullForm::kUpdates) store_->CountUpdatePull();
     if (metrics_ == nullptr) return;
     metrics_->OnPull();
     metrics_->OnPullForm(form);

@@ -619,11 +619,16 @@ void ParamStore::CountRejected(RejectReason reason) {
 
 void ParamStore::CountPull() { pulls_.fetch_add(1, std::memory_order_relaxed); }
 
+void ParamStore::CountUpdatePull() {
+  update_pulls_.fetch_add(1, std::memory_order_relaxed);
+}
+
 ParamStoreStats ParamStore::stats() const {
   ParamStoreStats s;
   s.pushes_applied = applied_count_.load(std::memory_order_relaxed);
   s.pushes_dropped_stale = dropped_stale_.load(std::memory_order_relaxed);
   s.pulls = pulls_.load(std::memory_order_relaxed);
+  s.update_pulls = update_pulls_.load(std::memory_order_relaxed);
   for (size_t i = 0; i < rejected_.size(); ++i) {
     s.rejected[i] = rejected_[i].load(std::memory_order_relaxed);
   }

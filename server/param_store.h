@@ -212,6 +212,8 @@ struct ParamStoreStats {
   uint64_t pushes_dropped_stale = 0;
   std::array<uint64_t, static_cast<int>(RejectReason::kCount)> rejected{};
   uint64_t pulls = 0;
+  // Delta pulls answered with updates only (see delta_pulls.h).
+  uint64_t update_pulls = 0;
   // Updates that went through the all-shard check (their bound failed).
   uint64_t updates_checked = 0;
   // DC-ASGD: pushes applied without compensation; copies kept now.
@@ -294,6 +296,7 @@ class ParamStore {
   // Counts a push rejected before Submit (e.g. by chunk validation).
   void CountRejected(RejectReason reason);
   void CountPull();
+  void CountUpdatePull();
   ParamStoreStats stats() const;
 
   // Stops admitting pushes, applies what is queued, joins the apply threads.
@@ -383,6 +386,7 @@ class ParamStore {
   std::atomic<uint64_t> applied_count_{0};
   std::atomic<uint64_t> dropped_stale_{0};
   std::atomic<uint64_t> pulls_{0};
+  std::atomic<uint64_t> update_pulls_{0};
   std::array<std::atomic<uint64_t>, static_cast<int>(RejectReason::kCount)>
       rejected_{};
 };

@@ -374,13 +374,15 @@ int Run() {
       for (uint64_t r : st.rejected) rejected += r;
       std::printf(
           "asgd_server %d: version %llu, pushes applied %llu, dropped stale "
-          "%llu, rejected %llu, pulls %llu, staging buffers %lld of %lld\n",
+          "%llu, rejected %llu, pulls %llu (%llu as updates), staging "
+          "buffers %lld of %lld\n",
           options.server_index,
           static_cast<unsigned long long>(store->version()),
           static_cast<unsigned long long>(st.pushes_applied),
           static_cast<unsigned long long>(st.pushes_dropped_stale),
           static_cast<unsigned long long>(rejected),
           static_cast<unsigned long long>(st.pulls),
+          static_cast<unsigned long long>(st.update_pulls),
           static_cast<long long>(st.staging_buffers),
           static_cast<long long>(st.staging_buffers_max));
       std::fflush(stdout);

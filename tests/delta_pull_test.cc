@@ -150,6 +150,9 @@ TEST_F(DeltaPullTest, ReplayedUpdatesAreExactlyTheServersModel) {
   EXPECT_EQ(a->exact_weight_pulls(), 2);
   EXPECT_EQ(b->update_pulls(), 2 * 5);
   EXPECT_EQ(b->exact_weight_pulls(), 2);
+  for (auto& server : servers_) {  // the servers counted the same
+    EXPECT_EQ(server->store()->stats().update_pulls, 10u + 5u);
+  }
   // The updates are a small part of the float32 model's bytes.
   const double float_bytes = 4.0 * n * 2 * 10;
   EXPECT_LT(a->update_bytes_received(), 0.5 * float_bytes);

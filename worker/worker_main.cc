@@ -150,6 +150,12 @@ ABSL_FLAG(int, max_overlapped_steps, 1,
 ABSL_FLAG(bool, streams, true,
           "One long-lived push stream and pull stream per server (when the "
           "servers offer them) instead of one call per push and per pull.");
+ABSL_FLAG(bool, delta_pulls, true,
+          "With --streams and float32 pulls: keep an exact copy of each "
+          "server's slice and pull only the compressed updates applied since "
+          "(servers with plain SGD log them; after float32 pushes, or from "
+          "other servers, the weights come instead). Costs one more model in "
+          "memory.");
 
 // The decentralized modes (--mode=adpsgd, --mode=allreduce): the workers
 // serve each other a peer service (see worker/decentralized_worker.h).
@@ -378,6 +384,7 @@ int Run() {
   client_options.push_encoding = push_encoding;
   client_options.top_k_fraction = absl::GetFlag(FLAGS_top_k_fraction);
   client_options.streams = absl::GetFlag(FLAGS_streams);
+  client_options.delta_pulls = absl::GetFlag(FLAGS_delta_pulls);
   auto client = ConnectToPool(*addresses, client_options);
   if (!client.ok()) return Fail(client.status());
   const ModelSpec spec = (*client)->model();
