@@ -149,9 +149,10 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
   const ApplyStats stats = ApplyCompressedRange(
       *optimizer, absl::MakeConstSpan(&*parsed, 1), 0, parsed->count,
       copy_ + next_offset_, nullptr, UpdateContext{});
-  if (!std::isfinite(stats.max_abs_w)) {
+  if (!(stats.max_abs_w <= kMaxMagnitude)) {  // NaN fails too
     return absl::DataLossError(
-        "a delta pull update made the copy non-finite");
+        "a delta pull update made the copy non-finite (or larger than any "
+        "server keeps)");
   }
   update_bytes_ += static_cast<int64_t>(bytes.size());
   next_offset_ += parsed->count;

@@ -10,7 +10,8 @@
 // equal to the server's weights at v. Every field is checked: versions must
 // follow one another and end at the reply's version, chunks must tile the
 // slice, parse (grad_codec.h) within the server's chunk limit, and leave the
-// copy finite; the learning rate and decay must be finite and in range.
+// copy finite and within kMaxMagnitude (server/optimizer.h); the learning
+// rate and decay must be finite and in range.
 //
 // On any error the copy is partly updated: the caller must treat it as lost
 // (pull weights again).

@@ -1,0 +1,195 @@
+// DeltaReceiver against well-formed and hostile delta-pull replies: updates
+// replayed exactly as a plain float32 step on the decoded gradient, weights
+// then updates, and every malformed sequence refused with DataLoss.
+#include "worker/ps/delta_receiver.h"
+
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compression/grad_codec.h"
+#include "gtest/gtest.h"
+
+namespace asgd {
+namespace {
+
+constexpr int64_t kSize = 48;  // one tensor of 6 x 8, one server
+
+class DeltaReceiverTest : public ::testing::Test {
+ protected:
+  DeltaReceiverTest()
+      : layout_(*ModelLayout::Create({{"w", {6, 8}}}, 1, 1)),
+        range_(layout_.ServerRange(0)) {
+    copy_.resize(kSize);
+    for (int64_t i = 0; i < kSize; ++i) copy_[i] = 0.01f * (i - 20);
+  }
+
+  // A one-bit chunk of elements [begin, begin + count) of a gradient, and
+  // its decoded values appended to `decoded`.
+  std::string OneBit(int64_t begin, int64_t count, float scale,
+                     std::vector<float>* decoded) {
+    std::vector<float> g(count), residual(count, 0.0f);
+    for (int64_t i = 0; i < count; ++i) {
+      g[i] = scale * std::sin(0.7f * static_cast<float>(begin + i));
+    }
+    std::string out;
+    EXPECT_TRUE(EncodeOneBit(g, 8, 8, absl::MakeSpan(residual), &out).ok());
+    std::vector<float> values(count);
+    EXPECT_TRUE(
+        DecodeCompressedChunk(out, CodecLimits{}, absl::MakeSpan(values)).ok());
+    decoded->insert(decoded->end(), values.begin(), values.end());
+    return out;
+  }
+
+  static PullMessage Header(uint64_t version, float lr, float wd,
+                            uint64_t chunks) {
+    PullMessage m;
+    m.exact = true;
+    m.has_update = true;
+    m.update.set_version(version);
+    m.update.set_learning_rate(lr);
+    m.update.set_weight_decay(wd);
+    m.update.set_num_chunks(chunks);
+    return m;
+  }
+  // `bytes` must outlive the message.
+  static PullMessage Chunk(const std::string& bytes, uint64_t offset,
+                           int dtype = static_cast<int>(PushEncoding::kOneBit),
+                           absl::string_view tensor = "") {
+    PullMessage m;
+    m.exact = true;
+    m.has_chunk = true;
+    m.chunk.tensor = tensor;
+    m.chunk.offset = offset;
+    m.chunk.dtype = dtype;
+    m.chunk.data.push_back(bytes);
+    return m;
+  }
+
+  std::unique_ptr<DeltaReceiver> Receiver(std::optional<uint64_t> held) {
+    return std::make_unique<DeltaReceiver>(&layout_, range_, 16, 1 << 20,
+                                           copy_.data(), held);
+  }
+
+  ModelLayout layout_;
+  FlatRange range_;
+  std::vector<float> copy_;
+};
+
+TEST_F(DeltaReceiverTest, ReplaysUpdatesAsAPlainStep) {
+  std::vector<float> g1, g2;
+  const std::string a = OneBit(0, 24, 0.5f, &g1);
+  const std::string b = OneBit(24, 24, 0.5f, &g1);
+  const std::string c = OneBit(0, 48, -0.25f, &g2);
+  // Reference: w = w - lr * (g + wd * w), in float32, element by element.
+  std::vector<float> want = copy_;
+  for (int64_t i = 0; i < kSize; ++i) want[i] = want[i] - 0.1f * g1[i];
+  for (int64_t i = 0; i < kSize; ++i) {
+    const float g = g2[i] + 0.01f * want[i];
+    want[i] = want[i] - 0.05f * g;
+  }
+  auto r = Receiver(7);
+  ASSERT_TRUE(r->Add(Header(8, 0.1f, 0.0f, 2)).ok());
+  ASSERT_TRUE(r->Add(Chunk(a, 0)).ok());
+  ASSERT_TRUE(r->Add(Chunk(b, 24)).ok());
+  ASSERT_TRUE(r->Add(Header(9, 0.05f, 0.01f, 1)).ok());
+  ASSERT_TRUE(r->Add(Chunk(c, 0)).ok());
+  ASSERT_TRUE(r->Add(Header(10, 0.05f, 0.0f, 0)).ok());  // an empty step
+  ASSERT_TRUE(r->Finish(10, 3).ok());
+  EXPECT_EQ(r->updates_applied(), 3);
+  EXPECT_FALSE(r->received_weights());
+  EXPECT_EQ(r->update_bytes(),
+            static_cast<int64_t>(a.size() + b.size() + c.size()));
+  for (int64_t i = 0; i < kSize; ++i) {
+    EXPECT_EQ(copy_[i], want[i]) << "element " << i;
+  }
+}
+
+TEST_F(DeltaReceiverTest, WeightsThenUpdates) {
+  std::vector<float> weights(kSize, 0.5f), g;
+  std::string bytes(reinterpret_cast<const char*>(weights.data()),
+                    kSize * sizeof(float));
+  const std::string first(bytes.substr(0, 16 * 4)), second(bytes.substr(16 * 4, 16 * 4)),
+      third(bytes.substr(32 * 4));
+  const std::string u = OneBit(0, 48, 1.0f, &g);
+  auto r = Receiver(std::nullopt);
+  ASSERT_TRUE(r->Add(Chunk(first, 0, 0, "w")).ok());
+  ASSERT_TRUE(r->Add(Chunk(second, 16, 0, "w")).ok());
+  ASSERT_TRUE(r->Add(Chunk(third, 32, 0, "w")).ok());
+  ASSERT_TRUE(r->Add(Header(5, 0.5f, 0.0f, 1)).ok());
+  ASSERT_TRUE(r->Add(Chunk(u, 0)).ok());
+  ASSERT_TRUE(r->Finish(5, 4).ok());
+  EXPECT_TRUE(r->received_weights());
+  for (int64_t i = 0; i < kSize; ++i) EXPECT_EQ(copy_[i], 0.5f - 0.5f * g[i]);
+}
+
+TEST_F(DeltaReceiverTest, RefusesMalformedReplies) {
+  std::vector<float> g;
+  const std::string whole = OneBit(0, 48, 1.0f, &g);
+  const std::string half = OneBit(0, 24, 1.0f, &g);
+  struct Case {
+    const char* name;
+    std::optional<uint64_t> held;
+    std::vector<PullMessage> messages;
+    uint64_t version;
+  };
+  PullMessage plain = Chunk(whole, 0);
+  plain.exact = false;
+  PullMessage both = Header(8, 0.1f, 0.0f, 1);
+  both.has_chunk = true;
+  const std::vector<Case> cases = {
+      {"a version skipped", 7, {Header(9, 0.1f, 0.0f, 1), Chunk(whole, 0)}, 9},
+      {"updates for no copy", std::nullopt,
+       {Header(1, 0.1f, 0.0f, 1), Chunk(whole, 0)}, 1},
+      {"NaN learning rate", 7, {Header(8, NAN, 0.0f, 1)}, 8},
+      {"negative decay", 7, {Header(8, 0.1f, -1.0f, 1)}, 8},
+      {"zero learning rate", 7, {Header(8, 0.0f, 0.0f, 1)}, 8},
+      {"too many chunks", 7, {Header(8, 0.1f, 0.0f, 1000)}, 8},
+      {"a gap", 7, {Header(8, 0.1f, 0.0f, 2), Chunk(half, 0), Chunk(half, 30)}, 8},
+      {"short of the slice", 7, {Header(8, 0.1f, 0.0f, 1), Chunk(half, 0)}, 8},
+      {"beyond the slice", 7,
+       {Header(8, 0.1f, 0.0f, 2), Chunk(half, 0), Chunk(whole, 24)}, 8},
+      {"a float chunk in an update", 7,
+       {Header(8, 0.1f, 0.0f, 1), Chunk(whole, 0, 0)}, 8},
+      {"a tensor name in an update", 7,
+       {Header(8, 0.1f, 0.0f, 1), Chunk(whole, 0, 2, "w")}, 8},
+      {"dtype says top-k, bytes are 1-bit", 7,
+       {Header(8, 0.1f, 0.0f, 1), Chunk(whole, 0, 3)}, 8},
+      {"garbage bytes", 7,
+       {Header(8, 0.1f, 0.0f, 1), Chunk(std::string(40, 'x'), 0)}, 8},
+      {"a non-finite result", 7,
+       {Header(8, 3e38f, 0.0f, 1), Chunk(whole, 0)}, 8},
+      {"plain among exact", 7, {plain}, 8},
+      {"update and chunk in one", 7, {both}, 8},
+      {"ends inside an update", 7, {Header(8, 0.1f, 0.0f, 1)}, 8},
+      {"ends at another version", 7, {}, 8},
+      {"header inside an update", 7,
+       {Header(8, 0.1f, 0.0f, 2), Chunk(half, 0), Header(9, 0.1f, 0.0f, 0)}, 9},
+  };
+  const std::vector<float> initial = copy_;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    copy_ = initial;  // a refused reply may have changed it
+    auto r = Receiver(c.held);
+    absl::Status status;
+    uint64_t chunks = 0;
+    for (const PullMessage& m : c.messages) {
+      if (m.has_chunk) ++chunks;
+      status = r->Add(m);
+      if (!status.ok()) break;
+    }
+    if (status.ok()) status = r->Finish(c.version, chunks);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  }
+  // A chunk count that disagrees with what arrived.
+  copy_ = initial;
+  auto r = Receiver(7);
+  ASSERT_TRUE(r->Add(Header(8, 0.1f, 0.0f, 1)).ok());
+  ASSERT_TRUE(r->Add(Chunk(whole, 0)).ok());
+  EXPECT_EQ(r->Finish(8, 2).code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace asgd
