@@ -17,6 +17,7 @@
 #include "proto/asgd.grpc.pb.h"
 #include "server/grpc_server.h"
 #include "server/model_options.h"
+#include "tests/test_pool.h"
 #include "worker/data/toy_task.h"
 #include "worker/ps/grpc_param_client.h"
 
@@ -68,23 +69,10 @@ class CompressedPushTest : public ::testing::Test {
     return GrpcParamClient::Create(addresses_, o);
   }
 
-  // The whole model as the servers hold it.
-  std::vector<float> Model() {
-    std::vector<float> model;
-    for (auto& server : servers_) {
-      const std::vector<float> part = server->store()->Snapshot();
-      model.insert(model.end(), part.begin(), part.end());
-    }
-    return model;
-  }
+  std::vector<float> Model() { return PoolModel(servers_); }
 
-  // A gradient with values of both signs and varied magnitudes.
   std::vector<float> Gradient(int64_t n, float scale) {
-    std::vector<float> g(n);
-    for (int64_t i = 0; i < n; ++i) {
-      g[i] = scale * std::sin(0.37f * static_cast<float>(i) + scale);
-    }
-    return g;
+    return SineGradient(n, scale);
   }
 
   std::vector<float> Residual(const GrpcParamClient& client) {

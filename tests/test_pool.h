@@ -5,6 +5,7 @@
 #ifndef ASGD_TESTS_TEST_POOL_H_
 #define ASGD_TESTS_TEST_POOL_H_
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,6 +42,27 @@ inline absl::StatusOr<TestPool> StartTestPool(const ModelSpec& spec,
     pool.servers.push_back(*std::move(server));
   }
   return pool;
+}
+
+// The whole model as `servers` hold it, in layout order (call with no push
+// in flight for a consistent one).
+inline std::vector<float> PoolModel(
+    const std::vector<std::unique_ptr<GrpcServer>>& servers) {
+  std::vector<float> model;
+  for (const auto& server : servers) {
+    const std::vector<float> part = server->store()->Snapshot();
+    model.insert(model.end(), part.begin(), part.end());
+  }
+  return model;
+}
+
+// A test gradient with values of both signs and varied magnitudes.
+inline std::vector<float> SineGradient(int64_t n, float scale) {
+  std::vector<float> g(n);
+  for (int64_t i = 0; i < n; ++i) {
+    g[i] = scale * std::sin(0.37f * static_cast<float>(i) + scale);
+  }
+  return g;
 }
 
 }  // namespace asgd
