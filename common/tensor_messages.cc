@@ -46,6 +46,7 @@ PullMessage ViewOf(const asgd::v1::PullChunk& msg) {
   out.has_update = msg.has_update();
   if (out.has_update) out.update = msg.update();
   out.exact = msg.exact();
+  out.lineage = msg.lineage();
   return out;
 }
 

@@ -38,6 +38,7 @@ struct PullMessage {
   bool has_update = false;
   asgd::v1::DeltaUpdate update;
   bool exact = false;
+  uint64_t lineage = 0;
 };
 
 // Views of protobuf messages; valid while `msg` is unchanged.

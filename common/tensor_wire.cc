@@ -197,8 +197,9 @@ bool FastPush(const Pieces& bytes, ReceivedMessage* storage,
 
 bool FastPull(const Pieces& bytes, ReceivedMessage* storage,
               PullMessage* out) {
-  return ForEachField(bytes, 6, [&](int number, int type, Reader& r) {
+  return ForEachField(bytes, 7, [&](int number, int type, Reader& r) {
     if (number == 1) return type == kVarint && r.Varint(&out->model_version);
+    if (number == 7) return type == kVarint && r.Varint(&out->lineage);
     if (number == 3 || number == 6) {
       uint64_t v;
       if (type != kVarint || !r.Varint(&v)) return false;
@@ -263,6 +264,7 @@ void Reset(PullMessage* m) {
   m->has_update = false;
   m->update.Clear();
   m->exact = false;
+  m->lineage = 0;
   Reset(&m->chunk);
 }
 
@@ -404,12 +406,13 @@ grpc::ByteBuffer EncodeCompressedChunkMessage(uint64_t model_version,
 }
 
 grpc::ByteBuffer EncodeEndOfPull(uint64_t model_version, uint64_t num_chunks,
-                                 bool exact) {
+                                 bool exact, uint64_t lineage) {
   asgd::v1::PullChunk msg;
   msg.set_model_version(model_version);
   msg.set_end_of_pull(true);
   msg.set_num_chunks(num_chunks);
   msg.set_exact(exact);
+  msg.set_lineage(lineage);
   return SerializeToByteBuffer(msg);
 }
 

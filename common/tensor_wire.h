@@ -74,9 +74,10 @@ grpc::ByteBuffer EncodeCompressedChunkMessage(uint64_t model_version,
                                               absl::string_view data);
 
 // A PullChunk that ends one pull on a PullStream (end_of_pull, no chunk;
-// `exact` for a delta pull's reply that leaves the copy exact).
+// `exact` and the server's `lineage` for a delta pull's reply that leaves
+// the copy exact).
 grpc::ByteBuffer EncodeEndOfPull(uint64_t model_version, uint64_t num_chunks,
-                                 bool exact = false);
+                                 bool exact = false, uint64_t lineage = 0);
 
 // Delta pulls (proto PullRequest.delta), messages with PullChunk.exact set:
 // one TensorChunk of `data_bytes` bytes of wire dtype `dtype_value` (float32

@@ -1,11 +1,16 @@
 #include "server/delta_pulls.h"
 
+#include <limits>
 #include <utility>
+
+#include "absl/random/random.h"
 
 namespace asgd {
 
 DeltaPulls::DeltaPulls(ParamStore* store, int64_t max_base_bytes)
     : max_base_bytes_(max_base_bytes),
+      lineage_(absl::Uniform<uint64_t>(absl::BitGen(), 1,
+                                       std::numeric_limits<uint64_t>::max())),
       shared_(std::make_shared<Shared>()),
       base_bytes_(std::make_shared<std::atomic<int64_t>>(0)) {
   shared_->store = store;
@@ -23,10 +28,10 @@ std::optional<DeltaPlan> DeltaPulls::PlanOn(
 }
 
 DeltaPulls::Answer DeltaPulls::Plan(bool has_copy, uint64_t held,
-                                    DeltaPlan* plan) {
+                                    uint64_t lineage, DeltaPlan* plan) {
   const ParamStore& store = *shared_->store;
   const UpdateLog& log = *store.update_log();
-  if (has_copy) {
+  if (has_copy && lineage == lineage_) {
     const uint64_t version = store.version();
     auto updates = log.Collect(held, version, shared_->max_update_bytes);
     if (updates.has_value()) {

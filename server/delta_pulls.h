@@ -17,6 +17,10 @@
 //            replayable (with float32 pushes a base would be stale at once);
 //   weights  a plain pull (read while updates are applied): the worker holds
 //            no exact copy afterwards and asks for a base next time.
+// Lineage: versions restart with a server process (or go back to a
+// checkpoint's), so the same version may name other weights after a restart;
+// every exact reply carries a random number drawn when this object was made,
+// and a copy that does not name it gets a base.
 // Memory: bases alive (the current one and older ones still being sent) are
 // at most max_base_bytes; beyond it a pull gets weights instead.
 //
@@ -56,9 +60,14 @@ class DeltaPulls {
     kNeedBase,  // call RequestBase
     kWeights,   // send a plain pull
   };
-  // The answer for a worker whose exact copy is at `held` (has_copy), or
-  // that has none.
-  Answer Plan(bool has_copy, uint64_t held, DeltaPlan* plan);
+  // The answer for a worker whose exact copy is at `held` (has_copy) and
+  // came from `lineage`, or that has none. A copy from another lineage
+  // (another server process) counts as none.
+  Answer Plan(bool has_copy, uint64_t held, uint64_t lineage,
+              DeltaPlan* plan);
+
+  // A random number drawn at construction, sent with every exact reply.
+  uint64_t lineage() const { return lineage_; }
 
   // Takes a new base (or joins the one being taken) and runs `ready` once
   // with the plan built on it, or with nullopt (send weights): on a shard
@@ -87,6 +96,7 @@ class DeltaPulls {
       const Shared& shared, std::shared_ptr<const StoreSnapshot> base);
 
   const int64_t max_base_bytes_;
+  const uint64_t lineage_;
   const std::shared_ptr<Shared> shared_;
   // Bytes of the bases alive; their deleters decrement it (and may outlive
   // this object).

@@ -74,8 +74,10 @@ class PullWriter {
     Count(ServerMetrics::PullForm::kWeights);
   }
 
-  // A delta pull's reply (always on a PullStream, float32).
-  PullWriter(ParamStore* store, ServerMetrics* metrics, DeltaPlan plan)
+  // A delta pull's reply (always on a PullStream, float32), ending with the
+  // server's lineage.
+  PullWriter(ParamStore* store, ServerMetrics* metrics, DeltaPlan plan,
+             uint64_t lineage)
       : store_(store),
         metrics_(metrics),
         dtype_(WireDtype::kFloat32),
@@ -85,7 +87,8 @@ class PullWriter {
                                  store->options().max_chunk_elements)
                     : std::vector<ChunkRef>()),
         version_(plan.version),
-        plan_(std::move(plan)) {
+        plan_(std::move(plan)),
+        lineage_(lineage) {
     Count(plan_->base != nullptr ? ServerMetrics::PullForm::kExactWeights
                                  : ServerMetrics::PullForm::kUpdates);
   }
@@ -148,7 +151,8 @@ class PullWriter {
     }
     if (!end_marker_) return false;
     end_marker_ = false;
-    *msg = EncodeEndOfPull(version_, sent_chunks_, plan_.has_value());
+    *msg = EncodeEndOfPull(version_, sent_chunks_, plan_.has_value(),
+                           plan_.has_value() ? lineage_ : 0);
     return true;
   }
 
@@ -172,6 +176,7 @@ class PullWriter {
   const std::shared_ptr<const std::vector<float>> snapshot_;
   // A delta pull's reply.
   std::optional<DeltaPlan> plan_;
+  uint64_t lineage_ = 0;
   size_t next_ = 0;
   size_t next_update_ = 0;
   int64_t next_update_chunk_ = -1;  // -1: the header is next
@@ -769,13 +774,14 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
     if (request.delta()) {
       DeltaPlan plan;
       switch (service_->delta_pulls()->Plan(request.has_copy(),
-                                            request.model_version(), &plan)) {
+                                            request.model_version(),
+                                            request.lineage(), &plan)) {
         case DeltaPulls::Answer::kPlan:
-          writer_.emplace(store_, metrics_, std::move(plan));
+          writer_.emplace(store_, metrics_, std::move(plan),
+                          service_->delta_pulls()->lineage());
           WriteNextLocked();
           return;
-        case DeltaPulls::Answer::kNeedBase:
-        {
+        case DeltaPulls::Answer::kNeedBase: {
           // Answered when the base is taken (on a shard thread, or at once
           // when none can be), through state_, outside this lock: the
           // reactor may end meanwhile (the progress watchdog).
@@ -849,7 +855,8 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
     if (finished_ || !waiting_for_base_) return;
     waiting_for_base_ = false;
     if (plan.has_value()) {
-      writer_.emplace(store_, metrics_, std::move(*plan));
+      writer_.emplace(store_, metrics_, std::move(*plan),
+                      service_->delta_pulls()->lineage());
     } else {
       writer_.emplace(store_, metrics_, worker_id_, WireDtype::kFloat32,
                       /*end_marker=*/true);

@@ -223,8 +223,12 @@ TEST_F(DeltaPullTest, RequestsTheServerCannotAnswerAreRefused) {
     ASSERT_TRUE(stub->DescribeModel(&dctx, {}, &description).ok());
     EXPECT_EQ(description.delta_pulls(), !momentum);
 
+    // One delta request on a fresh stream: whether the reply was exact,
+    // how many weight chunks it had, and the lineage it ended with.
+    uint64_t weight_chunks = 0, lineage = 0;
     auto pull = [&](asgd::v1::WireDtype dtype, bool has_copy,
-                    uint64_t version, bool* exact) {
+                    uint64_t version, bool* exact,
+                    uint64_t copy_lineage = 0) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(30));
@@ -234,12 +238,20 @@ TEST_F(DeltaPullTest, RequestsTheServerCannotAnswerAreRefused) {
       request.set_dtype(dtype);
       request.set_has_copy(has_copy);
       request.set_model_version(version);
+      request.set_lineage(copy_lineage);
       EXPECT_TRUE(stream->Write(request));
       asgd::v1::PullChunk chunk;
       *exact = false;
+      weight_chunks = 0;
       while (stream->Read(&chunk)) {
         *exact = chunk.exact();
-        if (chunk.end_of_pull()) break;
+        if (chunk.has_chunk() && !chunk.chunk().tensor().empty()) {
+          ++weight_chunks;
+        }
+        if (chunk.end_of_pull()) {
+          lineage = chunk.lineage();
+          break;
+        }
       }
       stream->WritesDone();
       return stream->Finish();
@@ -252,12 +264,26 @@ TEST_F(DeltaPullTest, RequestsTheServerCannotAnswerAreRefused) {
     } else {
       EXPECT_TRUE(status.ok()) << status.error_message();
       EXPECT_TRUE(exact);
+      EXPECT_GT(weight_chunks, 0u);  // no copy: a base
       status = pull(asgd::v1::BFLOAT16, false, 0, &exact);
       EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
           << status.error_message();
-      status = pull(asgd::v1::FLOAT32, true, 1000000, &exact);
+      const uint64_t server_lineage = lineage;
+      EXPECT_NE(server_lineage, 0u);
+      status = pull(asgd::v1::FLOAT32, true, 1000000, &exact, server_lineage);
       EXPECT_TRUE(status.ok()) << status.error_message();
       EXPECT_TRUE(exact);  // a base, not updates from the future
+      EXPECT_GT(weight_chunks, 0u);
+      // A copy at the server's version, of its lineage: nothing to send.
+      status = pull(asgd::v1::FLOAT32, true, 0, &exact, server_lineage);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      EXPECT_TRUE(exact);
+      EXPECT_EQ(weight_chunks, 0u);
+      // The same version from another lineage (a server process that
+      // restarted): a base.
+      status = pull(asgd::v1::FLOAT32, true, 0, &exact, server_lineage + 1);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      EXPECT_GT(weight_chunks, 0u);
     }
     // The worker's client works either way.
     auto a = Connect(PushEncoding::kOneBit, 1);

@@ -432,6 +432,7 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
     if (held.has_value()) {
       request.set_has_copy(true);
       request.set_model_version(*held);
+      request.set_lineage(server.copy_lineage);
     }
     server.copy.resize(range.size());
     server.copy_version.reset();
@@ -470,6 +471,7 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
                        held);
     }
     bool exact = false;  // the reply leaves the copy exact
+    uint64_t lineage = 0;
     uint64_t version = 0;
     bool first = true;
     bool ended = false;  // the end-of-pull message (streams) arrived
@@ -495,6 +497,7 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
             "without being asked");
       } else if (exact && msg.end_of_pull) {
         ended = true;
+        lineage = msg.lineage;
         bad = receiver->Finish(version, msg.num_chunks);
       } else if (exact) {
         bad = receiver->Add(msg);
@@ -514,6 +517,7 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
     }
     if (use_streams_ && bad.ok() && ended && exact) {
       server.copy_version = version;
+      server.copy_lineage = lineage;
       std::memcpy(params.data() + range.begin, server.copy.data(),
                   range.size() * sizeof(float));
       (receiver->received_weights() ? exact_weight_pulls_ : update_pulls_)

@@ -123,6 +123,7 @@ class GrpcParamClient final : public ParamClient {
     int64_t max_compressed_elements = 0;
     std::vector<float> copy ABSL_GUARDED_BY(pull_mu);
     std::optional<uint64_t> copy_version ABSL_GUARDED_BY(pull_mu);
+    uint64_t copy_lineage ABSL_GUARDED_BY(pull_mu) = 0;  // the server's
   };
 
   GrpcParamClient(PoolClientOptions options, ModelLayout layout,
