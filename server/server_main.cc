@@ -393,8 +393,13 @@ int Run() {
   (*server)->StopServing(absl::Seconds(5));
   if (!checkpoint_dir.empty()) checkpoint();
   (*server)->Shutdown(absl::Seconds(0));
-  std::printf("asgd_server %d: stopped at version %llu\n", options.server_index,
-              static_cast<unsigned long long>(store->version()));
+  const ParamStoreStats final_stats = store->stats();
+  std::printf(
+      "asgd_server %d: stopped at version %llu after %llu pulls (%llu as "
+      "updates)\n",
+      options.server_index, static_cast<unsigned long long>(store->version()),
+      static_cast<unsigned long long>(final_stats.pulls),
+      static_cast<unsigned long long>(final_stats.update_pulls));
   return 0;
 }
 
