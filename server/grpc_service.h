@@ -44,7 +44,10 @@
 // chunks and its end-of-pull message, one write in flight, under the
 // progress watchdog (a client that stops reading for push_progress_timeout
 // is ended with DEADLINE_EXCEEDED) -> idle again. An invalid request ends the
-// stream with INVALID_ARGUMENT.
+// stream with INVALID_ARGUMENT. A delta request (server/delta_pulls.h) is
+// answered with updates, or with a consistent base and updates (waiting,
+// under the progress watchdog, while the shards copy the base; the callback
+// reaches the reactor through its State), or with plain weights.
 //
 // Shutdown: BeginShutdown() ends every idle stream at once (UNAVAILABLE,
 // "server shutting down"), and a stream that finishes its push or pull

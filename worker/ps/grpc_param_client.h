@@ -33,6 +33,13 @@
 // refusal, a stale drop) is restored into that server's residual, never
 // resent.
 //
+// Delta pulls (PoolClientOptions::delta_pulls, on streams with float32
+// pulls, from servers with ModelDescription.delta_pulls): the client keeps
+// an exact copy of each such server's slice, asks for the updates since it,
+// replays them (DeltaReceiver) and copies the slice into the caller's
+// buffer; a reply the server sends as plain weights, or any error, leaves
+// no exact copy, and the next pull asks for weights again.
+//
 // Thread-safety: as ParamClient: one Push and one Pull in flight at a time
 // (each server's streams and residual are used by one call at a time).
 #ifndef ASGD_WORKER_PS_GRPC_PARAM_CLIENT_H_
