@@ -52,6 +52,9 @@ absl::Status DeltaReceiver::Add(const PullMessage& msg) {
     return AddUpdateChunk(msg.chunk);
   }
   // An update's header.
+  if (msg.update.version() == 0) {
+    return absl::DataLossError("a delta pull update numbered 0");
+  }
   if (in_update_) {
     return absl::DataLossError(absl::StrCat(
         "update header after ", next_offset_, " of ", range_.size(),

@@ -129,6 +129,11 @@ TEST_F(DeltaReceiverTest, RefusesMalformedReplies) {
   std::vector<float> g;
   const std::string whole = OneBit(0, 48, 1.0f, &g);
   const std::string half = OneBit(0, 24, 1.0f, &g);
+  const std::vector<float> zeros(kSize, 0.0f);
+  const std::string weights(reinterpret_cast<const char*>(zeros.data()),
+                            kSize * sizeof(float));
+  const std::string w0 = weights.substr(0, 64), w1 = weights.substr(64, 64),
+                    w2 = weights.substr(128);
   struct Case {
     const char* name;
     std::optional<uint64_t> held;
@@ -141,6 +146,10 @@ TEST_F(DeltaReceiverTest, RefusesMalformedReplies) {
   both.has_chunk = true;
   const std::vector<Case> cases = {
       {"a version skipped", 7, {Header(9, 0.1f, 0.0f, 1), Chunk(whole, 0)}, 9},
+      {"update 0 after weights", std::nullopt,
+       {Chunk(w0, 0, 0, "w"), Chunk(w1, 16, 0, "w"), Chunk(w2, 32, 0, "w"),
+        Header(0, 0.1f, 0.0f, 0)},
+       0},
       {"updates for no copy", std::nullopt,
        {Header(1, 0.1f, 0.0f, 1), Chunk(whole, 0)}, 1},
       {"NaN learning rate", 7, {Header(8, NAN, 0.0f, 1)}, 8},
