@@ -76,9 +76,6 @@ class DeltaPulls {
   // caller must not hold a lock that `ready` takes.
   void RequestBase(std::function<void(std::optional<DeltaPlan>)> ready);
 
-  // Bytes of the bases alive now.
-  int64_t base_bytes() const { return base_bytes_->load(); }
-
  private:
   // What the snapshot callback (on a shard thread, possibly after this
   // object is gone) reaches.

@@ -83,13 +83,6 @@ UpdateLog::Collect(uint64_t from, uint64_t to, int64_t max_bytes) const {
   return out;
 }
 
-bool UpdateLog::ReplayableSince(uint64_t from) const {
-  absl::MutexLock lock(&mu_);
-  if (entries_.empty()) return false;
-  if (from + 1 < entries_.front()->version) return false;
-  return last_unreplayable_ <= from;
-}
-
 uint64_t UpdateLog::last_unreplayable() const {
   absl::MutexLock lock(&mu_);
   return last_unreplayable_;

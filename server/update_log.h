@@ -85,11 +85,6 @@ class UpdateLog {
   std::optional<std::vector<std::shared_ptr<const LoggedUpdate>>> Collect(
       uint64_t from, uint64_t to, int64_t max_bytes) const;
 
-  // Whether every kept update after `from` up to the newest appended one is
-  // replayable (a copy of the weights at `from` can still be brought up to
-  // date), and `from` is not older than the oldest kept version minus one.
-  bool ReplayableSince(uint64_t from) const;
-
   // The newest unreplayable version appended (0: none so far).
   uint64_t last_unreplayable() const;
 

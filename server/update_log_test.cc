@@ -97,8 +97,7 @@ TEST(UpdateLogTest, CollectsConsecutiveReplayableUpdates) {
                    .has_value());
   EXPECT_TRUE(log.Collect(1, 5, 4 * static_cast<int64_t>(e->bytes.size()))
                   .has_value());
-  EXPECT_TRUE(log.ReplayableSince(0));
-  EXPECT_TRUE(log.ReplayableSince(3));
+  EXPECT_EQ(log.last_unreplayable(), 0u);
 }
 
 TEST(UpdateLogTest, AnUnreplayableUpdateBlocksDeltasAcrossIt) {
@@ -111,8 +110,7 @@ TEST(UpdateLogTest, AnUnreplayableUpdateBlocksDeltasAcrossIt) {
   EXPECT_FALSE(log.Collect(1, 2, 1 << 20).has_value());
   EXPECT_TRUE(log.Collect(2, 3, 1 << 20).has_value());
   EXPECT_TRUE(log.Collect(0, 1, 1 << 20).has_value());
-  EXPECT_FALSE(log.ReplayableSince(1));
-  EXPECT_TRUE(log.ReplayableSince(2));
+  EXPECT_EQ(log.last_unreplayable(), 2u);
 }
 
 TEST(UpdateLogTest, DropsTheOldestBeyondItsMemory) {
@@ -126,8 +124,6 @@ TEST(UpdateLogTest, DropsTheOldestBeyondItsMemory) {
   EXPECT_EQ(log.size(), 3u);
   EXPECT_FALSE(log.Collect(6, 10, 1 << 20).has_value());  // 7 was dropped
   EXPECT_TRUE(log.Collect(7, 10, 1 << 20).has_value());
-  EXPECT_FALSE(log.ReplayableSince(6));
-  EXPECT_TRUE(log.ReplayableSince(7));
 }
 
 TEST(UpdateLogTest, KeepsAtMostMaxEntriesOfEmptyUpdates) {

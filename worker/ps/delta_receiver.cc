@@ -31,7 +31,8 @@ absl::Status DeltaReceiver::Add(const PullMessage& msg) {
   if (!msg.has_update && !msg.has_chunk) {
     return absl::DataLossError("a pull message without a chunk or an update");
   }
-  if (msg.has_chunk && !in_update_) {
+  const bool in_update = update_chunks_left_ > 0;
+  if (msg.has_chunk && !in_update) {
     // Weights, before any update.
     if (weights_done_ || updates_ > 0) {
       return absl::DataLossError(
@@ -55,7 +56,7 @@ absl::Status DeltaReceiver::Add(const PullMessage& msg) {
   if (msg.update.version() == 0) {
     return absl::DataLossError("a delta pull update numbered 0");
   }
-  if (in_update_) {
+  if (in_update) {
     return absl::DataLossError(absl::StrCat(
         "update header after ", next_offset_, " of ", range_.size(),
         " elements of the previous update"));
@@ -87,12 +88,17 @@ absl::Status DeltaReceiver::Add(const PullMessage& msg) {
         "delta pull update with ", msg.update.num_chunks(), " chunks for ",
         range_.size(), " elements"));
   }
-  learning_rate_ = lr;
-  weight_decay_ = wd;
+  // The server's step: Optimizer::Apply with this learning rate (constant
+  // schedule, scale 1: the rate already includes both).
+  OptimizerOptions options;
+  options.learning_rate = lr;
+  options.weight_decay = wd;
+  absl::StatusOr<Optimizer> step = Optimizer::Create(options);
+  if (!step.ok()) return absl::DataLossError(step.status().message());
+  step_.emplace(*step);
   update_chunks_left_ = msg.update.num_chunks();
   next_offset_ = 0;
-  in_update_ = update_chunks_left_ > 0;
-  if (!in_update_) {  // an update that changed nothing
+  if (update_chunks_left_ == 0) {  // an update that changed nothing
     at_ = msg.update.version();
     ++updates_;
   } else {
@@ -142,15 +148,8 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
         parsed->count, " ", GradEncodingName(parsed->encoding),
         " elements; the slice has ", range_.size() - next_offset_, " left"));
   }
-  OptimizerOptions options;
-  options.learning_rate = learning_rate_;
-  options.weight_decay = weight_decay_;
-  absl::StatusOr<Optimizer> optimizer = Optimizer::Create(options);
-  if (!optimizer.ok()) return absl::DataLossError(optimizer.status().message());
-  // The server's step: Optimizer::Apply with this learning rate (constant
-  // schedule, scale 1: the rate already includes both).
   const ApplyStats stats = ApplyCompressedRange(
-      *optimizer, absl::MakeConstSpan(&*parsed, 1), 0, parsed->count,
+      *step_, absl::MakeConstSpan(&*parsed, 1), 0, parsed->count,
       copy_ + next_offset_, nullptr, UpdateContext{});
   if (!(stats.max_abs_w <= kMaxMagnitude)) {  // NaN fails too
     return absl::DataLossError(
@@ -165,7 +164,6 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
           "delta pull update ", at_version_pending_, " covers ", next_offset_,
           " of ", range_.size(), " elements"));
     }
-    in_update_ = false;
     at_ = at_version_pending_;
     ++updates_;
   }
@@ -173,7 +171,7 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
 }
 
 absl::Status DeltaReceiver::Finish(uint64_t version, uint64_t num_chunks) {
-  if (in_update_) {
+  if (update_chunks_left_ > 0) {
     return absl::DataLossError("a delta pull ended inside an update");
   }
   if (weights_.has_value() && !weights_done_) {

@@ -28,6 +28,7 @@
 #include "common/chunking.h"
 #include "common/model_layout.h"
 #include "common/tensor_messages.h"
+#include "server/optimizer.h"
 
 namespace asgd {
 
@@ -66,10 +67,8 @@ class DeltaReceiver {
   std::optional<uint64_t> at_;
   std::optional<ChunkAssembler> weights_;  // while weights arrive
   bool weights_done_ = false;
-  // The update being received.
-  bool in_update_ = false;
-  float learning_rate_ = 0.0f;
-  float weight_decay_ = 0.0f;
+  // The update being received (while update_chunks_left_ > 0): its step.
+  std::optional<Optimizer> step_;
   uint64_t update_chunks_left_ = 0;
   uint64_t at_version_pending_ = 0;  // the version the update makes
   int64_t next_offset_ = 0;
