@@ -230,6 +230,14 @@ TEST_F(GrpcServiceTest, StreamBrokenHalfWayIsNotApplied) {
     auto writer = stub_->Push(&ctx, &reply);
     for (size_t i = 0; i < msgs.size() / 2; ++i)
       ASSERT_TRUE(writer->Write(msgs[i]));
+    // Wait (bounded) until the server has the stream: a call cancelled
+    // before its headers left the client never reaches the server at all.
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (server_->service()->pushes_in_flight() < 1 &&
+           absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));  // polling a condition, bounded
+    }
+    ASSERT_EQ(server_->service()->pushes_in_flight(), 1);
     ctx.TryCancel();  // the client goes away mid-push
     writer->Finish();
   }

@@ -359,7 +359,11 @@ class WaitForPushesClock : public Clock {
 
 TEST(TrainerTest, BackgroundPushesStillRefreshTheModelWhenComputeIsSlow) {
   // Pushes complete while the next minibatch is computed: every completed
-  // push must be followed by a pull.
+  // push must be followed by a pull before the next push starts. The
+  // trainer sees a push complete when its thread has returned, a moment
+  // after the pool has applied it, so the push may be collected just before
+  // the next one starts (then the pull comes right after that one), and the
+  // minibatch computed meanwhile joins the next push.
   FakePool pool;
   WaitForPushesClock clock(&pool);
   TrainerOptions o = BaseOptions(nullptr);
@@ -370,8 +374,19 @@ TEST(TrainerTest, BackgroundPushesStillRefreshTheModelWhenComputeIsSlow) {
   auto result = Train(&pool, o);
   ASSERT_TRUE(result.ok()) << result.status();
   absl::MutexLock lock(&pool.mu_);
-  EXPECT_GE(Count(pool.log_, "pull"), pool.pushes_);
   EXPECT_EQ(pool.minibatches_pushed_, 20);
+  int consecutive = 0;
+  for (const std::string& op : pool.log_) {
+    consecutive = op == "push" ? consecutive + 1 : 0;
+    EXPECT_LE(consecutive, 2);
+  }
+  EXPECT_EQ(pool.log_.back(), "pull");
+  // So every gradient was computed on a model that holds every push but the
+  // last one before it (push k makes version k + 1).
+  ASSERT_EQ(pool.push_bases_.size(), static_cast<size_t>(pool.pushes_));
+  for (size_t k = 1; k < pool.push_bases_.size(); ++k) {
+    EXPECT_GE(pool.push_bases_[k], k - 1) << "push " << k;
+  }
 }
 
 // A held pull is released steps_per_pull minibatches after the worker's
