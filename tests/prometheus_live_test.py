@@ -119,6 +119,8 @@ def main():
             interval=0.5)
         frames_per_s = scalar("sum(rate(asgd_worker_frames_total[10s]))")
         # Both counters move together at every step: one query, one instant.
+        # A scrape can still fall between the two counters' increments of one
+        # step, and an epoch's last minibatch can be short: within 1%.
         frames_per_step = scalar(
             "sum(rate(asgd_worker_frames_total[10s])) / "
             "sum(rate(asgd_worker_steps_total[10s]))")
@@ -131,7 +133,7 @@ def main():
             fail("no training throughput")
         print(f"training throughput {steps_per_s:.1f} steps/s "
               f"({frames_per_s:.0f} frames/s), p90 push staleness {p90:.2f}")
-        if frames_per_step is None or abs(frames_per_step - 64) > 0.01:
+        if frames_per_step is None or abs(frames_per_step - 64) > 0.64:
             fail(f"frames per step is {frames_per_step}, not the batch size 64")
         if not 0 <= p90 <= 64:
             fail(f"implausible staleness quantile {p90}")
