@@ -112,6 +112,7 @@ double Seconds(absl::Time from) {
 struct StreamEnd {
   grpc::StatusCode code = grpc::StatusCode::OK;
   std::string refusal;  // the "asgd-refusal" trailer, if any
+  std::string message;  // the status message (reported, never decided on)
   double seconds = 0;   // from its first message (or its start) to its end
   absl::Time start;     // when its first message was written
 };
@@ -259,6 +260,7 @@ class HostileLoadTest : public ::testing::Test {
         auto stub = NewStub(address_);
         grpc::ClientContext ctx;
         SetDeadline(&ctx, std::chrono::seconds(kGiveUpS));
+        WaitForConnection(&ctx);
         PushReply reply;
         auto writer = stub->Push(&ctx, &reply);
         const absl::Time start = absl::Now();
@@ -267,6 +269,7 @@ class HostileLoadTest : public ::testing::Test {
         const grpc::Status s = writer->Finish();
         ends[i].seconds = Seconds(start);
         ends[i].code = s.error_code();
+        ends[i].message = s.error_message();
         const auto& trailers = ctx.GetServerTrailingMetadata();
         auto it = trailers.find("asgd-refusal");
         if (it != trailers.end()) {
@@ -287,17 +290,23 @@ class HostileLoadTest : public ::testing::Test {
   // Counts and reports the ends; returns the slowest per (code, refusal).
   void Report(const char* what, const std::vector<StreamEnd>& ends,
               int64_t growth_kb) {
-    std::map<std::string, std::pair<int, double>> by_kind;
+    struct Kind {
+      int count = 0;
+      double slowest = 0;
+      std::string message;  // the first one's
+    };
+    std::map<std::string, Kind> by_kind;
     for (const StreamEnd& e : ends) {
-      auto& [count, slowest] = by_kind[absl::StrCat(
-          e.code, e.refusal.empty() ? "" : "/", e.refusal)];
-      ++count;
-      slowest = std::max(slowest, e.seconds);
+      Kind& kind = by_kind[absl::StrCat(e.code, e.refusal.empty() ? "" : "/",
+                                        e.refusal)];
+      if (kind.count++ == 0) kind.message = e.message;
+      kind.slowest = std::max(kind.slowest, e.seconds);
     }
     std::printf("%s: server RSS growth %.1f MB;", what, growth_kb / 1024.0);
-    for (const auto& [kind, stats] : by_kind) {
-      std::printf(" %d ended with code %s after at most %.2f s;", stats.first,
-                  kind.c_str(), stats.second);
+    for (const auto& [name, kind] : by_kind) {
+      std::printf(" %d ended with code %s after at most %.2f s (\"%s\");",
+                  kind.count, name.c_str(), kind.slowest,
+                  kind.message.substr(0, 120).c_str());
     }
     const int gave_up = static_cast<int>(std::count_if(
         ends.begin(), ends.end(),

@@ -172,6 +172,15 @@ inline std::unique_ptr<asgd::v1::ParameterServer::Stub> NewStub(
       address, grpc::InsecureChannelCredentials(), args));
 }
 
+// Lets a call wait (up to its deadline) for its connection instead of failing
+// at once when a connection attempt fails: a burst of connections on a loaded
+// machine now and then gets a transient connect error on loopback
+// ("failed to connect to all addresses"), and then the channel backs off.
+// For tests that measure the server, not the client's connection attempts.
+inline void WaitForConnection(grpc::ClientContext* ctx) {
+  ctx->set_wait_for_ready(true);
+}
+
 template <typename T>
 void SetDeadline(grpc::ClientContext* ctx, T duration) {
   ctx->set_deadline(std::chrono::system_clock::now() + duration);

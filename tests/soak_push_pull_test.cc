@@ -186,6 +186,7 @@ void PushLoop(const std::string& address, const Plan& plan, uint64_t worker_id,
     for (PushChunk& m : msgs) m.set_model_version(version);
     grpc::ClientContext ctx;
     SetDeadline(&ctx, std::chrono::seconds(30));
+    WaitForConnection(&ctx);
     PushReply reply;
     auto writer = stub->Push(&ctx, &reply);
     for (const PushChunk& m : msgs) {
@@ -217,9 +218,10 @@ void StallLoop(const std::string& address, uint64_t worker_id,
   for (int i = 0; !stop.load(std::memory_order_relaxed); ++i) {
     grpc::ClientContext ctx;
     SetDeadline(&ctx, std::chrono::seconds(60));
+    WaitForConnection(&ctx);
     PushReply reply;
-    const absl::Time start = absl::Now();
     auto writer = stub->Push(&ctx, &reply);
+    const absl::Time start = absl::Now();  // the stream is open
     if (i % 2 == 0) {
       PushChunk header;
       header.mutable_header()->set_worker_id(worker_id);
@@ -252,6 +254,7 @@ void PullLoop(const std::string& address, const Plan& plan, uint64_t worker_id,
   while (!stop.load(std::memory_order_relaxed)) {
     grpc::ClientContext ctx;
     SetDeadline(&ctx, std::chrono::seconds(30));
+    WaitForConnection(&ctx);
     auto reader = stub->Pull(&ctx, request);
     asgd::v1::PullChunk chunk;
     int64_t bytes = 0;
