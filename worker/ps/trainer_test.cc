@@ -358,12 +358,12 @@ class WaitForPushesClock : public Clock {
 };
 
 TEST(TrainerTest, BackgroundPushesStillRefreshTheModelWhenComputeIsSlow) {
-  // Pushes complete while the next minibatch is computed: every completed
-  // push must be followed by a pull before the next push starts. The
-  // trainer sees a push complete when its thread has returned, a moment
-  // after the pool has applied it, so the push may be collected just before
-  // the next one starts (then the pull comes right after that one), and the
-  // minibatch computed meanwhile joins the next push.
+  // Pushes complete while the next minibatch is computed, and each is
+  // followed by a pull. The trainer sees a push complete when its thread has
+  // returned, a moment after the pool applied it: it may find it only just
+  // before it starts the next push (the minibatch computed meanwhile joins
+  // that push), and then pulls right after. So at most two pushes come
+  // between pulls.
   FakePool pool;
   WaitForPushesClock clock(&pool);
   TrainerOptions o = BaseOptions(nullptr);
