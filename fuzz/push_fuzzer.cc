@@ -47,6 +47,7 @@ bool IsValidationReason(RejectReason r) {
     case RejectReason::kBadSequence:
     case RejectReason::kNonFinite:
     case RejectReason::kBadHeader:
+    case RejectReason::kBadEncoding:
       return true;
     default:
       return false;
