@@ -10,7 +10,7 @@ namespace {
 constexpr char kPayloadUrl[] = "type.googleapis.com/asgd.v1.Refusal";
 
 constexpr Refusal kAll[] = {Refusal::kBusy, Refusal::kPushMemory,
-                            Refusal::kPeerLimit};
+                            Refusal::kPeerLimit, Refusal::kServerLimit};
 
 }  // namespace
 
@@ -24,6 +24,8 @@ absl::string_view RefusalName(Refusal refusal) {
       return "PUSH_MEMORY";
     case Refusal::kPeerLimit:
       return "PEER_LIMIT";
+    case Refusal::kServerLimit:
+      return "SERVER_LIMIT";
   }
   return "REFUSAL_UNSPECIFIED";
 }

@@ -25,13 +25,15 @@ enum class Refusal {
   kNone = 0,        // REFUSAL_UNSPECIFIED: not a refusal
   kBusy = 1,        // BUSY: the apply queues are full
   kPushMemory = 2,  // PUSH_MEMORY: the memory for pushes in flight is in use
-  kPeerLimit = 3,   // PEER_LIMIT: this client has too many pushes in flight
+  kPeerLimit = 3,   // PEER_LIMIT: this client has too many calls in flight
+  kServerLimit = 4,  // SERVER_LIMIT: the server has too many calls in flight
 };
 
 // The trailing-metadata key that carries a refusal on the wire.
 inline constexpr char kRefusalMetadataKey[] = "asgd-refusal";
 
-// "BUSY", "PUSH_MEMORY", "PEER_LIMIT"; "REFUSAL_UNSPECIFIED" for kNone.
+// "BUSY", "PUSH_MEMORY", "PEER_LIMIT", "SERVER_LIMIT"; "REFUSAL_UNSPECIFIED"
+// for kNone.
 absl::string_view RefusalName(Refusal refusal);
 // The inverse of RefusalName; kNone for any other text.
 Refusal ParseRefusal(absl::string_view name);

@@ -8,7 +8,8 @@ namespace {
 
 TEST(RefusalTest, TravelsWithTheStatusWhateverItsMessage) {
   for (Refusal r :
-       {Refusal::kBusy, Refusal::kPushMemory, Refusal::kPeerLimit}) {
+       {Refusal::kBusy, Refusal::kPushMemory, Refusal::kPeerLimit,
+        Refusal::kServerLimit}) {
     const absl::Status s =
         WithRefusal(absl::UnavailableError("any wording at all"), r);
     EXPECT_EQ(RefusalOf(s), r);

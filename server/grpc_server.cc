@@ -36,6 +36,13 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.AddListeningPort(address, credentials, &server->port_);
   // Pushes arrive in chunks of at most 1 MiB; refuse anything much larger.
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // gRPC's own bounds; the service's admission (call_admission.h) does not
+  // depend on them.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             service.max_streams_per_connection);
+  grpc::ResourceQuota quota("asgd_server");
+  quota.Resize(static_cast<size_t>(service.grpc_memory_bytes));
+  builder.SetResourceQuota(quota);
   builder.experimental().SetInterceptorCreators(MakeServerInterceptors(security));
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();

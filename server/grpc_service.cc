@@ -1,6 +1,7 @@
 #include "server/grpc_service.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,134 @@ class RpcTimer {
   ServerMetrics* const metrics_;
   const RpcMethod method_;
   const absl::Time start_;
+};
+
+// A call's place in the server's admission (call_admission.h): among the
+// calls alive from its reactor's construction to its deletion (OnDone), and
+// among its client address's calls of its kind from Take() until Release(),
+// when its status is sent. Used under its reactor's lock.
+class CallPlace {
+ public:
+  CallPlace(CallAdmission* admission, CallKind kind, const std::string& peer)
+      : admission_(admission), kind_(kind), address_(PeerAddress(peer)) {}
+  CallPlace(const CallPlace&) = delete;
+  CallPlace& operator=(const CallPlace&) = delete;
+  ~CallPlace() {
+    Release();
+    if (entered_) admission_->Leave();
+  }
+
+  // OK, or the refusal to finish the call with (nothing counted).
+  absl::Status Take() {
+    if (!admission_->Enter()) {
+      return WithRefusal(
+          absl::UnavailableError(absl::StrCat(
+              "server busy: it has the most calls in flight it takes (",
+              admission_->limits().total,
+              ", --max_calls) from all clients; retry after a backoff")),
+          Refusal::kServerLimit);
+    }
+    entered_ = true;
+    if (!admission_->Admit(kind_, address_)) {
+      return WithRefusal(
+          absl::UnavailableError(absl::StrCat(
+              "server busy: this client address has too many ",
+              KindName(), " in flight (", admission_->limits().per_peer,
+              ", --max_pushes_per_peer); retry after one of them ends")),
+          Refusal::kPeerLimit);
+    }
+    admitted_ = true;
+    return absl::OkStatus();
+  }
+
+  // Gives back the place among the address's calls (idempotent).
+  void Release() {
+    if (!admitted_) return;
+    admitted_ = false;
+    admission_->Release(kind_, address_);
+  }
+
+ private:
+  const char* KindName() const {
+    switch (kind_) {
+      case CallKind::kPush: return "pushes";
+      case CallKind::kPullStream: return "pull streams";
+      case CallKind::kPull: return "pulls";
+      case CallKind::kOther: return "calls";
+    }
+    return "calls";
+  }
+
+  CallAdmission* const admission_;
+  const CallKind kind_;
+  const std::string address_;
+  bool entered_ = false;
+  bool admitted_ = false;
+};
+
+// The reason a push refused by its CallPlace is counted under.
+RejectReason AdmissionReason(const absl::Status& refusal) {
+  return RefusalOf(refusal) == Refusal::kServerLimit
+             ? RejectReason::kServerLimit
+             : RejectReason::kPeerLimit;
+}
+
+// Cancels a call from the server (RST_STREAM), so that a client that reads
+// nothing sees its call end and gRPC frees what it holds for it: a call the
+// server finished while its client read nothing still holds its last
+// messages, queued behind HTTP/2 flow control, until then. Reaches the call
+// through a handle that the reactor's OnDone clears first (Detach()), so a
+// watchdog never touches a call gRPC is done with. Its own lock, never held
+// with the reactor's: gRPC may run the reactor's callbacks when cancelled.
+class Canceller {
+ public:
+  explicit Canceller(grpc::CallbackServerContext* context)
+      : handle_(std::make_shared<Handle>()) {
+    handle_->context = context;
+  }
+  ~Canceller() { Detach(); }
+
+  // Cancels now (no-op once detached). Not under the reactor's lock.
+  void CancelNow() const { Cancel(*handle_); }
+  // The same, for a watchdog callback to run once it has left the
+  // reactor's lock; safe after the reactor is gone.
+  std::function<void()> CancelFn() const {
+    return [handle = handle_] { Cancel(*handle); };
+  }
+
+  // Cancels the call if gRPC still holds it `watchdog`'s timeout after now
+  // (its status sent, a client that does not read).
+  void CancelIfStillHeld(StreamWatchdog* watchdog) {
+    if (watch_ != nullptr) return;
+    watchdog_ = watchdog;
+    watch_ = watchdog->Watch([handle = handle_] { Cancel(*handle); });
+  }
+
+  // From OnDone: the call is gone.
+  void Detach() {
+    {
+      absl::MutexLock lock(&handle_->mu);
+      handle_->context = nullptr;
+    }
+    if (watch_ != nullptr) {
+      watchdog_->Unwatch(watch_);
+      watch_ = nullptr;
+    }
+  }
+
+ private:
+  struct Handle {
+    absl::Mutex mu;
+    grpc::CallbackServerContext* context ABSL_GUARDED_BY(mu) = nullptr;
+  };
+  static void Cancel(Handle& h) {
+    absl::MutexLock lock(&h.mu);
+    if (h.context != nullptr) h.context->TryCancel();
+  }
+
+  const std::shared_ptr<Handle> handle_;
+  StreamWatchdog* watchdog_ = nullptr;
+  StreamWatchdog::Handle watch_;
 };
 
 // InvalidArgument unless a pull can be served in `dtype` (a wire dtype as
@@ -183,49 +312,123 @@ class PullWriter {
   uint64_t sent_chunks_ = 0;        // messages with a TensorChunk
 };
 
+// One per-call pull (see the lifecycle in grpc_service.h). Locking as
+// PushReactor: `state_->mu` orders the gRPC thread that writes and the
+// progress watchdog, which reaches the reactor only through `state_`.
 class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
+  struct State {
+    absl::Mutex mu;
+    PullReactor* reactor ABSL_GUARDED_BY(mu);
+  };
+
   // `request` is the parsed request, or the error to finish with.
-  PullReactor(ParamStore* store, ServerMetrics* metrics,
+  PullReactor(GrpcParameterService* service, ParamStore* store,
+              ServerMetrics* metrics, grpc::CallbackServerContext* context,
               const absl::StatusOr<asgd::v1::PullRequest>& request)
-      : timer_(metrics, RpcMethod::kPull) {
-    absl::Status status = request.status();
+      : timer_(metrics, RpcMethod::kPull),
+        service_(service),
+        context_(context),
+        place_(service->admission(), CallKind::kPull, context->peer()),
+        canceller_(context),
+        state_(std::make_shared<State>()) {
+    absl::MutexLock lock(&state_->mu);
+    state_->reactor = this;
+    absl::Status status = place_.Take();
+    if (status.ok()) status = request.status();
     if (status.ok()) status = CheckPullDtype(request->dtype());
+    if (status.ok() && request->delta()) {
+      status = absl::InvalidArgumentError(
+          "a delta pull is answered on PullStream only; on Pull, ask for "
+          "weights (delta = false)");
+    }
     if (!status.ok()) {
-      FinishCall(ToGrpcStatus(status));
+      FinishLocked(status);
       return;
     }
+    // A client that reads nothing for the progress timeout is cut off.
+    watch_ = service_->watchdog()->Watch(
+        [state = state_, cancel = canceller_.CancelFn()] {
+          bool stalled = false;
+          {
+            absl::MutexLock lock(&state->mu);
+            if (state->reactor != nullptr) {
+              stalled = state->reactor->StalledLocked();
+            }
+          }
+          if (stalled) cancel();
+        });
     writer_.emplace(store, metrics, request->worker_id(),
                     static_cast<WireDtype>(request->dtype()),
                     /*end_marker=*/false);
-    NextWrite();
+    NextWriteLocked();
   }
 
   void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&state_->mu);
+    if (finished_) return;
     if (!ok) {
-      FinishCall(grpc::Status(grpc::StatusCode::CANCELLED, "pull write failed"));
+      FinishLocked(
+          grpc::Status(grpc::StatusCode::CANCELLED, "pull write failed"));
       return;
     }
-    NextWrite();
+    service_->watchdog()->Touch(watch_);
+    NextWriteLocked();
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    canceller_.Detach();
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->reactor = nullptr;
+    }
+    delete this;
+  }
 
  private:
-  void FinishCall(const grpc::Status& status) {
-    timer_.Done(status);
-    Finish(status);
+  // True when the client read nothing for the progress timeout: the call is
+  // finished and must be cancelled too (its status cannot reach a client
+  // that reads nothing).
+  bool StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_) return false;
+    FinishLocked(absl::DeadlineExceededError(absl::StrCat(
+        "the client read nothing of its pull for ",
+        absl::FormatDuration(service_->watchdog()->timeout()),
+        "; ended by the server")));
+    return true;
   }
 
-  void NextWrite() {
+  void FinishLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    FinishLocked(ToGrpcStatus(status, context_));
+  }
+  void FinishLocked(const grpc::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_) return;
+    finished_ = true;
+    if (watch_ != nullptr) service_->watchdog()->Unwatch(watch_);
+    place_.Release();
+    timer_.Done(status);
+    Finish(status);
+    canceller_.CancelIfStillHeld(service_->watchdog());
+  }
+
+  void NextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     if (!writer_->Next(&msg_)) {
-      FinishCall(grpc::Status::OK);
+      FinishLocked(grpc::Status::OK);
       return;
     }
     StartWrite(&msg_);
   }
 
   RpcTimer timer_;
+  GrpcParameterService* const service_;
+  grpc::CallbackServerContext* const context_;
+  CallPlace place_;
+  Canceller canceller_;
+  const std::shared_ptr<State> state_;
+  StreamWatchdog::Handle watch_;
+  bool finished_ ABSL_GUARDED_BY(state_->mu) = false;
   std::optional<PullWriter> writer_;
   grpc::ByteBuffer msg_;
 };
@@ -268,19 +471,15 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         store_(store),
         context_(context),
         reply_(reply),
-        peer_(context->peer()),
+        place_(service->admission(), CallKind::kPush, context->peer()),
+        canceller_(context),
         assembler_(store),
         state_(std::make_shared<State>()) {
     absl::MutexLock lock(&state_->mu);
     state_->reactor = this;
-    admitted_ = service_->AdmitPush(peer_);
-    if (!admitted_) {
-      store_->CountRejected(RejectReason::kPeerLimit);
-      FinishLocked(WithRefusal(
-          absl::UnavailableError(
-              "server busy: this client address has too many pushes in "
-              "flight; retry after one of them ends"),
-          Refusal::kPeerLimit));
+    if (absl::Status status = place_.Take(); !status.ok()) {
+      store_->CountRejected(AdmissionReason(status));
+      FinishLocked(status);
       return;
     }
     watch_ = service_->watchdog()->Watch([state = state_] {
@@ -364,6 +563,7 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
   void OnDone() override {
+    canceller_.Detach();
     {
       absl::MutexLock lock(&state_->mu);
       state_->reactor = nullptr;
@@ -406,13 +606,12 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     finished_ = true;
     assembler_.Abandon();
     if (watch_ != nullptr) service_->watchdog()->Unwatch(watch_);
-    if (admitted_) {
-      service_->ReleasePush(peer_);
-      admitted_ = false;
-    }
+    place_.Release();
     const grpc::Status g = ToGrpcStatus(status, context_);
     timer_.Done(g);
     Finish(g);
+    // A client that reads nothing would keep the reply queued.
+    canceller_.CancelIfStillHeld(service_->watchdog());
   }
 
   RpcTimer timer_;
@@ -420,8 +619,8 @@ class PushReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   ParamStore* const store_;
   grpc::CallbackServerContext* const context_;
   grpc::ByteBuffer* const reply_;
-  const std::string peer_;
-  bool admitted_ ABSL_GUARDED_BY(state_->mu) = false;
+  CallPlace place_;
+  Canceller canceller_;
   StreamWatchdog::Handle watch_;
   // Validates the stream and stages the values; released on any rejection.
   PushAssembler assembler_;
@@ -462,6 +661,7 @@ class StreamReactor
   };
 
   void OnDone() override {
+    canceller_.Detach();
     {
       absl::MutexLock lock(&state_->mu);
       state_->reactor = nullptr;
@@ -471,22 +671,21 @@ class StreamReactor
 
  protected:
   StreamReactor(GrpcParameterService* service, ServerMetrics* metrics,
-                RpcMethod method, StreamKind kind,
+                RpcMethod method, CallKind kind,
                 grpc::CallbackServerContext* context)
       : timer_(metrics, method),
         service_(service),
         context_(context),
-        peer_(context->peer()),
-        kind_(kind),
+        place_(service->admission(), kind, context->peer()),
+        canceller_(context),
         state_(std::make_shared<State>()) {}
 
   // From Derived's constructor: makes the reactor reachable through state_
-  // and takes a place among the address's streams; false when it has none
-  // left (Derived then finishes the stream with its refusal).
-  bool AdmitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+  // and takes its place among the server's calls; the refusal to finish the
+  // stream with when there is none.
+  absl::Status AdmitLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     state_->reactor = static_cast<Derived*>(this);
-    admitted_ = service_->AdmitStream(kind_, peer_);
-    return admitted_;
+    return place_.Take();
   }
 
   // Idle: the idle watchdog ends the stream unless the next push or pull
@@ -506,12 +705,22 @@ class StreamReactor
   }
 
   // A push or pull under way: the progress watchdog ends the stream when it
-  // makes no progress for the progress timeout.
+  // makes no progress for the progress timeout. Derived's StalledLocked()
+  // returns true when the stream must also be cancelled (its client reads
+  // nothing, so it would never see the status); that runs here, outside the
+  // lock.
   void WatchProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
-    progress_watch_ = service_->watchdog()->Watch([state = state_] {
-      absl::MutexLock lock(&state->mu);
-      if (state->reactor != nullptr) state->reactor->StalledLocked();
-    });
+    progress_watch_ = service_->watchdog()->Watch(
+        [state = state_, cancel = canceller_.CancelFn()] {
+          bool cancel_now = false;
+          {
+            absl::MutexLock lock(&state->mu);
+            if (state->reactor != nullptr) {
+              cancel_now = state->reactor->StalledLocked();
+            }
+          }
+          if (cancel_now) cancel();
+        });
   }
   void TouchProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     service_->watchdog()->Touch(progress_watch_);
@@ -531,25 +740,23 @@ class StreamReactor
     if (progress_watch_ != nullptr) {
       service_->watchdog()->Unwatch(progress_watch_);
     }
-    if (admitted_) {
-      service_->ReleaseStream(kind_, peer_);
-      admitted_ = false;
-    }
+    place_.Release();
     const grpc::Status g = ToGrpcStatus(status, context_);
     timer_.Done(g);
     Finish(g);
+    // A client that reads nothing would keep the status queued.
+    canceller_.CancelIfStillHeld(service_->watchdog());
   }
 
   RpcTimer timer_;
   GrpcParameterService* const service_;
   grpc::CallbackServerContext* const context_;
-  const std::string peer_;
-  const StreamKind kind_;
+  CallPlace place_;
+  Canceller canceller_;
   const std::shared_ptr<State> state_;
   bool finished_ ABSL_GUARDED_BY(state_->mu) = false;
 
  private:
-  bool admitted_ ABSL_GUARDED_BY(state_->mu) = false;
   StreamWatchdog::Handle idle_watch_;
   StreamWatchdog::Handle progress_watch_;
 };
@@ -562,16 +769,12 @@ class PushStreamReactor : public StreamReactor<PushStreamReactor> {
                     ServerMetrics* metrics,
                     grpc::CallbackServerContext* context)
       : StreamReactor(service, metrics, RpcMethod::kPushStream,
-                      StreamKind::kPush, context),
+                      CallKind::kPush, context),
         store_(store) {
     absl::MutexLock lock(&state_->mu);
-    if (!AdmitLocked()) {
-      store_->CountRejected(RejectReason::kPeerLimit);
-      FinishLocked(WithRefusal(
-          absl::UnavailableError(
-              "server busy: this client address has too many pushes in "
-              "flight; retry after one of them ends"),
-          Refusal::kPeerLimit));
+    if (absl::Status status = AdmitLocked(); !status.ok()) {
+      store_->CountRejected(AdmissionReason(status));
+      FinishLocked(status);
       return;
     }
     WaitForPushLocked();
@@ -662,6 +865,8 @@ class PushStreamReactor : public StreamReactor<PushStreamReactor> {
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&state_->mu);
     if (finished_) return;
+    StopProgressWatchLocked();
+    replying_ = false;
     if (!ok) {
       FinishLocked(absl::CancelledError("push reply write failed"));
       return;
@@ -691,6 +896,10 @@ class PushStreamReactor : public StreamReactor<PushStreamReactor> {
       return;
     }
     reply_ = PushReplyOf(r);
+    // Replying: a client that does not read its reply for the progress
+    // timeout is cut off (it would hold its place forever).
+    replying_ = true;
+    WatchProgressLocked();
     StartWrite(&reply_);
   }
 
@@ -699,13 +908,23 @@ class PushStreamReactor : public StreamReactor<PushStreamReactor> {
     FinishLocked(StreamEnd(service_));
   }
 
-  void StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
-    if (finished_ || assembler_ == nullptr || assembler_->committed()) return;
+  // True when the stream must be cancelled too (see WatchProgressLocked).
+  bool StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_ || assembler_ == nullptr) return false;
+    if (replying_) {
+      FinishLocked(absl::DeadlineExceededError(absl::StrCat(
+          "the client read no reply for ",
+          absl::FormatDuration(service_->watchdog()->timeout()),
+          "; stream ended by the server (the push was applied)")));
+      return true;
+    }
+    if (assembler_->committed()) return false;
     store_->CountRejected(RejectReason::kStalled);
     FinishLocked(absl::DeadlineExceededError(
         absl::StrCat("push made no progress for ",
                      absl::FormatDuration(service_->watchdog()->timeout()),
                      "; stream ended by the server, nothing was applied")));
+    return false;
   }
 
   void RejectLocked(const absl::Status& status)
@@ -729,6 +948,7 @@ class PushStreamReactor : public StreamReactor<PushStreamReactor> {
   ReceivedMessage received_;  // its slices, which msg_ points into
   PushMessage msg_;
   grpc::ByteBuffer reply_;
+  bool replying_ ABSL_GUARDED_BY(state_->mu) = false;  // a reply is written
 };
 
 // Many pulls on one stream (see the lifecycle in grpc_service.h; locking as
@@ -739,16 +959,12 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
                     ServerMetrics* metrics,
                     grpc::CallbackServerContext* context)
       : StreamReactor(service, metrics, RpcMethod::kPullStream,
-                      StreamKind::kPullStream, context),
+                      CallKind::kPullStream, context),
         store_(store),
         metrics_(metrics) {
     absl::MutexLock lock(&state_->mu);
-    if (!AdmitLocked()) {
-      FinishLocked(WithRefusal(
-          absl::UnavailableError(
-              "server busy: this client address has too many pull streams "
-              "open; retry after one of them ends"),
-          Refusal::kPeerLimit));
+    if (absl::Status status = AdmitLocked(); !status.ok()) {
+      FinishLocked(status);
       return;
     }
     WaitForRequestLocked();
@@ -878,20 +1094,24 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
     FinishLocked(StreamEnd(service_));
   }
 
-  void StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
-    if (finished_ || (!writer_.has_value() && !waiting_for_base_)) return;
+  // True when the stream must be cancelled too (see WatchProgressLocked).
+  bool StalledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (finished_ || (!writer_.has_value() && !waiting_for_base_)) {
+      return false;
+    }
     if (waiting_for_base_) {
       FinishLocked(absl::DeadlineExceededError(absl::StrCat(
           "the consistent copy of the weights for a delta pull took longer "
           "than ",
           absl::FormatDuration(service_->watchdog()->timeout()),
           "; stream ended by the server")));
-      return;
+      return false;
     }
     FinishLocked(absl::DeadlineExceededError(
         absl::StrCat("the client read nothing of its pull for ",
                      absl::FormatDuration(service_->watchdog()->timeout()),
                      "; stream ended by the server")));
+    return true;
   }
 
   void FinishLocked(const absl::Status& status)
@@ -911,28 +1131,47 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
   grpc::ByteBuffer msg_;
 };
 
-// Finishes a unary call at once with `status` (and the reply when OK).
-grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      RpcTimer& timer,
-                                      const absl::Status& status) {
-  auto* reactor = context->DefaultReactor();
-  const grpc::Status g = ToGrpcStatus(status, context);
-  timer.Done(g);
-  reactor->Finish(g);
-  return reactor;
-}
+// A unary call (DescribeModel, FetchBatches): admitted like every call, it
+// is answered at once; the reactor lives until gRPC is done with the call,
+// so that the call counts among the calls alive until then, and cancels it
+// if a client that reads nothing keeps the reply queued for the progress
+// timeout.
+class UnaryReactor : public grpc::ServerUnaryReactor {
+ public:
+  UnaryReactor(GrpcParameterService* service, ServerMetrics* metrics,
+               RpcMethod method, grpc::CallbackServerContext* context)
+      : service_(service),
+        context_(context),
+        timer_(metrics, method),
+        place_(service->admission(), CallKind::kOther, context->peer()),
+        canceller_(context) {}
+
+  // Admission; the refusal to Answer() with when the call is not admitted.
+  absl::Status Admit() { return place_.Take(); }
+
+  // Finishes the call with `status` (the reply, when OK, is already set).
+  void Answer(const absl::Status& status) {
+    place_.Release();
+    const grpc::Status g = ToGrpcStatus(status, context_);
+    timer_.Done(g);
+    Finish(g);
+    canceller_.CancelIfStillHeld(service_->watchdog());
+  }
+
+  void OnDone() override {
+    canceller_.Detach();
+    delete this;
+  }
+
+ private:
+  GrpcParameterService* const service_;
+  grpc::CallbackServerContext* const context_;
+  RpcTimer timer_;
+  CallPlace place_;
+  Canceller canceller_;
+};
 
 }  // namespace
-
-std::string PeerAddress(const std::string& peer) {
-  const size_t colon = peer.rfind(':');
-  const size_t bracket = peer.rfind(']');
-  if (colon == std::string::npos ||
-      (bracket != std::string::npos && colon < bracket)) {
-    return peer;
-  }
-  return peer.substr(0, colon);
-}
 
 GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
                                            ServerMetrics* metrics,
@@ -942,7 +1181,8 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
       metrics_(metrics),
       options_(options),
       watchdog_(options.push_progress_timeout),
-      idle_watchdog_(options.stream_idle_timeout) {
+      idle_watchdog_(options.stream_idle_timeout),
+      admission_(CallLimits{options.max_pushes_per_peer, options.max_calls}) {
   const ModelLayout& layout = store->layout();
   for (size_t t = 0; t < layout.tensors().size(); ++t) {
     auto* info = description_.add_tensors();
@@ -994,40 +1234,16 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
   }
 }
 
-bool GrpcParameterService::AdmitStream(StreamKind kind,
-                                       const std::string& peer) {
-  absl::MutexLock lock(&peers_mu_);
-  const std::pair<int, std::string> key(static_cast<int>(kind),
-                                        PeerAddress(peer));
-  int& count = streams_per_peer_[key];
-  if (options_.max_pushes_per_peer > 0 &&
-      count >= options_.max_pushes_per_peer) {
-    if (count == 0) streams_per_peer_.erase(key);
-    return false;
-  }
-  ++count;
-  ++open_[static_cast<int>(kind)];
-  return true;
-}
-
-void GrpcParameterService::ReleaseStream(StreamKind kind,
-                                         const std::string& peer) {
-  absl::MutexLock lock(&peers_mu_);
-  auto it = streams_per_peer_.find(
-      std::pair<int, std::string>(static_cast<int>(kind), PeerAddress(peer)));
-  if (it == streams_per_peer_.end()) return;
-  if (--it->second <= 0) streams_per_peer_.erase(it);
-  --open_[static_cast<int>(kind)];
-}
-
 int GrpcParameterService::pushes_in_flight() const {
-  absl::MutexLock lock(&peers_mu_);
-  return open_[static_cast<int>(StreamKind::kPush)];
+  return admission_.open(CallKind::kPush);
 }
 
 int GrpcParameterService::pull_streams_open() const {
-  absl::MutexLock lock(&peers_mu_);
-  return open_[static_cast<int>(StreamKind::kPullStream)];
+  return admission_.open(CallKind::kPullStream);
+}
+
+int GrpcParameterService::pulls_in_flight() const {
+  return admission_.open(CallKind::kPull);
 }
 
 void GrpcParameterService::BeginShutdown() {
@@ -1038,33 +1254,42 @@ void GrpcParameterService::BeginShutdown() {
 grpc::ServerUnaryReactor* GrpcParameterService::DescribeModel(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* reply) {
-  RpcTimer timer(metrics_, RpcMethod::kDescribeModel);
+  auto* reactor = new UnaryReactor(this, metrics_, RpcMethod::kDescribeModel,
+                                   context);
+  absl::Status status = reactor->Admit();
   asgd::v1::DescribeModelRequest parsed;
-  absl::Status status =
-      ParseFromByteBuffer(*request, &parsed, "DescribeModel request");
+  if (status.ok()) {
+    status = ParseFromByteBuffer(*request, &parsed, "DescribeModel request");
+  }
   if (status.ok()) {
     asgd::v1::ModelDescription response = description_;
     response.set_model_version(store_->version());
     *reply = SerializeToByteBuffer(response);
   }
-  return FinishUnary(context, timer, status);
+  reactor->Answer(status);
+  return reactor;
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcParameterService::Pull(
-    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   asgd::v1::PullRequest parsed;
   absl::Status status = ParseFromByteBuffer(*request, &parsed, "pull request");
-  if (!status.ok()) return new PullReactor(store_, metrics_, status);
-  return new PullReactor(store_, metrics_, parsed);
+  if (!status.ok()) {
+    return new PullReactor(this, store_, metrics_, context, status);
+  }
+  return new PullReactor(this, store_, metrics_, context, parsed);
 }
 
 grpc::ServerUnaryReactor* GrpcParameterService::FetchBatches(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* reply) {
-  RpcTimer timer(metrics_, RpcMethod::kFetchBatches);
+  auto* reactor = new UnaryReactor(this, metrics_, RpcMethod::kFetchBatches,
+                                   context);
+  absl::Status status = reactor->Admit();
   asgd::v1::FetchBatchesRequest parsed;
-  absl::Status status =
-      ParseFromByteBuffer(*request, &parsed, "FetchBatches request");
+  if (status.ok()) {
+    status = ParseFromByteBuffer(*request, &parsed, "FetchBatches request");
+  }
   if (status.ok()) {
     absl::StatusOr<BatchGrant> grant =
         pool_->Take(parsed.worker_id(), parsed.num_frames(),
@@ -1079,7 +1304,8 @@ grpc::ServerUnaryReactor* GrpcParameterService::FetchBatches(
       *reply = SerializeToByteBuffer(out);
     }
   }
-  return FinishUnary(context, timer, status);
+  reactor->Answer(status);
+  return reactor;
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* GrpcParameterService::Push(

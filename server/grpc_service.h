@@ -9,9 +9,22 @@
 // client works), so a chunk is copied once on each side instead of three
 // times.
 //
+// Admission (call_admission.h), for every call and stream before any work
+// is done for it: at most max_calls calls alive on the server (until gRPC
+// is done with them), else UNAVAILABLE with Refusal SERVER_LIMIT at once;
+// at most max_pushes_per_peer calls of each kind (pushes, pull streams,
+// pulls, other calls) in flight from one client address, else UNAVAILABLE
+// with Refusal PEER_LIMIT at once. A refusal holds nothing, so a client that
+// opens and resets calls as fast as it can (HTTP/2 "rapid reset") makes the
+// server refuse them, not hold them. A call the server ends because its
+// client reads nothing (a pull, or a push stream's reply, that makes no
+// progress for push_progress_timeout) is also cancelled (RST_STREAM), since
+// its status could never reach that client; and any call that gRPC still
+// holds push_progress_timeout after its status was sent is cancelled, so
+// that what a client that stops reading leaves queued is freed.
+//
 // Push lifecycle (one reactor per stream, one read in flight): admission
-// (at most max_pushes_per_peer pushes in flight per client address, else
-// UNAVAILABLE with Refusal PEER_LIMIT at once) -> each message is decoded and
+// -> each message is decoded and
 // goes to a PushAssembler (push_assembler.h: header, then chunks staged into
 // a buffer taken from the store's capped pool when the first chunk arrives,
 // then the commit) -> on the commit, Submit() to the store -> Finish when
@@ -23,18 +36,22 @@
 // (DEADLINE_EXCEEDED, counted as "stalled"), so stalled clients hold neither
 // memory nor a slot for long.
 //
-// Pull lifecycle: read the version, then stream the server's range chunk by
-// chunk, one write in flight, each chunk copied from the live weights (or from
-// a snapshot kept as the worker's backup model when DC-ASGD is on).
+// Pull lifecycle: admission, then read the version, then stream the
+// server's range chunk by chunk, one write in flight, each chunk copied from
+// the live weights (or from a snapshot kept as the worker's backup model when
+// DC-ASGD is on), under the progress watchdog (a client that reads nothing
+// for push_progress_timeout is ended with DEADLINE_EXCEEDED and cancelled).
+// A delta request gets INVALID_ARGUMENT: delta pulls are PullStream's.
 //
 // PushStream lifecycle (one reactor per stream, one read and one write in
 // flight): admission as Push (the stream holds one of its address's
-// max_pushes_per_peer slots while it is open) -> idle: waiting for a push's
+// max_pushes_per_peer places while it is open) -> idle: waiting for a push's
 // first message, watched by the idle watchdog (stream_idle_timeout: the
 // stream is ended with OK) -> receiving: a fresh PushAssembler takes the
 // push's messages exactly as on a Push call, under the progress watchdog ->
 // applying: the committed push is submitted, no deadline -> replying: one
-// PushReply is written -> idle again. Any error, refusal or non-finite
+// PushReply is written, under the progress watchdog (a client that does not
+// read it is ended and cancelled) -> idle again. Any error, refusal or non-finite
 // refusal ends the stream with that status, as on a Push call. The reactor
 // reads nothing while a push is applied or answered, so a client cannot run
 // ahead of the server on one stream (HTTP/2 flow control holds it back).
@@ -70,6 +87,7 @@
 #include "absl/time/time.h"
 #include "proto/asgd.grpc.pb.h"
 #include "server/batch_pool.h"
+#include "server/call_admission.h"
 #include "server/delta_pulls.h"
 #include "server/param_store.h"
 #include "server/server_metrics.h"
@@ -92,10 +110,17 @@ struct GrpcServiceOptions {
   // pull stream whose client reads nothing for this long) is ended by the
   // server.
   absl::Duration push_progress_timeout = absl::Seconds(20);
-  // Pushes in flight from one client address (the peer's IP, any port);
-  // more are refused at once. An open PushStream counts as one; open
-  // PullStreams are counted apart, with the same cap. 0: no limit.
+  // Calls of each kind in flight from one client address (the peer's IP,
+  // any port): pushes (an open PushStream counts as one), pull streams,
+  // pulls, other calls; more are refused at once. 0: no limit.
   int max_pushes_per_peer = 16;
+  // Calls alive on the server from all clients; more are refused at once.
+  // 0: no limit.
+  int max_calls = 512;
+  // gRPC's own limits, set by GrpcServer: HTTP/2 streams open per client
+  // connection, and the memory gRPC's transport may take (resource quota).
+  int max_streams_per_connection = 128;
+  int64_t grpc_memory_bytes = int64_t{2} << 30;
   // A PushStream or PullStream with no push or pull under way for this long
   // is ended (OK; the client opens a new one when it needs it).
   absl::Duration stream_idle_timeout = absl::Seconds(120);
@@ -103,9 +128,6 @@ struct GrpcServiceOptions {
   // (server/delta_pulls.h); beyond it a delta pull gets plain weights.
   int64_t max_delta_base_mb = 1024;
 };
-
-// What a stream admission counts against (per client address).
-enum class StreamKind { kPush, kPullStream };
 
 class GrpcParameterService final : public ParameterServerBase {
  public:
@@ -145,18 +167,13 @@ class GrpcParameterService final : public ParameterServerBase {
   int pushes_in_flight() const;
   // PullStreams open.
   int pull_streams_open() const;
+  // Per-call pulls in flight.
+  int pulls_in_flight() const;
+  // Calls alive (admitted, gRPC not done with them).
+  int calls_alive() const { return admission_.alive(); }
 
-  // Admission of one push call or stream (or pull stream) from `peer`
-  // (grpc's peer string): false when the peer has max_pushes_per_peer of
-  // that kind open. Release when it ends.
-  bool AdmitStream(StreamKind kind, const std::string& peer);
-  void ReleaseStream(StreamKind kind, const std::string& peer);
-  bool AdmitPush(const std::string& peer) {
-    return AdmitStream(StreamKind::kPush, peer);
-  }
-  void ReleasePush(const std::string& peer) {
-    ReleaseStream(StreamKind::kPush, peer);
-  }
+  // Every call's admission.
+  CallAdmission* admission() { return &admission_; }
 
   // Ends idle streams now and every stream once its push or pull is done.
   void BeginShutdown();
@@ -180,16 +197,8 @@ class GrpcParameterService final : public ParameterServerBase {
   StreamWatchdog idle_watchdog_;
   std::unique_ptr<DeltaPulls> delta_pulls_;
   std::atomic<bool> shutting_down_{false};
-  mutable absl::Mutex peers_mu_;
-  // Open per (kind, client address).
-  absl::flat_hash_map<std::pair<int, std::string>, int> streams_per_peer_
-      ABSL_GUARDED_BY(peers_mu_);
-  int open_[2] ABSL_GUARDED_BY(peers_mu_) = {0, 0};
+  CallAdmission admission_;
 };
-
-// The client address of a gRPC peer string without its port
-// ("ipv4:10.0.0.7:51234" -> "ipv4:10.0.0.7", "ipv6:[::1]:5" -> "ipv6:[::1]").
-std::string PeerAddress(const std::string& peer);
 
 }  // namespace asgd
 

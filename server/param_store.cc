@@ -45,6 +45,8 @@ const char* RejectReasonName(RejectReason r) {
       return "stalled";
     case RejectReason::kBadEncoding:
       return "bad_encoding";
+    case RejectReason::kServerLimit:
+      return "server_limit";
     case RejectReason::kCount: break;
   }
   return "unknown";
@@ -141,8 +143,7 @@ ParamStore::ParamStore(const ParamStoreOptions& options, ModelLayout layout,
       optimizer_(optimizer),
       weights_(range_.size()),
       staging_(range_.size(), StagingBuffersKept(range_.size()),
-               options.push_memory_bytes /
-                   (std::max<int64_t>(range_.size(), 1) * sizeof(float))),
+               options.push_memory_bytes),
       backup_bytes_(std::make_shared<std::atomic<int64_t>>(0)) {
   prefix_.push_back({0.0, 0.0});
   if (options.delta_log_bytes > 0 && options.sync_workers == 0 &&
@@ -231,6 +232,26 @@ float ParamStore::UpdateScale(int num_minibatches, uint64_t staleness) const {
     case StalenessLrScale::kSqrt: scale /= std::sqrt(1.0f + staleness); break;
   }
   return scale;
+}
+
+float ParamStore::ClipToMaxChangeLocked(float scale, double max_g) {
+  // The shards apply version k at their step k - 1: this update's step is
+  // accepted_.
+  const double lr =
+      optimizer_.LearningRate(accepted_.load(std::memory_order_acquire));
+  const double change = lr * scale * max_g;
+  if (change > largest_change_.load(std::memory_order_relaxed)) {
+    largest_change_.store(change, std::memory_order_relaxed);
+  }
+  if (options_.max_change <= 0 || !(change > options_.max_change)) {
+    return scale;
+  }
+  updates_clipped_.fetch_add(1, std::memory_order_relaxed);
+  if (options_.observer != nullptr) options_.observer->OnUpdateClipped();
+  // Rounded down, so that lr * scale * max_g stays within the bound in
+  // float arithmetic too.
+  const double clipped = scale * (options_.max_change / change);
+  return std::nextafter(static_cast<float>(clipped), 0.0f);
 }
 
 void ParamStore::ProjectedMaxLocked(double* max_w, double* max_v) {
@@ -370,7 +391,8 @@ absl::Status ParamStore::Submit(PushRequest request,
     request.max_abs = request.compressed->max_abs;
     if (options_.sync_workers > 0) {
       // Synchronous steps sum float32 gradients: decode into staging memory.
-      std::shared_ptr<std::vector<float>> decoded = AcquireStaging();
+      std::shared_ptr<std::vector<float>> decoded =
+          AcquireStaging(range_.size() * int64_t{sizeof(float)});
       if (decoded == nullptr) {
         CountRejected(RejectReason::kPushMemory);
         return WithRefusal(
@@ -451,7 +473,8 @@ absl::Status ParamStore::Submit(PushRequest request,
         dc_backup_misses_.fetch_add(1, std::memory_order_relaxed);
         if (options_.observer != nullptr) options_.observer->OnDcBackupMiss();
       }
-      bound.scale = UpdateScale(request.num_minibatches, staleness);
+      bound.scale = ClipToMaxChangeLocked(
+          UpdateScale(request.num_minibatches, staleness), request.max_abs);
       const uint64_t worker_id = request.worker_id;
       ASGD_RETURN_IF_ERROR(EnqueueLocked(
           worker_id, ApplyTask::Kind::kGradient, std::move(request.values),
@@ -515,6 +538,7 @@ absl::Status ParamStore::SubmitSyncLocked(
   for (float& x : *average) x *= inv;
   UpdateBound bound;
   bound.max_g = sync_max_abs_;  // an average is at most its largest term
+  bound.scale = ClipToMaxChangeLocked(bound.scale, bound.max_g);
   sync_max_abs_ = 0;
   sync_sum_bound_ = 0;
   auto waiters = std::make_shared<std::vector<SyncWaiter>>(std::move(sync_waiters_));
@@ -633,6 +657,8 @@ ParamStoreStats ParamStore::stats() const {
     s.rejected[i] = rejected_[i].load(std::memory_order_relaxed);
   }
   s.updates_checked = updates_checked_.load(std::memory_order_relaxed);
+  s.updates_clipped = updates_clipped_.load(std::memory_order_relaxed);
+  s.largest_change = largest_change_.load(std::memory_order_relaxed);
   s.dc_backup_misses = dc_backup_misses_.load(std::memory_order_relaxed);
   s.dc_backup_bytes = backup_bytes_->load();
   {
@@ -640,7 +666,8 @@ ParamStoreStats ParamStore::stats() const {
     s.dc_backups = static_cast<int64_t>(backups_.size());
   }
   s.staging_buffers = staging_.live();
-  s.staging_buffers_max = staging_.max_buffers();
+  s.staging_bytes = staging_.charged_bytes();
+  s.staging_bytes_max = staging_.max_bytes();
   return s;
 }
 

@@ -37,8 +37,10 @@
 // (Shard, UpdateCheck). A rejected update keeps its version number (an empty
 // step).
 //
-// Memory: staging buffers for incoming pushes come from a pool capped by
-// push_memory_bytes (AcquireStaging() answers null beyond it). DC-ASGD's
+// Memory: staging buffers for incoming pushes come from a pool whose budget,
+// push_memory_bytes, is charged as a push's data arrives (AcquireStaging(),
+// ChargeStaging(): staging_pool.h), so that a client holds what it has sent,
+// not a model-sized share per push it starts. DC-ASGD's
 // per-worker model copies are capped by dc_memory_bytes: the copy of the
 // worker that pulled least recently is dropped to make room, and when the
 // copies still held by pulls in flight leave no room the pull is served from
@@ -109,6 +111,7 @@ enum class RejectReason {
   kStalled,          // the stream made no progress for the server's timeout
   kBadEncoding,      // a compressed chunk that is malformed, of an encoding
                      // the server does not accept, or mixed with others
+  kServerLimit,      // the server has too many calls in flight (--max_calls)
   kCount,
 };
 const char* RejectReasonName(RejectReason r);
@@ -130,6 +133,8 @@ class StoreObserver {
   // DC-ASGD: a push was applied without delay compensation because its
   // worker's model copy was not kept.
   virtual void OnDcBackupMiss() {}
+  // An update's step was scaled down to max_change.
+  virtual void OnUpdateClipped() {}
 };
 
 struct ParamStoreOptions {
@@ -145,6 +150,16 @@ struct ParamStoreOptions {
   uint64_t max_staleness = 0;
   MinibatchLrScale minibatch_lr_scale = MinibatchLrScale::kLinear;
   StalenessLrScale staleness_lr_scale = StalenessLrScale::kNone;
+  // Max-change: the most one update may move any weight by its gradient
+  // term, learning rate (scheduled, times the minibatch and staleness
+  // scales) times the largest |gradient value|. An update that would move
+  // one further has its step scaled down to exactly this (the whole update,
+  // so its direction is kept), and is counted (updates_clipped). Finite is
+  // not the same as sane: a finite gradient of 1e35 would still wreck the
+  // model. 0: no bound. With momentum the bound holds for what the update
+  // adds to the velocity; weight decay and the velocity already there are
+  // not the update's doing and are not scaled.
+  double max_change = 0;
   // 0: asynchronous. N > 0: synchronous over N workers.
   int sync_workers = 0;
   // The most minibatches one push may average (it scales the step).
@@ -216,13 +231,19 @@ struct ParamStoreStats {
   uint64_t update_pulls = 0;
   // Updates that went through the all-shard check (their bound failed).
   uint64_t updates_checked = 0;
+  // Updates whose step was scaled down to max_change, and the largest step
+  // any update asked for (before that).
+  uint64_t updates_clipped = 0;
+  double largest_change = 0;
   // DC-ASGD: pushes applied without compensation; copies kept now.
   uint64_t dc_backup_misses = 0;
   int64_t dc_backups = 0;
   int64_t dc_backup_bytes = 0;  // of the copies alive (kept or being pulled)
-  // Staging buffers that exist now (in use or idle) and the cap.
+  // Staging buffers that exist now (in use or idle).
   int64_t staging_buffers = 0;
-  int64_t staging_buffers_max = 0;
+  // Bytes of staged push data charged to the budget now, and the budget.
+  int64_t staging_bytes = 0;
+  int64_t staging_bytes_max = 0;
 };
 
 class ParamStore {
@@ -247,10 +268,17 @@ class ParamStore {
   void ReadEncoded(int64_t begin, int64_t n, WireDtype dtype, char* out) const;
 
   // A buffer of range().size() floats (unspecified contents) for staging
-  // one incoming push, or null when push_memory_bytes are in use; released
-  // buffers are reused. Thread-safe.
-  std::shared_ptr<std::vector<float>> AcquireStaging() const {
-    return staging_.Acquire();
+  // one incoming push, charged `bytes` of the push memory budget at once;
+  // null when they do not fit. Released buffers are reused, and their
+  // charge given back. Thread-safe.
+  std::shared_ptr<std::vector<float>> AcquireStaging(int64_t bytes) const {
+    return staging_.AcquireCharged(bytes);
+  }
+  // Charges `bytes` more to a buffer from AcquireStaging() (before they are
+  // written into it); false, and nothing charged, when the budget would be
+  // exceeded. Thread-safe.
+  bool ChargeStaging(const std::vector<float>* buffer, int64_t bytes) const {
+    return staging_.Charge(buffer, bytes);
   }
   // A copy of the whole local range.
   std::vector<float> Snapshot() const;
@@ -326,6 +354,12 @@ class ParamStore {
   };
 
   float UpdateScale(int num_minibatches, uint64_t staleness) const;
+  // `scale` of an update of largest |g| `max_g`, lowered so that the update
+  // moves no weight by more than max_change (see ParamStoreOptions), and
+  // counted when it was. The update will be version accepted_ + 1. Needs
+  // submit_mu_.
+  float ClipToMaxChangeLocked(float scale, double max_g)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
   // Bounds of the weights and momentum after every admitted update:
   // max over shards of (its last maxima + what the updates it has not
   // applied yet can add). Needs submit_mu_.
@@ -379,6 +413,8 @@ class ParamStore {
   const std::shared_ptr<std::atomic<int64_t>> backup_bytes_;
   std::atomic<uint64_t> dc_backup_misses_{0};
   std::atomic<uint64_t> updates_checked_{0};
+  std::atomic<uint64_t> updates_clipped_{0};
+  std::atomic<double> largest_change_{0};  // written under submit_mu_
 
   std::atomic<uint64_t> accepted_{0};
   std::atomic<int> in_flight_{0};

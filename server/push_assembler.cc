@@ -75,6 +75,11 @@ absl::Status PushAssembler::Add(const PushMessage& msg) {
       if (!chunks_.has_value() && !compressed_sequence_.has_value()) {
         if (absl::Status s = StartChunks(msg.chunk); !s.ok()) return s;
       }
+      // The bytes this chunk stages, charged before they are written: what
+      // the push holds of the budget follows what it has sent.
+      if (!store_->ChargeStaging(staging_.get(), StagedBytes(msg.chunk))) {
+        return RejectPushMemory();
+      }
       if (compressed_sequence_.has_value()) return AddCompressed(msg.chunk);
       if (IsCompressedWireDtype(msg.chunk.dtype)) {
         return Reject(RejectReason::kBadEncoding,
@@ -171,6 +176,25 @@ int64_t PushAssembler::chunks_received() const {
   return chunks_.has_value() ? chunks_->chunks_received() : 0;
 }
 
+int64_t PushAssembler::StagedBytes(const TensorChunkView& chunk) const {
+  int64_t bytes = 0;
+  for (absl::string_view piece : chunk.data) bytes += piece.size();
+  if (compressed_sequence_.has_value() || !IsKnownWireDtype(chunk.dtype)) {
+    return bytes;  // copied as they are (or refused by the chunk check)
+  }
+  // Decoded to float32.
+  return bytes / WireBytes(static_cast<WireDtype>(chunk.dtype)) *
+         int64_t{sizeof(float)};
+}
+
+absl::Status PushAssembler::RejectPushMemory() {
+  return Reject(RejectReason::kPushMemory,
+                WithRefusal(absl::UnavailableError(
+                                "server busy: the memory for pushes in flight "
+                                "is in use; retry or compute another minibatch"),
+                            Refusal::kPushMemory));
+}
+
 absl::Status PushAssembler::StartChunks(const TensorChunkView& chunk) {
   const bool compressed = IsCompressedWireDtype(chunk.dtype);
   if (compressed && !store_->options().compressed_pushes) {
@@ -185,16 +209,10 @@ absl::Status PushAssembler::StartChunks(const TensorChunkView& chunk) {
                       "an ASSIGN push carries weights, not a compressed "
                       "gradient"));
   }
-  // Memory only now that data arrives, and only within the budget.
-  staging_ = store_->AcquireStaging();
-  if (staging_ == nullptr) {
-    return Reject(
-        RejectReason::kPushMemory,
-        WithRefusal(absl::UnavailableError(
-                        "server busy: the memory for pushes in flight "
-                        "is in use; retry or compute another minibatch"),
-                    Refusal::kPushMemory));
-  }
+  // Memory only now that data arrives, and only within the budget; the
+  // chunk's bytes are charged by Add().
+  staging_ = store_->AcquireStaging(0);
+  if (staging_ == nullptr) return RejectPushMemory();
   if (compressed) {
     encoding_ = static_cast<PushEncoding>(chunk.dtype);
     compressed_sequence_.emplace(&store_->layout(), store_->range(),

@@ -10,7 +10,11 @@
 // wire) are decoded into a staging buffer of range().size() floats, taken
 // from the store's capped pool of reusable buffers when the first chunk
 // arrives (a stream that sends nothing, or only a header, holds no buffer);
-// nothing reaches the store here.
+// nothing reaches the store here. The store's push memory budget is charged
+// chunk by chunk, before each chunk is written, with the bytes it stages
+// (float32 values, or a compressed chunk's bytes): a push holds as much of
+// the budget as it has sent, so streams that send a little and stall cannot
+// take the budget from others (staging_pool.h).
 //
 //   PushAssembler assembler(store);
 //   for (const PushMessage& msg : stream) {  // or PushChunk protos
@@ -119,6 +123,9 @@ class PushAssembler {
   // The first chunk: picks float or compressed assembly, takes staging.
   absl::Status StartChunks(const TensorChunkView& chunk);
   absl::Status AddCompressed(const TensorChunkView& chunk);
+  // The bytes of staging memory `chunk` takes once written.
+  int64_t StagedBytes(const TensorChunkView& chunk) const;
+  absl::Status RejectPushMemory();
 
   const ParamStore* const store_;
   std::shared_ptr<std::vector<float>> staging_;

@@ -243,29 +243,62 @@ TEST_F(PushAssemblerTest, PushesBeyondTheMemoryBudgetAreRefusedAsBusy) {
   auto store = ParamStore::Create(o, InitialParams(PushTestSpec(), 1));
   ASSERT_TRUE(store.ok()) << store.status();
   const std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
-  auto start = [&](PushAssembler& a) {
-    EXPECT_TRUE(a.Add(msgs[0]).ok());
-    return a.Add(msgs[1]);
+  ASSERT_GE(msgs.size(), 4u);  // header, chunks, commit
+  // Every message of the push but its commit.
+  auto send = [&](PushAssembler& a) {
+    absl::Status s;
+    for (size_t i = 0; i + 1 < msgs.size() && s.ok(); ++i) s = a.Add(msgs[i]);
+    return s;
   };
   auto first = std::make_unique<PushAssembler>(store->get());
   PushAssembler second(store->get()), third(store->get());
-  ASSERT_TRUE(start(*first).ok());
-  ASSERT_TRUE(start(second).ok());
-  const absl::Status s = start(third);
+  ASSERT_TRUE(send(*first).ok());
+  ASSERT_TRUE(send(second).ok());
+  EXPECT_EQ((*store)->stats().staging_bytes,
+            (*store)->stats().staging_bytes_max);
+  const absl::Status s = send(third);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_EQ(RefusalOf(s), Refusal::kPushMemory);
   EXPECT_EQ(third.reject_reason(), RejectReason::kPushMemory);
-  EXPECT_EQ((*store)->stats().staging_buffers, 2);
+  EXPECT_FALSE(third.holds_staging());
   // Memory comes back when a push ends, whatever way.
   first.reset();
   PushAssembler fourth(store->get());
-  EXPECT_TRUE(start(fourth).ok());
+  EXPECT_TRUE(send(fourth).ok());
   // A push larger than the whole budget cannot even be configured.
   o.push_memory_bytes = store_->range().size() * sizeof(float) - 1;
   EXPECT_EQ(ParamStore::Create(o, InitialParams(PushTestSpec(), 1))
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PushAssemblerTest, PushesThatSentLittleDoNotTakeTheBudgetFromOthers) {
+  // Room for one push; 64 pushes that sent their first chunk and stalled
+  // hold only those chunks' bytes, and a whole push from elsewhere fits.
+  ParamStoreOptions o = store_->options();
+  const std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
+  const int64_t push_bytes = store_->range().size() * sizeof(float);
+  const int64_t first_chunk_bytes = msgs[1].chunk().data().size();
+  o.push_memory_bytes = push_bytes + 64 * first_chunk_bytes;
+  auto store = ParamStore::Create(o, InitialParams(PushTestSpec(), 1));
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::vector<std::unique_ptr<PushAssembler>> stalled;
+  for (int i = 0; i < 64; ++i) {
+    stalled.push_back(std::make_unique<PushAssembler>(store->get()));
+    ASSERT_TRUE(stalled.back()->Add(msgs[0]).ok());
+    ASSERT_TRUE(stalled.back()->Add(msgs[1]).ok()) << i;
+  }
+  EXPECT_EQ((*store)->stats().staging_bytes, 64 * first_chunk_bytes);
+  PushAssembler honest(store->get());
+  for (const PushChunk& m : msgs) ASSERT_TRUE(honest.Add(m).ok());
+  EXPECT_TRUE(honest.committed());
+  // The next one would pass the budget: refused at the chunk that does.
+  PushAssembler one_more(store->get());
+  EXPECT_TRUE(one_more.Add(msgs[0]).ok());
+  EXPECT_EQ(RefusalOf(one_more.Add(msgs[1])), Refusal::kPushMemory);
+  stalled.clear();
+  EXPECT_EQ((*store)->stats().staging_bytes, push_bytes);
 }
 
 // A compressed push yields a CompressedGradient that decodes to exactly

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -123,8 +124,27 @@ ABSL_FLAG(double, push_progress_timeout_s, 20,
           "A push stream that receives nothing for this many seconds before "
           "its commit is ended by the server (DEADLINE_EXCEEDED).");
 ABSL_FLAG(int, max_pushes_per_peer, 16,
-          "Pushes in flight from one client address (IP); more are refused at "
-          "once (UNAVAILABLE, PEER_LIMIT). 0: no limit.");
+          "Calls of each kind in flight from one client address (IP): pushes "
+          "(a PushStream counts as one), pull streams, pulls, and other calls "
+          "(DescribeModel, FetchBatches) are counted apart. More are refused "
+          "at once (UNAVAILABLE, PEER_LIMIT). 0: no limit.");
+ABSL_FLAG(int, max_calls, 512,
+          "Calls and streams open on this server from all clients together; "
+          "more are refused at once (UNAVAILABLE, SERVER_LIMIT). A call counts "
+          "until gRPC has released it. 0: no limit.");
+ABSL_FLAG(int, max_streams_per_connection, 128,
+          "HTTP/2 streams one client connection may have open at once "
+          "(gRPC's MAX_CONCURRENT_STREAMS).");
+ABSL_FLAG(int64_t, grpc_memory_mb, 2048,
+          "gRPC's resource quota, in MiB: the memory its transport may take "
+          "for reading and buffering calls.");
+ABSL_FLAG(double, max_change, 1.0,
+          "The most one update may move any weight by its gradient: learning "
+          "rate (with the minibatch and staleness scales) times the largest "
+          "|gradient value|. A larger update is scaled down to it (and "
+          "counted in asgd_server_updates_clipped_total). Honest training "
+          "stays far below (the server's final line reports the largest "
+          "step seen); a gradient of garbage does not. 0: no bound.");
 ABSL_FLAG(double, stream_idle_timeout_s, 120,
           "A worker's long-lived push or pull stream with nothing under way "
           "for this many seconds is closed (the worker opens a new one when "
@@ -240,6 +260,17 @@ int Run() {
         "--push_progress_timeout_s and --stream_idle_timeout_s in (0, 86400] "
         "and --max_pushes_per_peer >= 0"));
   }
+  const double max_change = absl::GetFlag(FLAGS_max_change);
+  const int64_t grpc_memory_mb = absl::GetFlag(FLAGS_grpc_memory_mb);
+  if (!(max_change >= 0 && std::isfinite(max_change)) ||
+      absl::GetFlag(FLAGS_max_calls) < 0 ||
+      absl::GetFlag(FLAGS_max_streams_per_connection) < 1 ||
+      grpc_memory_mb < 64 || grpc_memory_mb > (int64_t{1} << 30)) {
+    return Fail(absl::InvalidArgumentError(
+        "--max_change must be finite and >= 0, --max_calls >= 0, "
+        "--max_streams_per_connection >= 1 and --grpc_memory_mb >= 64"));
+  }
+  options.max_change = max_change;
   options.compressed_pushes = absl::GetFlag(FLAGS_compressed_pushes);
   options.push_memory_bytes = push_memory_mb << 20;
   options.dc_memory_bytes = dc_memory_mb << 20;
@@ -250,6 +281,10 @@ int Run() {
   service_options.stream_idle_timeout = absl::Seconds(idle_s);
   service_options.max_pushes_per_peer =
       absl::GetFlag(FLAGS_max_pushes_per_peer);
+  service_options.max_calls = absl::GetFlag(FLAGS_max_calls);
+  service_options.max_streams_per_connection =
+      absl::GetFlag(FLAGS_max_streams_per_connection);
+  service_options.grpc_memory_bytes = grpc_memory_mb << 20;
   options.attributes["learning_rate"] = absl::StrCat(options.optimizer.learning_rate);
   options.attributes["sync_workers"] = absl::StrCat(options.sync_workers);
   // Metrics first: the store reports into them from its first update.
@@ -374,8 +409,8 @@ int Run() {
       for (uint64_t r : st.rejected) rejected += r;
       std::printf(
           "asgd_server %d: version %llu, pushes applied %llu, dropped stale "
-          "%llu, rejected %llu, pulls %llu (%llu as updates), staging "
-          "buffers %lld of %lld\n",
+          "%llu, rejected %llu, pulls %llu (%llu as updates), staged "
+          "%.1f of %lld MiB\n",
           options.server_index,
           static_cast<unsigned long long>(store->version()),
           static_cast<unsigned long long>(st.pushes_applied),
@@ -383,8 +418,8 @@ int Run() {
           static_cast<unsigned long long>(rejected),
           static_cast<unsigned long long>(st.pulls),
           static_cast<unsigned long long>(st.update_pulls),
-          static_cast<long long>(st.staging_buffers),
-          static_cast<long long>(st.staging_buffers_max));
+          st.staging_bytes / double(1 << 20),
+          static_cast<long long>(st.staging_bytes_max >> 20));
       std::fflush(stdout);
     }
   }
@@ -396,10 +431,12 @@ int Run() {
   const ParamStoreStats final_stats = store->stats();
   std::printf(
       "asgd_server %d: stopped at version %llu after %llu pulls (%llu as "
-      "updates)\n",
+      "updates); largest update step %.3g (--max_change %g, %llu clipped)\n",
       options.server_index, static_cast<unsigned long long>(store->version()),
       static_cast<unsigned long long>(final_stats.pulls),
-      static_cast<unsigned long long>(final_stats.update_pulls));
+      static_cast<unsigned long long>(final_stats.update_pulls),
+      final_stats.largest_change, options.max_change,
+      static_cast<unsigned long long>(final_stats.updates_clipped));
   return 0;
 }
 

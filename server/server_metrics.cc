@@ -127,6 +127,14 @@ ServerMetrics::ServerMetrics(prometheus::Registry& r, int server_index,
               .Labels({{"server", absl::StrCat(server_index)}})
               .Register(r)
               .Add({})),
+      updates_clipped_(
+          BuildCounter()
+              .Name("asgd_server_updates_clipped_total")
+              .Help("Updates whose step was scaled down to --max_change (a "
+                    "gradient far larger than training produces).")
+              .Labels({{"server", absl::StrCat(server_index)}})
+              .Register(r)
+              .Add({})),
       rpc_started_family_(BuildCounter()
                               .Name("asgd_grpc_server_started_total")
                               .Help("RPCs started, by method.")

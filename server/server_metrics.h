@@ -57,6 +57,7 @@ class ServerMetrics final : public StoreObserver {
   void OnPushRejected(RejectReason reason) override;
   void OnShardApplied(int shard, double seconds) override;
   void OnDcBackupMiss() override { dc_backup_misses_.Increment(); }
+  void OnUpdateClipped() override { updates_clipped_.Increment(); }
 
   // RPC level (called by the gRPC adapter).
   void OnRpcStarted(RpcMethod method);
@@ -110,6 +111,7 @@ class ServerMetrics final : public StoreObserver {
   prometheus::Family<prometheus::Gauge>& last_push_family_;
   prometheus::Gauge& last_checkpoint_;
   prometheus::Counter& dc_backup_misses_;
+  prometheus::Counter& updates_clipped_;
   std::array<prometheus::Counter*, kNumPushEncodings> pushes_by_encoding_{};
   std::array<prometheus::Counter*, kNumPushEncodings> bytes_by_encoding_{};
   prometheus::Family<prometheus::Counter>& rpc_started_family_;
