@@ -657,3 +657,110 @@ TEST(ParamStoreTest, SyncModeAveragesCompressedPushesAsDecoded) {
 
 }  // namespace
 }  // namespace asgd
+
+namespace asgd {
+namespace {
+
+// Max-change: an update whose gradient term would move a weight by more
+// than max_change is scaled down to exactly that, keeping its direction;
+// honest updates are applied as they are; the learning rate a delta pull
+// replays (the update log) is the clipped one.
+TEST(ParamStoreTest, MaxChangeScalesHugeUpdatesDownAndLeavesOthersAlone) {
+  ParamStoreOptions o = Options(3, 8);
+  o.max_change = 0.5;
+  o.minibatch_lr_scale = MinibatchLrScale::kLinear;
+  auto store = ParamStore::Create(o, std::vector<float>(3800, 0.0f));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ParamStore& ps = **store;
+  const int64_t n = ps.range().size();
+  // Honest: 0.125 * 2 = 0.25 <= 0.5, applied as is.
+  auto g = std::make_shared<std::vector<float>>(n);
+  for (int64_t i = 0; i < n; ++i) g->at(i) = (i % 2 ? 2.0f : -1.0f);
+  ASSERT_TRUE(SubmitAndWait(ps, Push(0, g)).applied);
+  std::vector<float> before = ps.Snapshot();
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(before[i], -0.125f * g->at(i)) << i;
+  }
+  EXPECT_EQ(ps.stats().updates_clipped, 0u);
+  // Garbage: finite values of -1e35, 64 minibatches (linear scale: x64).
+  auto huge = std::make_shared<std::vector<float>>(n);
+  for (int64_t i = 0; i < n; ++i) huge->at(i) = (i % 3 ? -1e35f : -5e34f);
+  ASSERT_TRUE(SubmitAndWait(ps, Push(1, huge, 0, 64)).applied);
+  std::vector<float> after = ps.Snapshot();
+  double largest = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double change = std::fabs(double(after[i]) - before[i]);
+    largest = std::max(largest, change);
+    ASSERT_LE(change, 0.5 * (1 + 1e-6)) << i;
+    // Its direction kept: half the gradient, half the step.
+    const double want = (i % 3 ? 0.5 : 0.25);
+    ASSERT_NEAR(change, want, 1e-6) << i;
+  }
+  EXPECT_NEAR(largest, 0.5, 1e-6);
+  EXPECT_EQ(ps.stats().updates_clipped, 1u);
+  EXPECT_NEAR(ps.stats().largest_change, 0.125 * 64 * 1e35, 1e30);
+}
+
+TEST(ParamStoreTest, MaxChangeBoundsCompressedPushesAndTheReplayedRate) {
+  ParamStoreOptions o = Options(2, 8);
+  o.max_change = 0.25;
+  auto store = ParamStore::Create(o, std::vector<float>(3800, 0.0f));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ParamStore& ps = **store;
+  ASSERT_NE(ps.update_log(), nullptr);
+  const int64_t n = ps.range().size();
+  std::vector<float> values(n, 0.0f);
+  for (int64_t i = 0; i < n; i += 7) values[i] = -1e35f;
+  // Top-k chunks of 500 in one buffer, as a push assembler leaves them
+  // (what the update log keeps).
+  auto storage = std::make_shared<std::string>();
+  std::vector<int64_t> sizes;
+  for (int64_t at = 0; at < n; at += 500) {
+    const int64_t count = std::min<int64_t>(500, n - at);
+    std::vector<float> residual(count, 0.0f);
+    std::string out;
+    ASSERT_TRUE(EncodeTopK(absl::MakeConstSpan(values.data() + at, count),
+                           TopKCount(0.2, count), absl::MakeSpan(residual),
+                           &out)
+                    .ok());
+    *storage += out;
+    sizes.push_back(static_cast<int64_t>(out.size()));
+  }
+  auto gradient = std::make_shared<CompressedGradient>();
+  gradient->encoding = GradEncoding::kTopK;
+  gradient->encoded = *storage;
+  gradient->encoded_sizes = sizes;
+  int64_t begin = 0;
+  for (int64_t size : sizes) {
+    gradient->chunks.push_back(*ParseCompressedChunk(
+        absl::string_view(storage->data() + begin, size), {}));
+    gradient->max_abs = std::max(gradient->max_abs,
+                                 CompressedMaxAbs(gradient->chunks.back()));
+    begin += size;
+  }
+  gradient->storage = storage;
+  std::shared_ptr<const CompressedGradient> compressed = gradient;
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_TRUE(
+        SubmitAndWait(ps, CompressedPush(k, compressed, 0, 64)).applied);
+  }
+  const std::vector<float> w = ps.Snapshot();
+  float largest = 0;
+  for (float x : w) largest = std::max(largest, std::fabs(x));
+  // Three updates, each within 0.25.
+  EXPECT_LE(largest, 3 * 0.25 * (1 + 1e-6));
+  EXPECT_GT(largest, 0.7);
+  EXPECT_EQ(ps.stats().updates_clipped, 3u);
+  // The log holds the rate the shards applied (what a replay uses).
+  EXPECT_EQ(ps.update_log()->last_unreplayable(), 0u);
+  EXPECT_EQ(ps.update_log()->size(), 3u);
+  const auto logged = ps.update_log()->Collect(0, 3, int64_t{1} << 30);
+  ASSERT_TRUE(logged.has_value());
+  ASSERT_EQ(logged->size(), 3u);
+  for (const auto& u : *logged) {
+    EXPECT_NEAR(u->learning_rate * 1e35, 0.25, 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace asgd
