@@ -15,8 +15,9 @@ PACKAGES=(
   flite flite1-dev
   # gzip'd Kaldi archives and alignments (kaldi/); ONNX export (model/onnx_export).
   zlib1g-dev libonnx-dev
-  # Tests of the monitoring, deployment and security features.
-  prometheus docker-compose nodejs openssl
+  # Tests of the monitoring, deployment and security features (python3-h2:
+  # the raw HTTP/2 attack client of tests/hostile_http2_test.py).
+  prometheus docker-compose nodejs openssl python3-h2
   # The fuzz test (libFuzzer and the sanitizer runtimes come with clang's).
   clang libclang-rt-14-dev
   "$@"

@@ -1,0 +1,616 @@
+#!/usr/bin/env python3
+"""Attacks on the real asgd_server binary with raw HTTP/2 frames (the h2
+library, no gRPC client, so nothing on the client side softens them), each
+with the bound that holds it: the server's memory (VmRSS), how its calls end,
+and whether it still answers and still applies honest pushes.
+
+  1. rapid reset: N Pull calls opened and reset at once on one connection
+     (HTTP/2 "rapid reset"); the same on PullStream and DescribeModel.
+  2. zero window: M Pull calls on connections that grant no flow-control
+     window, from several local addresses; the server cuts them off at the
+     progress timeout (RST_STREAM), and memory comes back.
+  3. a PushStream that never reads its replies: the push is applied, the
+     stream is ended and cancelled at the progress timeout, and the address's
+     places come back.
+  4. 16 pushes that send 62 bytes and stall: another address's pushes all
+     apply (push memory is charged as bytes arrive).
+
+Usage: hostile_http2_test.py SERVER [--model=small|seed] [--resets=N]
+       [--zero_window=M] [--legacy]
+With --legacy (a server from before these limits) the server is started
+without the new flags and the bounds are reported; checks may fail there.
+"""
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+try:
+    import h2.config
+    import h2.connection
+    import h2.events
+    import h2.settings
+except ImportError:  # a Python without Debian's packages: use Debian's
+    if os.path.exists("/usr/bin/python3") and sys.executable != "/usr/bin/python3":
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    raise
+
+import testlib
+from testlib import LOGS, read_port
+
+CHECKS = testlib.Checks()
+check, fail = CHECKS.check, CHECKS.fail
+
+PROGRESS_TIMEOUT_S = 2
+SERVICE = "/asgd.v1.ParameterServer/"
+GROWTH_BOUND_MB = 300
+
+
+# --- Protocol Buffers, by hand (varints and length-delimited fields) -------
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field(number, value):
+    """One field: an int (varint) or bytes/str (length-delimited)."""
+    if isinstance(value, int):
+        return varint(number << 3) + varint(value)
+    if isinstance(value, str):
+        value = value.encode()
+    return varint(number << 3 | 2) + varint(len(value)) + value
+
+
+def parse(buf):
+    """The fields of a message: [(number, value)], value int or bytes."""
+    out, i = [], 0
+    while i < len(buf):
+        key, i = read_varint(buf, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = read_varint(buf, i)
+        elif wire == 2:
+            n, i = read_varint(buf, i)
+            value, i = buf[i:i + n], i + n
+        elif wire == 5:
+            value, i = buf[i:i + 4], i + 4
+        elif wire == 1:
+            value, i = buf[i:i + 8], i + 8
+        else:
+            raise ValueError(f"wire type {wire}")
+        out.append((number, value))
+    return out
+
+
+def read_varint(buf, i):
+    n = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, i
+
+
+def grpc_frame(message):
+    return b"\0" + struct.pack(">I", len(message)) + message
+
+
+def pull_request():
+    return field(1, 7) + field(3, 0)  # worker 7, FLOAT32
+
+
+def push_messages(model, version, value=0.001):
+    """The messages of one float32 gradient push of the whole model."""
+    header = field(1, field(1, 99) + field(2, version) + field(3, 1)) + \
+        field(4, version)
+    msgs, count = [header], 0
+    for name, size in model["tensors"]:
+        for offset in range(0, size, model["max_chunk"]):
+            n = min(model["max_chunk"], size - offset)
+            chunk = field(1, name) + field(2, offset) + \
+                field(3, struct.pack(f"<{n}f", *([value] * n)))
+            msgs.append(field(2, chunk) + field(4, version))
+            count += 1
+    msgs.append(field(3, field(1, count)) + field(4, version))
+    return msgs
+
+
+def tiny_push_start(model):
+    """A push's header and a first chunk of one value: 62 bytes or so."""
+    name = model["tensors"][0][0]
+    chunk = field(1, name) + field(2, 0) + field(3, struct.pack("<f", 0.5))
+    return [field(1, field(1, 98) + field(2, 0) + field(3, 1)) + field(4, 0),
+            field(2, chunk) + field(4, 0)]
+
+
+# --- HTTP/2 ------------------------------------------------------------------
+
+class Conn:
+    """One HTTP/2 connection to the server from `source` (a local address).
+    `window`: the stream flow-control window granted to the server (0: it
+    can send no DATA at all). Received data is never acknowledged, so the
+    connection window is not replenished either."""
+
+    def __init__(self, port, source="127.0.0.1", window=None, ack=True):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind((source, 0))
+        self.sock.connect(("127.0.0.1", port))
+        self.sock.settimeout(0)
+        self.ack = ack
+        cfg = h2.config.H2Configuration(client_side=True,
+                                        header_encoding="utf-8")
+        self.h2 = h2.connection.H2Connection(config=cfg)
+        self.h2.initiate_connection()
+        if window is not None:
+            self.h2.update_settings(
+                {h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+        self.ended = {}    # stream id -> (grpc-status, asgd-refusal)
+        self.reset = set()  # streams the server reset
+        self.data = {}     # stream id -> bytes received
+        self.port = port
+        self.flush()
+
+    def headers(self, method):
+        return [(":method", "POST"), (":scheme", "http"),
+                (":path", SERVICE + method),
+                (":authority", f"127.0.0.1:{self.port}"),
+                ("content-type", "application/grpc"), ("te", "trailers")]
+
+    def open(self, method, messages=(), end=True):
+        # Within the server's MAX_CONCURRENT_STREAMS: wait (bounded) for
+        # streams to end first.
+        deadline = time.time() + 60
+        while (self.h2.open_outbound_streams >=
+               self.h2.remote_settings.max_concurrent_streams and
+               time.time() < deadline):
+            self.flush()
+            self.poll(0.01)
+        sid = self.h2.get_next_available_stream_id()
+        self.h2.send_headers(sid, self.headers(method))
+        size = sum(len(m) + 5 for m in messages)
+        if size > 16000:  # beyond one frame: within the windows
+            self.send(sid, messages, end=end)
+            return sid
+        for i, m in enumerate(messages):
+            self.h2.send_data(sid, grpc_frame(m),
+                              end_stream=end and i == len(messages) - 1)
+        if end and not messages:
+            self.h2.end_stream(sid)
+        return sid
+
+    def send(self, sid, messages, end=False):
+        """Sends `messages` on stream `sid` within the server's flow-control
+        windows (waiting, bounded, for it to grant more)."""
+        data = b"".join(grpc_frame(m) for m in messages)
+        deadline = time.time() + 60
+        while data and time.time() < deadline:
+            n = min(len(data), self.h2.local_flow_control_window(sid),
+                    self.h2.max_outbound_frame_size)
+            if n == 0:
+                self.flush()
+                self.poll(0.01)
+                continue
+            self.h2.send_data(sid, data[:n], end_stream=end and n == len(data))
+            data = data[n:]
+        self.flush()
+        return not data
+
+    def rst(self, sid):
+        self.h2.reset_stream(sid)
+
+    def flush(self):
+        out = self.h2.data_to_send()
+        while out:
+            try:
+                sent = self.sock.send(out)
+                out = out[sent:]
+            except BlockingIOError:
+                self.poll(0.01)
+                out = out + self.h2.data_to_send()
+
+    def poll(self, seconds=0.0):
+        """Reads what the server sent for up to `seconds`."""
+        end = time.time() + seconds
+        while True:
+            try:
+                chunk = self.sock.recv(1 << 16)
+                if not chunk:
+                    return False
+                for ev in self.h2.receive_data(chunk):
+                    self.event(ev)
+            except BlockingIOError:
+                if time.time() >= end:
+                    return True
+                time.sleep(0.005)
+            except ConnectionError:
+                return False
+            out = self.h2.data_to_send()
+            if out:
+                try:
+                    self.sock.send(out)
+                except BlockingIOError:
+                    pass
+
+    def event(self, ev):
+        if isinstance(ev, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+            hdrs = dict(ev.headers)
+            if "grpc-status" in hdrs:
+                self.ended[ev.stream_id] = (int(hdrs["grpc-status"]),
+                                            hdrs.get("asgd-refusal", ""))
+        elif isinstance(ev, h2.events.DataReceived):
+            self.data[ev.stream_id] = self.data.get(ev.stream_id, b"") + ev.data
+            if self.ack:
+                self.h2.acknowledge_received_data(
+                    ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, h2.events.StreamReset):
+            self.reset.add(ev.stream_id)
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def grpc_messages(data):
+    out, i = [], 0
+    while i + 5 <= len(data):
+        n = struct.unpack(">I", data[i + 1:i + 5])[0]
+        out.append(data[i + 5:i + 5 + n])
+        i += 5 + n
+    return out
+
+
+# --- The server ----------------------------------------------------------------
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return -1
+
+
+class Peak:
+    """The largest VmRSS of `pid` while running (sampled every 20 ms)."""
+
+    def __init__(self, pid):
+        self.pid, self.peak, self.stop = pid, rss_mb(pid), False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop:
+            try:
+                self.peak = max(self.peak, rss_mb(self.pid))
+            except OSError:
+                return
+            time.sleep(0.02)
+
+    def done(self):
+        self.stop = True
+        self.thread.join()
+        return self.peak
+
+
+def describe(port):
+    c = Conn(port)
+    sid = c.open("DescribeModel", [b""])
+    c.flush()
+    deadline = time.time() + 10
+    while sid not in c.ended and time.time() < deadline:
+        c.poll(0.05)
+    c.close()
+    msgs = grpc_messages(c.data.get(sid, b""))
+    if not msgs:
+        return None
+    model = {"tensors": [], "max_chunk": 256 * 1024, "version": 0}
+    for number, value in parse(msgs[0]):
+        if number == 1:
+            name, size = "", 1
+            for n2, v2 in parse(value):
+                if n2 == 1:
+                    name = v2.decode()
+                elif n2 == 2:
+                    if isinstance(v2, int):
+                        size *= v2
+                    else:  # packed
+                        i = 0
+                        while i < len(v2):
+                            d, i = read_varint(v2, i)
+                            size *= d
+            model["tensors"].append((name, size))
+        elif number == 7:
+            model["max_chunk"] = value
+        elif number == 5:
+            model["version"] = value
+    return model
+
+
+def healthy(probe, port):
+    r = subprocess.run([probe, f"--health_probe=127.0.0.1:{port}"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=30)
+    return r.returncode == 0
+
+
+class Server:
+    started = 0
+
+    def __init__(self, path, tmp, model_flags, flags, legacy):
+        self.path = path
+        Server.started += 1
+        pf = os.path.join(tmp, f"port.{Server.started}")
+        log = os.path.join(tmp, f"server.{Server.started}.log")
+        LOGS.append(log)
+        new = [] if legacy else [
+            f"--push_progress_timeout_s={PROGRESS_TIMEOUT_S}"] + flags
+        self.proc = subprocess.Popen(
+            [path, "--host=0.0.0.0", "--port=0", f"--port_file={pf}",
+             "--metrics_port=-1", "--log_every_s=0", "--num_shards=2"]
+            + model_flags + new,
+            stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        self.port = testlib.wait_for("server port", lambda: read_port(pf),
+                                     timeout=60, proc=self.proc)
+        testlib.wait_for("server model", lambda: describe(self.port),
+                         timeout=60, proc=self.proc)
+
+    def rss(self):
+        return rss_mb(self.proc.pid)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def settle(server, seconds=PROGRESS_TIMEOUT_S * 2 + 2):
+    """Waits (bounded) until the server's RSS stops falling."""
+    end, last = time.time() + seconds, server.rss()
+    while time.time() < end:
+        time.sleep(0.25)
+        now = server.rss()
+        if now >= last - 1:
+            return now
+        last = now
+    return server.rss()
+
+
+# --- The attacks -------------------------------------------------------------
+
+def rapid_reset(server, method, n, messages):
+    """n calls of `method` opened and reset at once on one connection."""
+    base = server.rss()
+    peak = Peak(server.proc.pid)
+    c = Conn(server.port)
+    t0 = time.time()
+    for i in range(n):
+        sid = c.open(method, messages)
+        c.rst(sid)
+        if i % 200 == 199:
+            c.flush()
+            c.poll()
+    c.flush()
+    sent_s = time.time() - t0
+    c.poll(0.5)
+    c.close()
+    after = settle(server)
+    grown = peak.done() - base
+    print(f"{n} {method} calls opened and reset on one connection in "
+          f"{sent_s:.1f} s: server RSS {base:.0f} MB -> peak +{grown:.0f} MB, "
+          f"{after - base:+.0f} MB after")
+    return grown
+
+
+def zero_window_pulls(server, n, sources):
+    """n Pulls spread over `sources` on connections that grant no window."""
+    base = server.rss()
+    peak = Peak(server.proc.pid)
+    conns = [Conn(server.port, source=s, window=0, ack=False) for s in sources]
+    sids = [[] for _ in conns]
+    t0 = time.time()
+    for i in range(n):
+        k = i % len(conns)
+        sids[k].append(conns[k].open("Pull", [pull_request()]))
+        if i % 100 == 99:
+            for c in conns:
+                c.flush()
+                c.poll()
+    for c in conns:
+        c.flush()
+    # Refusals come at once; the admitted pulls are cut off at the timeout.
+    deadline = t0 + PROGRESS_TIMEOUT_S + 20
+    while time.time() < deadline:
+        for c in conns:
+            c.poll(0.05)
+        if all(len(c.ended) + len(c.reset - set(c.ended)) >= len(s)
+               for c, s in zip(conns, sids)):
+            break
+    held_peak = peak.done() - base
+    ended_s = time.time() - t0
+    refused = sum(1 for c in conns for st, r in c.ended.values()
+                  if st == 14 and r == "PEER_LIMIT")
+    # Admitted and ended by the server: DEADLINE_EXCEEDED (4), CANCELLED
+    # (1: "cancelled on the server side") or a reset.
+    cut_off = sum(1 for c in conns for st, r in c.ended.values()
+                  if st in (1, 4))
+    cut_off += sum(len(c.reset - set(c.ended)) for c in conns)
+    other = sum(1 for c in conns for st, r in c.ended.values()
+                if st not in (1, 4) and not (st == 14 and r == "PEER_LIMIT"))
+    open_left = sum(len(s) for s in sids) - refused - cut_off - other
+    for c in conns:
+        c.close()
+    after = settle(server)
+    print(f"{n} zero-window Pulls from {len(sources)} addresses: peak "
+          f"+{held_peak:.0f} MB, {refused} refused (PEER_LIMIT), {cut_off} "
+          f"ended by the server at the progress timeout (DEADLINE_EXCEEDED, "
+          f"CANCELLED or RST_STREAM), {other} ended otherwise, {open_left} never ended, "
+          f"{ended_s:.1f} s; {after - base:+.0f} MB after the client left")
+    return held_peak, refused, cut_off, open_left + other, after - base
+
+
+def push_stream_never_reads(server, model):
+    """A PushStream that never reads its reply; then 16 PushStreams from the
+    same address: admitted once the first is cut off."""
+    version_before = describe(server.port)["version"]
+    c = Conn(server.port, window=0, ack=False)
+    sid = c.open("PushStream", end=False)
+    c.send(sid, push_messages(model, version_before))
+    c.flush()
+    t0 = time.time()
+    while sid not in c.reset and sid not in c.ended and \
+            time.time() - t0 < PROGRESS_TIMEOUT_S + 20:
+        c.poll(0.05)
+    ended_s = time.time() - t0
+    cut_off = sid in c.reset
+    applied = describe(server.port)["version"] == version_before + 1
+    c.close()
+    # The address's places: 16 streams that stay open (refused ones end at
+    # once with PEER_LIMIT).
+    c2 = Conn(server.port)
+    probes = [c2.open("PushStream", end=False) for _ in range(16)]
+    c2.flush()
+    c2.poll(1.0)
+    refused = sum(1 for s in probes if c2.ended.get(s, (0, ""))[1] == "PEER_LIMIT")
+    c2.close()
+    print(f"PushStream that never reads its reply: push applied: {applied}, "
+          f"cut off by the server: {cut_off} after {ended_s:.1f} s; then "
+          f"{16 - refused} of 16 new push streams from that address admitted")
+    return applied, cut_off, ended_s, refused
+
+
+def tiny_stalled_pushes(server, model, honest_pushes=20):
+    """16 Push calls that send ~62 bytes and stall (127.0.0.1), then
+    `honest_pushes` whole pushes from 127.0.0.2, one at a time."""
+    attacker = Conn(server.port)
+    for _ in range(16):
+        attacker.open("Push", tiny_push_start(model), end=False)
+    attacker.flush()
+    attacker.poll(0.5)
+    refused_attacks = len(attacker.ended)
+    applied = 0
+    results = []
+    for k in range(honest_pushes):
+        version = describe(server.port)["version"]
+        c = Conn(server.port, source="127.0.0.2")
+        sid = c.open("Push", push_messages(model, version))
+        c.flush()
+        deadline = time.time() + 20
+        while sid not in c.ended and time.time() < deadline:
+            c.poll(0.02)
+        status, refusal = c.ended.get(sid, (-1, ""))
+        reply = grpc_messages(c.data.get(sid, b""))
+        ok = status == 0 and reply and dict(parse(reply[0])).get(1, 0) == 1
+        applied += bool(ok)
+        results.append(refusal or str(status))
+        c.close()
+    attacker.poll(0.1)
+    attacker.close()
+    print(f"16 stalled 62-byte pushes from 127.0.0.1 ({refused_attacks} "
+          f"refused at once), then {honest_pushes} pushes from 127.0.0.2: "
+          f"{applied} applied ({', '.join(sorted(set(results)))})")
+    return applied
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1")
+                for a in sys.argv[1:] if a.startswith("--"))
+    path = args[0]
+    legacy = "legacy" in opts
+    seed = opts.get("model", "small") == "seed"
+    resets = int(opts.get("resets", "50000"))
+    zero = int(opts.get("zero_window", "2000"))
+    model_flags = ["--feature_dim=440", "--context=0", "--num_classes=40",
+                   "--hidden=512,512"]
+    if seed:
+        model_flags = ["--feature_dim=440", "--context=0",
+                       "--hidden=2048,2048,2048,2048,2048",
+                       "--num_classes=2000"]
+    tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+    # Push memory for 16 pushes of the model: what 16 stalled pushes that
+    # each took a model-sized buffer filled before.
+    probe = Server(path, tmp, model_flags, [], legacy)
+    model = describe(probe.port)
+    probe.stop()
+    model_mb = sum(s for _, s in model["tensors"]) * 4 / 2**20
+    push_memory_mb = max(1, int(16 * model_mb + 0.999))
+    print(f"model: {model_mb:.1f} MB in {len(model['tensors'])} tensors; "
+          f"--push_memory_mb={push_memory_mb}")
+    server = Server(path, tmp, model_flags,
+                    [f"--push_memory_mb={push_memory_mb}"], legacy)
+    try:
+        # 1. Rapid reset.
+        grown = rapid_reset(server, "Pull", resets, [pull_request()])
+        check(f"{resets} reset Pull calls hold < {GROWTH_BOUND_MB} MB more",
+              grown < GROWTH_BOUND_MB, f"+{grown:.0f} MB")
+        check("the server answers after the Pull resets",
+              healthy(path, server.port) and describe(server.port) is not None)
+        for method, msgs in (("PullStream", [pull_request()]),
+                             ("DescribeModel", [b""])):
+            g = rapid_reset(server, method, resets // 5, msgs)
+            check(f"{resets // 5} reset {method} calls hold < "
+                  f"{GROWTH_BOUND_MB} MB more", g < GROWTH_BOUND_MB,
+                  f"+{g:.0f} MB")
+        check("the server answers after every reset attack",
+              healthy(path, server.port))
+
+        # 2. Zero window, from one address and from four.
+        for sources in (["127.0.0.1"],
+                        ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"]):
+            held, refused, cut, left, after = zero_window_pulls(
+                server, zero, sources)
+            check(f"{zero} zero-window Pulls from {len(sources)} address(es) "
+                  f"hold < {GROWTH_BOUND_MB} MB more",
+                  held < GROWTH_BOUND_MB, f"+{held:.0f} MB")
+            check(f"at most 16 pulls per address admitted ({len(sources)} "
+                  f"address(es)), the rest refused at once",
+                  refused >= zero - 16 * len(sources),
+                  f"{refused} refused of {zero}")
+            check("every admitted zero-window pull is ended by the server "
+                  "at the progress timeout",
+                  left == 0 and cut == zero - refused,
+                  f"{left} never ended or ended otherwise, {cut} cut off")
+            check("the memory comes back once the client leaves",
+                  after < 64, f"{after:+.0f} MB")
+        check("the server answers after the zero-window pulls",
+              healthy(path, server.port))
+
+        # 3. A PushStream that never reads its replies.
+        applied, cut_off, ended_s, refused = push_stream_never_reads(
+            server, model)
+        check("a push on a stream that reads nothing is applied", applied)
+        check("that stream is cut off at the progress timeout",
+              cut_off and ended_s < PROGRESS_TIMEOUT_S + 10,
+              f"cut off {cut_off} after {ended_s:.1f} s")
+        check("its place comes back: 16 new push streams admitted",
+              refused == 0, f"{refused} refused")
+
+        # 4. Tiny stalled pushes do not lock out another worker.
+        applied = tiny_stalled_pushes(server, model)
+        check("with 16 stalled 62-byte pushes, another worker's 20 pushes "
+              "all apply", applied == 20, f"{applied} of 20")
+        check("the server answers at the end", healthy(path, server.port))
+    finally:
+        server.stop()
+    CHECKS.report_and_exit()
+
+
+if __name__ == "__main__":
+    main()
