@@ -129,10 +129,22 @@ def push_messages(model, version, value=0.001):
     return msgs
 
 
+def top_k_one(value):
+    """A top-k chunk (compression/grad_codec.h) of 1 element holding
+    `value`: 21 bytes."""
+    # encoding 2 (top-k), version 1, flags 0, count 1, k 1, L 1; the value;
+    # the index 0.
+    return struct.pack("<BBHIII", 2, 1, 0, 1, 1, 1) + \
+        struct.pack("<f", value) + varint(0)
+
+
 def tiny_push_start(model):
-    """A push's header and a first chunk of one value: 62 bytes or so."""
+    """A push's header and a valid first chunk of one element, top-k
+    encoded: about 62 bytes, the start of a push that a server taking
+    compressed pushes accepts."""
     name = model["tensors"][0][0]
-    chunk = field(1, name) + field(2, 0) + field(3, struct.pack("<f", 0.5))
+    chunk = field(1, name) + field(2, 0) + field(3, top_k_one(0.5)) + \
+        field(4, 3)  # TOP_K
     return [field(1, field(1, 98) + field(2, 0) + field(3, 1)) + field(4, 0),
             field(2, chunk) + field(4, 0)]
 
@@ -351,18 +363,21 @@ def healthy(probe, port):
 class Server:
     started = 0
 
-    def __init__(self, path, tmp, model_flags, flags, legacy):
+    def __init__(self, path, tmp, model_flags, flags, legacy,
+                 progress_timeout_s=PROGRESS_TIMEOUT_S):
         self.path = path
         Server.started += 1
         pf = os.path.join(tmp, f"port.{Server.started}")
         log = os.path.join(tmp, f"server.{Server.started}.log")
         LOGS.append(log)
-        new = [] if legacy else [
-            f"--push_progress_timeout_s={PROGRESS_TIMEOUT_S}"] + flags
+        # Flags a server from before these limits knows too.
+        old = [f"--push_progress_timeout_s={progress_timeout_s}"] + \
+            [f for f in flags if f.startswith("--push_memory_mb")]
+        new = old if legacy else old + flags
         self.proc = subprocess.Popen(
             [path, "--host=0.0.0.0", "--port=0", f"--port_file={pf}",
              "--metrics_port=-1", "--log_every_s=0", "--num_shards=2"]
-            + model_flags + new,
+            + model_flags + sorted(set(new)),
             stdout=open(log, "w"), stderr=subprocess.STDOUT)
         self.port = testlib.wait_for("server port", lambda: read_port(pf),
                                      timeout=60, proc=self.proc)
@@ -478,17 +493,17 @@ def push_stream_never_reads(server, model):
             time.time() - t0 < PROGRESS_TIMEOUT_S + 20:
         c.poll(0.05)
     ended_s = time.time() - t0
-    cut_off = sid in c.reset
+    cut_off = sid in c.reset or sid in c.ended
     applied = describe(server.port)["version"] == version_before + 1
-    c.close()
-    # The address's places: 16 streams that stay open (refused ones end at
-    # once with PEER_LIMIT).
+    # The address's places, the first connection still open: 16 streams
+    # that stay open (refused ones end at once with PEER_LIMIT).
     c2 = Conn(server.port)
     probes = [c2.open("PushStream", end=False) for _ in range(16)]
     c2.flush()
     c2.poll(1.0)
     refused = sum(1 for s in probes if c2.ended.get(s, (0, ""))[1] == "PEER_LIMIT")
     c2.close()
+    c.close()
     print(f"PushStream that never reads its reply: push applied: {applied}, "
           f"cut off by the server: {cut_off} after {ended_s:.1f} s; then "
           f"{16 - refused} of 16 new push streams from that address admitted")
@@ -503,7 +518,7 @@ def tiny_stalled_pushes(server, model, honest_pushes=20):
         attacker.open("Push", tiny_push_start(model), end=False)
     attacker.flush()
     attacker.poll(0.5)
-    refused_attacks = len(attacker.ended)
+    refused_attacks = len(attacker.ended)  # all should be held, not ended
     applied = 0
     results = []
     for k in range(honest_pushes):
@@ -521,11 +536,12 @@ def tiny_stalled_pushes(server, model, honest_pushes=20):
         results.append(refusal or str(status))
         c.close()
     attacker.poll(0.1)
+    stalled_held = refused_attacks == 0 and not attacker.ended
     attacker.close()
     print(f"16 stalled 62-byte pushes from 127.0.0.1 ({refused_attacks} "
           f"refused at once), then {honest_pushes} pushes from 127.0.0.2: "
-          f"{applied} applied ({', '.join(sorted(set(results)))})")
-    return applied
+          f"{applied} applied (statuses: {', '.join(sorted(set(results)))})")
+    return applied, stalled_held
 
 
 def main():
@@ -602,10 +618,20 @@ def main():
         check("its place comes back: 16 new push streams admitted",
               refused == 0, f"{refused} refused")
 
-        # 4. Tiny stalled pushes do not lock out another worker.
-        applied = tiny_stalled_pushes(server, model)
+        check("the server answers at the end", healthy(path, server.port))
+    finally:
+        server.stop()
+    # 4. Tiny stalled pushes do not lock out another worker (a 30 s progress
+    # timeout, so that they stay stalled while the other worker pushes).
+    server = Server(path, tmp, model_flags,
+                    [f"--push_memory_mb={push_memory_mb}"], legacy,
+                    progress_timeout_s=30)
+    try:
+        applied, stalled_held = tiny_stalled_pushes(server, model)
         check("with 16 stalled 62-byte pushes, another worker's 20 pushes "
               "all apply", applied == 20, f"{applied} of 20")
+        check("the 16 stalled pushes were held, not refused", stalled_held,
+              "they ended before the honest pushes")
         check("the server answers at the end", healthy(path, server.port))
     finally:
         server.stop()

@@ -10,10 +10,13 @@
 //    holds no staging buffer until data arrives. Without the cap, 64 such
 //    streams and 32 that send nothing at all are all ended at the timeout.
 //  * streams that send one chunk and stall: staging memory stays within
-//    --push_memory_mb, the rest are refused at once (PUSH_MEMORY).
-//  * pushes of 3e38 asking for the largest step: refused; the model, the
-//    checkpoint written at shutdown and the model a restarted server
-//    restores are all finite and unchanged.
+//    --push_memory_mb, charged with the bytes each sent; the rest are
+//    refused at once (PUSH_MEMORY).
+//  * pushes of 3e38 asking for the largest step (max-change off): refused;
+//    the model, the checkpoint written at shutdown and the model a restarted
+//    server restores are all finite and unchanged.
+//  * pushes of -1e35 with the default max-change: no weight moves by more
+//    than it.
 //  * a FetchBatches call with 2^64-1 frames and 1e300 epochs: refused; the
 //    workers' pool goes on, and a client that defines and exhausts its own
 //    dataset does not touch theirs.
@@ -418,7 +421,8 @@ TEST_F(HostileLoadTest, WithoutThePeerCapStalledStreamsHoldNoModelMemory) {
 }
 
 TEST_F(HostileLoadTest, StreamsThatStallAfterDataStayWithinThePushMemory) {
-  // Room for 4 pushes of the small model (2 MB each), 8 of the seed's.
+  // The budget is charged as data arrives: room for 9 first chunks of the
+  // small model (0.9 MB each; 4 whole pushes), all 16 of the seed's (1 MB).
   const int64_t budget_mb = g_seed_model ? 700 : 8;
   StartServer({},
               {absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
@@ -433,8 +437,13 @@ TEST_F(HostileLoadTest, StreamsThatStallAfterDataStayWithinThePushMemory) {
       },
       &growth_kb);
   Report("16 pushes stalled after one chunk", ends, growth_kb);
-  const int fit =
-      static_cast<int>((budget_mb << 20) / (model_.range_size * int64_t{4}));
+  // The budget is charged as bytes arrive: each stalled push holds its one
+  // chunk (a legacy server charged a whole model-sized buffer).
+  const int64_t charged =
+      g_legacy ? model_.range_size * int64_t{4}
+               : model_.chunks[0].count * int64_t{4};
+  const int fit = static_cast<int>(
+      std::min<int64_t>(16, (budget_mb << 20) / charged));
   EXPECT_LT(growth_kb, (budget_mb + 32) << 10);
   ExpectCapped(ends, fit, "PUSH_MEMORY");
   EXPECT_LE(Slowest(ends, grpc::StatusCode::UNAVAILABLE), kSlackS);
@@ -470,7 +479,10 @@ TEST_F(HostileLoadTest, HugeGradientsLeaveTheModelAndTheCheckpointFinite) {
   std::system(absl::StrCat("rm -rf ", dir).c_str());
   const std::vector<std::string> flags = {"--checkpoint_dir=" + dir,
                                           "--checkpoint_every_s=0"};
-  StartServer(flags);
+  // Without max-change (the next test), which would scale these steps down
+  // to a finite one: this one holds the finiteness bound alone.
+  const std::vector<std::string> new_flags = {"--max_change=0"};
+  StartServer(flags, new_flags);
   const std::vector<float> before = PullWeights();
   ASSERT_EQ(NonFinite(before), 0);
   // The attack: finite values of 3e38, the step scaled by 2^20 minibatches,
@@ -501,10 +513,45 @@ TEST_F(HostileLoadTest, HugeGradientsLeaveTheModelAndTheCheckpointFinite) {
   EXPECT_EQ(bad_file, 0);
   EXPECT_EQ(floats, static_cast<int64_t>(before.size()));
   // A server restarted on that directory serves the same finite model.
-  StartServer(flags);
+  StartServer(flags, new_flags);
   const std::vector<float> restored = PullWeights();
   EXPECT_EQ(NonFinite(restored), 0);
   EXPECT_EQ(restored, before);
+}
+
+// Finite is not the same as sane: pushes of -1e35 (64 minibatches) are
+// scaled down by max-change (default 1.0), so no weight moves by more than
+// that per push, and the model stays what training could have made it.
+TEST_F(HostileLoadTest, GarbageGradientsMoveNoWeightByMoreThanMaxChange) {
+  StartServer({});
+  const double kMaxChange = 1.0;  // asgd_server's default
+  std::vector<float> before = PullWeights();
+  float largest_before = 0;
+  for (float w : before) largest_before = std::max(largest_before, std::fabs(w));
+  for (int k = 0; k < 3; ++k) {
+    PushReply reply;
+    const grpc::Status s = Push(-1e35f, Version(), 64, &reply);
+    const std::vector<float> after = PullWeights();
+    double largest_change = 0;
+    for (size_t i = 0; i < after.size(); ++i) {
+      largest_change =
+          std::max(largest_change, std::fabs(double(after[i]) - before[i]));
+    }
+    std::printf("push %d of -1e35 x 64 minibatches: %s, largest change of a "
+                "weight %.6g (bound %.3g), non-finite %lld\n",
+                k + 1, s.ok() ? "applied" : s.error_message().c_str(),
+                largest_change, kMaxChange,
+                static_cast<long long>(NonFinite(after)));
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_LE(largest_change, kMaxChange * (1 + 1e-5));
+    EXPECT_EQ(NonFinite(after), 0);
+    before = after;
+  }
+  float largest_after = 0;
+  for (float w : before) largest_after = std::max(largest_after, std::fabs(w));
+  std::printf("largest |w|: %.4g before, %.4g after 3 garbage pushes\n",
+              largest_before, largest_after);
+  EXPECT_LE(largest_after, largest_before + 3 * kMaxChange * (1 + 1e-5));
 }
 
 TEST_F(HostileLoadTest, PoisonedMinibatchPoolRequestsChangeNothing) {
