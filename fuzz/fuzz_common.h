@@ -62,6 +62,7 @@ inline ParamStoreOptions FuzzStoreOptions(int server_index) {
   o.num_shards = kNumShards;
   o.max_chunk_elements = kMaxChunkElements;
   o.queue_capacity = 4;
+  o.max_change = 1.0;  // asgd_server's default
   return o;
 }
 

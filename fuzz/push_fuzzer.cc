@@ -12,6 +12,9 @@
 //  * an accepted chunk lies inside this server's range, inside one tensor,
 //    within the chunk limit, holds only finite values and overlaps nothing
 //    accepted before;
+//  * the store's push memory budget holds exactly the bytes the accepted
+//    chunks staged (float32 values, or a compressed chunk's bytes), nothing
+//    once the push is rejected or its request released;
 //  * a stream that ends without a commit is rejected as incomplete;
 //  * a committed push covers the range exactly once and its request holds
 //    exactly the bytes and header fields sent;
@@ -19,11 +22,13 @@
 //    a version from the future), and an
 //    applied ASSIGN push makes the weights exactly the values sent; an
 //    update the store refuses (it would leave the weights non-finite)
-//    changes nothing, and the weights are always finite.
+//    changes nothing, the weights are always finite, and an applied
+//    gradient moves no weight by more than the store's max-change.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +104,13 @@ void SubmitToFreshStore(int server_index, PushRequest request) {
     FUZZ_CHECK(store->Snapshot() == initial);
   }
   for (float w : store->Snapshot()) FUZZ_CHECK(std::isfinite(w));
+  if (!assign && result.applied) {
+    const std::vector<float> now = store->Snapshot();
+    const double bound = store->options().max_change * (1 + 1e-5);
+    for (size_t i = 0; i < now.size(); ++i) {
+      FUZZ_CHECK(std::fabs(double(now[i]) - initial[i]) <= bound);
+    }
+  }
   if (assign) {
     const std::vector<float> now = store->Snapshot();
     FUZZ_CHECK(now.size() == sent.size());
@@ -181,7 +193,12 @@ void Run(const uint8_t* data, size_t size) {
       (data[0] & kStructuredBit) ? DecodeStructured(data + 1, size - 1, layout)
                                  : DecodeRaw(data + 1, size - 1);
 
-  PushAssembler assembler(&store);
+  // Nothing of the budget is held between inputs.
+  FUZZ_CHECK(store.stats().staging_bytes == 0);
+  std::optional<PushAssembler> assembler_holder;
+  assembler_holder.emplace(&store);
+  PushAssembler& assembler = *assembler_holder;
+  int64_t charged = 0;  // the bytes the accepted chunks staged
   // Reference: the bytes each element should hold and how often it was sent.
   std::vector<float> expected(range.size(), 0.0f);
   std::vector<int> covered(range.size(), 0);
@@ -207,6 +224,7 @@ void Run(const uint8_t* data, size_t size) {
       FUZZ_CHECK(!assembler.committed());
       FUZZ_CHECK(!assembler.holds_staging());
       FUZZ_CHECK(IsValidationReason(assembler.reject_reason()));
+      FUZZ_CHECK(store.stats().staging_bytes == 0);
       continue;
     }
     FUZZ_CHECK(!assembler.rejected());
@@ -241,7 +259,11 @@ void Run(const uint8_t* data, size_t size) {
       }
       ++accepted_chunks;
       FUZZ_CHECK(assembler.chunks_received() == accepted_chunks);
+      charged += c.dtype() == asgd::v1::BFLOAT16
+                     ? 2 * static_cast<int64_t>(c.data().size())
+                     : static_cast<int64_t>(c.data().size());
     }
+    FUZZ_CHECK(store.stats().staging_bytes == charged);
     if (msg.part_case() == PushChunk::kCommit) {
       FUZZ_CHECK(assembler.committed());
       FUZZ_CHECK(msg.commit().num_chunks() ==
@@ -258,6 +280,7 @@ void Run(const uint8_t* data, size_t size) {
     FUZZ_CHECK(!assembler.holds_staging());
   }
   if (!assembler.committed()) {
+    FUZZ_CHECK(store.stats().staging_bytes == 0);
     FUZZ_CHECK(assembler.TakeRequest().values == nullptr);
     return;
   }
@@ -274,7 +297,10 @@ void Run(const uint8_t* data, size_t size) {
   FUZZ_CHECK(static_cast<int64_t>(request.values->size()) == range.size());
   FUZZ_CHECK(std::memcmp(request.values->data(), expected.data(),
                          expected.size() * sizeof(float)) == 0);
+  // The request holds the push's charge until it is released.
+  FUZZ_CHECK(store.stats().staging_bytes == charged);
   SubmitToFreshStore(server_index, std::move(request));
+  FUZZ_CHECK(store.stats().staging_bytes == 0);
 }
 
 }  // namespace
