@@ -376,6 +376,13 @@ class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     NextWriteLocked();
   }
 
+  // The client went away (a reset, or the server is stopping): finish now
+  // rather than after the write in flight fails.
+  void OnCancel() override {
+    absl::MutexLock lock(&state_->mu);
+    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled"));
+  }
+
   void OnDone() override {
     canceller_.Detach();
     {
@@ -407,7 +414,10 @@ class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (finished_) return;
     finished_ = true;
     if (watch_ != nullptr) service_->watchdog()->Unwatch(watch_);
-    place_.Release();
+    // The place among the address's pulls is kept until gRPC is done with
+    // the call (OnDone): a pull cut off by its client still holds the chunk
+    // it was writing until then, and a client that opens and resets pulls
+    // must not hold more than its places' worth of them.
     timer_.Done(status);
     Finish(status);
     canceller_.CancelIfStillHeld(service_->watchdog());
@@ -1150,8 +1160,8 @@ class UnaryReactor : public grpc::ServerUnaryReactor {
   absl::Status Admit() { return place_.Take(); }
 
   // Finishes the call with `status` (the reply, when OK, is already set).
+  // Its place is kept until gRPC is done with it (OnDone), as a pull's.
   void Answer(const absl::Status& status) {
-    place_.Release();
     const grpc::Status g = ToGrpcStatus(status, context_);
     timer_.Done(g);
     Finish(g);

@@ -31,6 +31,7 @@ import time
 
 try:
     import h2.config
+    import h2.exceptions
     import h2.connection
     import h2.events
     import h2.settings
@@ -173,7 +174,9 @@ class Conn:
         self.ended = {}    # stream id -> (grpc-status, asgd-refusal)
         self.reset = set()  # streams the server reset
         self.data = {}     # stream id -> bytes received
+        self.messages = {}  # stream id -> grpc-message (reported only)
         self.port = port
+        self.pending = b""
         self.flush()
 
     def headers(self, method):
@@ -216,7 +219,11 @@ class Conn:
                 self.flush()
                 self.poll(0.01)
                 continue
-            self.h2.send_data(sid, data[:n], end_stream=end and n == len(data))
+            try:
+                self.h2.send_data(sid, data[:n],
+                                  end_stream=end and n == len(data))
+            except h2.exceptions.StreamClosedError:
+                return False  # the server ended it (see self.ended)
             data = data[n:]
         self.flush()
         return not data
@@ -224,15 +231,28 @@ class Conn:
     def rst(self, sid):
         self.h2.reset_stream(sid)
 
-    def flush(self):
-        out = self.h2.data_to_send()
-        while out:
+    def pump(self):
+        """Sends what h2 has queued, in order, as far as the socket takes
+        it; the rest stays pending."""
+        self.pending += self.h2.data_to_send()
+        while self.pending:
             try:
-                sent = self.sock.send(out)
-                out = out[sent:]
+                sent = self.sock.send(self.pending)
             except BlockingIOError:
-                self.poll(0.01)
-                out = out + self.h2.data_to_send()
+                return
+            except ConnectionError:  # the server closed the connection
+                self.pending = b""
+                return
+            self.pending = self.pending[sent:]
+
+    def flush(self):
+        """Sends everything queued (reading meanwhile, so that the server
+        can go on)."""
+        deadline = time.time() + 60
+        self.pump()
+        while self.pending and time.time() < deadline:
+            self.poll(0.01)
+            self.pump()
 
     def poll(self, seconds=0.0):
         """Reads what the server sent for up to `seconds`."""
@@ -250,12 +270,7 @@ class Conn:
                 time.sleep(0.005)
             except ConnectionError:
                 return False
-            out = self.h2.data_to_send()
-            if out:
-                try:
-                    self.sock.send(out)
-                except BlockingIOError:
-                    pass
+            self.pump()
 
     def event(self, ev):
         if isinstance(ev, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
@@ -263,6 +278,7 @@ class Conn:
             if "grpc-status" in hdrs:
                 self.ended[ev.stream_id] = (int(hdrs["grpc-status"]),
                                             hdrs.get("asgd-refusal", ""))
+                self.messages[ev.stream_id] = hdrs.get("grpc-message", "")
         elif isinstance(ev, h2.events.DataReceived):
             self.data[ev.stream_id] = self.data.get(ev.stream_id, b"") + ev.data
             if self.ack:
@@ -486,7 +502,10 @@ def push_stream_never_reads(server, model):
     version_before = describe(server.port)["version"]
     c = Conn(server.port, window=0, ack=False)
     sid = c.open("PushStream", end=False)
-    c.send(sid, push_messages(model, version_before))
+    if not c.send(sid, push_messages(model, version_before)):
+        c.poll(0.5)
+        print(f"the server ended the push stream while it was sent: "
+              f"{c.ended.get(sid)}, reset {sid in c.reset}")
     c.flush()
     t0 = time.time()
     while sid not in c.reset and sid not in c.ended and \
