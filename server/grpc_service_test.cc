@@ -352,6 +352,30 @@ TEST_F(GrpcServiceTest, PullOfAnUnknownEncodingIsInvalid) {
       << status.error_message();
 }
 
+// Delta pulls are PullStream's: the per-call Pull refuses a delta request
+// instead of answering it with weights.
+TEST_F(GrpcServiceTest, DeltaRequestOnPullIsInvalid) {
+  for (int i = 0; i < 8; ++i) {
+    grpc::ClientContext ctx;
+    asgd::v1::PullRequest request;
+    request.set_delta(true);
+    auto reader = stub_->Pull(&ctx, request);
+    asgd::v1::PullChunk chunk;
+    EXPECT_FALSE(reader->Read(&chunk));
+    const grpc::Status status = reader->Finish();
+    ASSERT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << i << ": " << status.error_message();
+  }
+  // A plain pull still works.
+  grpc::ClientContext ctx;
+  auto reader = stub_->Pull(&ctx, asgd::v1::PullRequest());
+  asgd::v1::PullChunk chunk;
+  int chunks = 0;
+  while (reader->Read(&chunk)) ++chunks;
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_GT(chunks, 0);
+}
+
 // Bytes that are not protobuf at all, sent with a generic stub: a clear
 // INVALID_ARGUMENT, counted, nothing applied, the server still serves.
 TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
