@@ -129,12 +129,16 @@ class Canceller {
   }
   ~Canceller() { Detach(); }
 
-  // Cancels now (no-op once detached). Not under the reactor's lock.
-  void CancelNow() const { Cancel(*handle_); }
-  // The same, for a watchdog callback to run once it has left the
-  // reactor's lock; safe after the reactor is gone.
-  std::function<void()> CancelFn() const {
-    return [handle = handle_] { Cancel(*handle); };
+  // Watches a call's progress on `watchdog`: when it expires, `stalled`
+  // (which takes the reactor's lock and ends the call) runs, and when it
+  // returns true the call is cancelled too, after that lock is released.
+  // Safe after the reactor is gone.
+  StreamWatchdog::Handle WatchProgress(StreamWatchdog* watchdog,
+                                       std::function<bool()> stalled) const {
+    return watchdog->Watch(
+        [stalled = std::move(stalled), handle = handle_] {
+          if (stalled()) Cancel(*handle);
+        });
   }
 
   // Cancels the call if gRPC still holds it `watchdog`'s timeout after now
@@ -347,17 +351,10 @@ class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       return;
     }
     // A client that reads nothing for the progress timeout is cut off.
-    watch_ = service_->watchdog()->Watch(
-        [state = state_, cancel = canceller_.CancelFn()] {
-          bool stalled = false;
-          {
-            absl::MutexLock lock(&state->mu);
-            if (state->reactor != nullptr) {
-              stalled = state->reactor->StalledLocked();
-            }
-          }
-          if (stalled) cancel();
-        });
+    watch_ = canceller_.WatchProgress(service_->watchdog(), [state = state_] {
+      absl::MutexLock lock(&state->mu);
+      return state->reactor != nullptr && state->reactor->StalledLocked();
+    });
     writer_.emplace(store, metrics, request->worker_id(),
                     static_cast<WireDtype>(request->dtype()),
                     /*end_marker=*/false);
@@ -720,16 +717,10 @@ class StreamReactor
   // nothing, so it would never see the status); that runs here, outside the
   // lock.
   void WatchProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
-    progress_watch_ = service_->watchdog()->Watch(
-        [state = state_, cancel = canceller_.CancelFn()] {
-          bool cancel_now = false;
-          {
-            absl::MutexLock lock(&state->mu);
-            if (state->reactor != nullptr) {
-              cancel_now = state->reactor->StalledLocked();
-            }
-          }
-          if (cancel_now) cancel();
+    progress_watch_ =
+        canceller_.WatchProgress(service_->watchdog(), [state = state_] {
+          absl::MutexLock lock(&state->mu);
+          return state->reactor != nullptr && state->reactor->StalledLocked();
         });
   }
   void TouchProgressLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {

@@ -492,12 +492,5 @@ TEST_F(PushAdmissionTest, StalledStreamsAreEndedAndExtraOnesRefusedAtOnce) {
   EXPECT_EQ(server_->store()->Snapshot(), before);
 }
 
-TEST_F(PushAdmissionTest, PeerAddressDropsOnlyThePort) {
-  EXPECT_EQ(PeerAddress("ipv4:10.0.0.7:51234"), "ipv4:10.0.0.7");
-  EXPECT_EQ(PeerAddress("ipv6:[::1]:5"), "ipv6:[::1]");
-  EXPECT_EQ(PeerAddress("ipv6:[::1]"), "ipv6:[::1]");
-  EXPECT_EQ(PeerAddress("unix:/tmp/sock"), "unix");
-}
-
 }  // namespace
 }  // namespace asgd
