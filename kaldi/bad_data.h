@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace asgd::kaldi {
 
@@ -52,6 +53,10 @@ enum class BadDataReason : int {
   kTooLarge,
   // NaN or Inf in features.
   kNonFinite,
+  // A finite feature whose magnitude is beyond the bound (e.g. the bytes
+  // 0x7e7e7e7e, 8.4e37, or a compressed header with min 1e30): as read, or
+  // after CMVN. It would wreck a shared model as surely as a NaN.
+  kFeatureMagnitude,
   // Features whose dimension differs from the data set's.
   kDimMismatch,
   // An utterance of feats.scp with no alignment.
@@ -99,6 +104,25 @@ BadDataReason BadDataReasonOf(const absl::Status& status);
 inline bool IsBadData(const absl::Status& status) {
   return BadDataReasonOf(status) != BadDataReason::kNone;
 }
+
+// The default bound on |feature| (KaldiDataOptions::max_feature_magnitude,
+// the tools' --max_feature_magnitude). Honest features stay far below it:
+// MEASURED. Log-mel or MFCC features of any recipe, raw or normalised, are
+// within a few hundred; finite garbage (0x7e bytes read as floats are 8.4e37)
+// is far beyond.
+inline constexpr float kDefaultMaxFeatureMagnitude = 1e4f;
+
+// Checks rows of `cols` features (`values`, row-major): a NaN or an Inf is
+// kNonFinite, a finite value with |value| > max_magnitude is
+// kFeatureMagnitude; the error is at `where` and names the row, the column,
+// the value and `stage` ("as read", "after the CMVN of speaker spk1").
+// On success sets *max_abs (when not null) to the largest |value| (0 for
+// none). One pass over the values, without a branch per value that can
+// fail; the offender is looked for only once one is known to exist.
+absl::Status CheckFeatureValues(absl::Span<const float> values, int cols,
+                                float max_magnitude, const DataLocation& where,
+                                absl::string_view stage,
+                                float* max_abs = nullptr);
 
 enum class BadDataPolicy {
   kRefuse,  // the first bad record is an error

@@ -75,11 +75,13 @@ absl::StatusOr<std::unique_ptr<KaldiDataSource>> KaldiDataSource::Create(
       options.num_classes > options.max_num_classes ||
       options.feature_dim < 0 || options.read_block < 1 ||
       options.shuffle_buffer_utterances < 1 ||
-      options.shuffle_buffer_bytes < 0 || options.max_open_files < 1) {
+      options.shuffle_buffer_bytes < 0 || options.max_open_files < 1 ||
+      !(options.max_feature_magnitude > 0)) {
     return absl::InvalidArgumentError(
         "KaldiDataSource: num_classes, feature_dim >= 0 (num_classes <= "
         "max_num_classes), read_block, shuffle_buffer_utterances, "
-        "max_open_files >= 1, shuffle_buffer_bytes >= 0");
+        "max_open_files >= 1, shuffle_buffer_bytes >= 0, "
+        "max_feature_magnitude > 0");
   }
   auto source = std::unique_ptr<KaldiDataSource>(new KaldiDataSource(options));
   if (!options.global_cmvn.data.empty()) {
@@ -439,13 +441,10 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
                         absl::StrCat("features of dimension ", f.cols,
                                      ", the data set's is ", feature_dim_));
   }
-  for (size_t i = 0; i < f.data.size(); ++i) {
-    if (!std::isfinite(f.data[i])) {
-      return BadDataError(BadDataReason::kNonFinite, where,
-                          absl::StrCat("feature row ", i / f.cols, ", column ",
-                                       i % f.cols, " is ", f.data[i]));
-    }
-  }
+  const float bound = options_.max_feature_magnitude;
+  float max_read = 0;
+  s = CheckFeatureValues(f.data, f.cols, bound, where, "as read", &max_read);
+  if (!s.ok()) return s;
   if (labels_ == nullptr) {
     out->labels.clear();  // features_only
   } else {
@@ -460,6 +459,7 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
                      " labels in the alignment (", alignment_files_[r.ali_file],
                      " at byte ", r.ali_offset, ")"));
   }
+  float max_out = max_read;
   if (!transforms_.empty()) {
     const CmvnTransform& t = transforms_[r.speaker];
     if (t.dim() != f.cols) {
@@ -470,6 +470,12 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
                        f.cols));
     }
     ApplyCmvn(t, &f);
+    // A speaker's statistics can blow features up (a variance near 0).
+    s = CheckFeatureValues(
+        f.data, f.cols, bound, where,
+        absl::StrCat("after the CMVN of speaker ", speakers_[r.speaker]),
+        &max_out);
+    if (!s.ok()) return s;
   }
   if (global_.dim() > 0) {
     if (global_.dim() != f.cols) {
@@ -478,7 +484,12 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
           ", the features of ", r.key, " of ", f.cols));
     }
     ApplyCmvn(global_, &f);
+    s = CheckFeatureValues(f.data, f.cols, bound, where,
+                           "after the global CMVN", &max_out);
+    if (!s.ok()) return s;
   }
+  stats_.max_abs_feature_read = std::max(stats_.max_abs_feature_read, max_read);
+  stats_.max_abs_feature = std::max(stats_.max_abs_feature, max_out);
   out->key = r.key;
   return absl::OkStatus();
 }

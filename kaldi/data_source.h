@@ -43,7 +43,8 @@
 // duplicate key, missing alignment, label out of range, missing speaker or
 // bad CMVN stats, a bad alignment entry) are reported by Create(); problems
 // found while reading features (truncated archive, unknown token, offset
-// past the end, NaN/Inf, dimension or length mismatch, bad range) by Next().
+// past the end, NaN/Inf, a feature beyond max_feature_magnitude as read or
+// after CMVN, dimension or length mismatch, bad range) by Next().
 // With BadDataPolicy::kRefuse the first one is the error (and Next() keeps
 // returning it until StartEpoch()); with kSkip the utterance is dropped for
 // good and counted once in bad_data(). I/O errors (a missing archive, a
@@ -129,6 +130,11 @@ struct KaldiDataOptions {
   // `apply-cmvn --norm-vars=true global.stats` would; empty: none.
   DoubleMatrix global_cmvn;
 
+  // A feature with |value| above this, as read (after decompression) or
+  // after CMVN (per speaker, then global), is bad data kFeatureMagnitude;
+  // > 0, +inf for no bound (NaN and Inf are kNonFinite in any case).
+  float max_feature_magnitude = kDefaultMaxFeatureMagnitude;
+
   BadDataPolicy policy = BadDataPolicy::kRefuse;
   // Under kSkip, called with the error of each bad record when it is
   // dropped (from Create() or Next(), on the calling thread), e.g. to log
@@ -172,6 +178,11 @@ struct KaldiDataStats {
   int64_t file_opens = 0;
   int64_t label_memory_bytes = 0;
   bool labels_spilled = false;
+  // The largest |feature| of the utterances read without error, as read
+  // (decompressed) and as handed out (after CMVN): how far honest data stays
+  // from max_feature_magnitude.
+  float max_abs_feature_read = 0;
+  float max_abs_feature = 0;
 };
 
 class KaldiDataSource {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <set>
@@ -408,6 +409,28 @@ const std::vector<BadCase>& BadCases() {
          u.object = testing::FmObject(u.rows, u.cols, f);
        },
        FeatureWhere},
+      {"garbage_0x7e_in_features", 8, BadDataReason::kFeatureMagnitude,
+       false,
+       [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
+         // 64 bytes of 0x7e: 16 finite floats of about 8.4e37.
+         std::vector<float> f = Filled(u.rows * u.cols, 1.0f);
+         std::memset(f.data() + 4, 0x7e, 64);
+         u.object = testing::FmObject(u.rows, u.cols, f);
+       },
+       FeatureWhere},
+      {"compressed_header_min_1e30", 2, BadDataReason::kFeatureMagnitude,
+       false,
+       [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
+         u.object = testing::Cm2Object(1e30f, 1.0f, u.rows, u.cols,
+                                       std::vector<uint16_t>(u.rows * u.cols));
+       },
+       FeatureWhere},
+      {"compressed_header_range_0", 7, BadDataReason::kMalformedObject, false,
+       [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
+         u.object = testing::Cm3Object(0.5f, 0.0f, u.rows, u.cols,
+                                       std::vector<uint8_t>(u.rows * u.cols));
+       },
+       FeatureWhere},
       {"offset_past_end", 10, BadDataReason::kOffsetPastEnd, false,
        [](TestDataDir& d, UttSpec& u, KaldiDataOptions&) {
          u.scp_rx = d.path(u.archive) + ":100000";
@@ -554,6 +577,73 @@ TEST_F(DataSourceTest, BadCmvnStatsDropTheirSpeaker) {
     EXPECT_THAT(u.key, ::testing::Not(HasSubstr("spk1")));
   EXPECT_EQ(utts->size(), 8u);
   EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kBadCmvn), 4);
+}
+
+// Statistics that blow the features up: spk1's variances are 0 (floored at
+// 1e-20, a scale of 1e10), so with variance normalisation its features go
+// far beyond the bound after CMVN, though they were fine as read.
+TEST_F(DataSourceTest, FeaturesBeyondTheBoundAfterCmvnAreBadData) {
+  data_->cmvn_override()["spk1"] =
+      testing::DmObject(2, 4, {0, 0, 0, 1, 0, 0, 0, 0});
+  data_->Write();
+  KaldiDataOptions o = OptionsFor(*data_);
+  o.norm_vars = true;
+  o.policy = BadDataPolicy::kRefuse;
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok()) << source.status();
+  const absl::Status s = Pass(source->get(), 0).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kFeatureMagnitude) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(
+                               data_->path("feats.1.ark"), " at byte ",
+                               data_->offset("spk1-utt01"),
+                               " (utterance spk1-utt01)")));
+  EXPECT_THAT(s.message(), HasSubstr("after the CMVN of speaker spk1"));
+  o.policy = BadDataPolicy::kSkip;
+  source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  auto utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok()) << utts.status();
+  EXPECT_EQ(utts->size(), 8u);
+  EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kFeatureMagnitude), 4);
+  // Without variance normalisation the same statistics only shift them.
+  o.norm_vars = false;
+  source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok()) << utts.status();
+  EXPECT_EQ(utts->size(), static_cast<size_t>(TestDataDir::kUtterances));
+}
+
+// The bound is an option: a tighter one refuses honest features too, and
+// the statistics tell the largest |feature| read and handed out.
+TEST_F(DataSourceTest, StatsTellTheLargestFeatureAgainstTheBound) {
+  data_->Write();
+  double max_read = 0, max_out = 0;
+  for (const UttSpec& u : data_->utts()) {
+    for (double v : u.read_values()) max_read = std::max(max_read, std::fabs(v));
+    for (double v : data_->Normalised(u, false)) {
+      max_out = std::max(max_out, std::fabs(v));
+    }
+  }
+  KaldiDataOptions o = OptionsFor(*data_);
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  ASSERT_TRUE(Pass(source->get(), 0).ok());
+  EXPECT_NEAR((*source)->stats().max_abs_feature_read, max_read, 1e-4);
+  EXPECT_NEAR((*source)->stats().max_abs_feature, max_out, 1e-4);
+  EXPECT_LT(max_read, 100);
+
+  o.max_feature_magnitude = static_cast<float>(max_read) * 0.99f;
+  source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  EXPECT_EQ(BadDataReasonOf(Pass(source->get(), 0).status()),
+            BadDataReason::kFeatureMagnitude);
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    o.max_feature_magnitude = bad;
+    EXPECT_EQ(KaldiDataSource::Create(o).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 // Pipes and missing archives are not bad data: errors under either policy.
