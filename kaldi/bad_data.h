@@ -106,10 +106,16 @@ inline bool IsBadData(const absl::Status& status) {
 }
 
 // The default bound on |feature| (KaldiDataOptions::max_feature_magnitude,
-// the tools' --max_feature_magnitude). Honest features stay far below it:
-// MEASURED. Log-mel or MFCC features of any recipe, raw or normalised, are
-// within a few hundred; finite garbage (0x7e bytes read as floats are 8.4e37)
-// is far beyond.
+// the tools' --max_feature_magnitude). Honest features stay far below it.
+// Measured on the built-in demo corpus (make_corpus defaults: 1600 + 150
+// utterances, 40 log-mel features, 640 k frames) and its Kaldi export
+// (corpus_to_kaldi, CM-compressed): largest |feature| 13.4 as stored (13.4
+// decompressed), 13.4 after per-speaker mean CMVN, 10.3 after per-speaker
+// mean and variance CMVN, 8.7 after the worker's default global CMVN (and
+// after the corpus's own normalisation). Log-mel and MFCC features of Kaldi
+// recipes stay within about 100 (MFCC c0); finite garbage is far beyond
+// (0x7e bytes read as floats are 8.4e37). Features on another scale (e.g.
+// linear power spectra) need a larger bound.
 inline constexpr float kDefaultMaxFeatureMagnitude = 1e4f;
 
 // Checks rows of `cols` features (`values`, row-major): a NaN or an Inf is
