@@ -379,10 +379,9 @@ absl::Status KaldiDataSource::ReadAlignments() {
 
 absl::Status KaldiDataSource::FindFeatureDim(
     const std::vector<ScpEntry>& first_entries) {
-  if (options_.feature_dim > 0) {
-    feature_dim_ = options_.feature_dim;
-    return absl::OkStatus();
-  }
+  // The dimensions of the first readable utterances, in the order first seen.
+  std::vector<std::pair<int32_t, int>> dims;
+  int readable = 0;
   absl::Status last = absl::InvalidArgumentError(
       absl::StrCat(options_.data_dir,
                    "/feats.scp has no usable entry: "
@@ -390,14 +389,56 @@ absl::Status KaldiDataSource::FindFeatureDim(
   Matrix m;
   for (const ScpEntry& e : first_entries) {
     absl::Status s = reader_.ReadMatrix(e.rx, e.key, &m);
-    if (s.ok() && m.cols > 0) {
-      feature_dim_ = m.cols;
-      return absl::OkStatus();
-    }
     if (!s.ok() && !IsBadData(s)) return s;
-    if (!s.ok()) last = s;
+    if (!s.ok()) {
+      last = s;
+      continue;
+    }
+    if (m.cols <= 0) continue;
+    ++readable;
+    auto it = std::find_if(dims.begin(), dims.end(),
+                           [&](const auto& d) { return d.first == m.cols; });
+    if (it == dims.end()) {
+      dims.emplace_back(m.cols, 1);
+    } else {
+      ++it->second;
+    }
   }
-  return last;
+  auto describe = [&] {
+    std::vector<std::string> parts;
+    for (const auto& [dim, n] : dims) {
+      parts.push_back(absl::StrCat(n, " of dimension ", dim));
+    }
+    return absl::StrCat("the first ", readable,
+                        " readable utterances of feats.scp: ",
+                        absl::StrJoin(parts, ", "));
+  };
+  if (options_.feature_dim > 0) {
+    feature_dim_ = options_.feature_dim;
+    dim_origin_ = "as given";
+    const bool any = std::any_of(dims.begin(), dims.end(), [&](const auto& d) {
+      return d.first == feature_dim_;
+    });
+    if (readable > 0 && !any) {
+      // Not one bad utterance: data of another kind than expected.
+      return absl::FailedPreconditionError(absl::StrCat(
+          options_.data_dir, ": ", describe(), "; none has the ",
+          feature_dim_, " features per frame expected"));
+    }
+    return absl::OkStatus();
+  }
+  if (dims.empty()) return last;
+  // The most common one (the first seen of those tied): one utterance of
+  // another dimension, first or not, is then that utterance's problem.
+  auto best = dims.begin();
+  for (auto it = dims.begin(); it != dims.end(); ++it) {
+    if (it->second > best->second) best = it;
+  }
+  feature_dim_ = best->first;
+  dim_origin_ = dims.size() == 1 ? absl::StrCat("that of ", describe())
+                                 : absl::StrCat("the most common among ",
+                                                describe());
+  return absl::OkStatus();
 }
 
 void KaldiDataSource::StartEpoch(uint64_t epoch) {
@@ -439,7 +480,8 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
   if (f.cols != feature_dim_) {
     return BadDataError(BadDataReason::kDimMismatch, where,
                         absl::StrCat("features of dimension ", f.cols,
-                                     ", the data set's is ", feature_dim_));
+                                     ", the data set's is ", feature_dim_,
+                                     " (", dim_origin_, ")"));
   }
   const float bound = options_.max_feature_magnitude;
   float max_read = 0;

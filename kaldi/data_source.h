@@ -120,7 +120,13 @@ struct KaldiDataOptions {
   // Labels at or above this are out of range in any case (guards the
   // scanned class count against a corrupt label).
   int32_t max_num_classes = 1 << 20;
-  // 0: the column count of the first readable utterance of feats.scp.
+  // The features per frame every utterance must have (e.g. the model's
+  // input), or 0: the most common column count among the first 16 readable
+  // utterances of feats.scp (the first seen of those tied), so that one
+  // utterance of another dimension, the first one included, is bad data
+  // kDimMismatch rather than the measure of the others. Given, and none of
+  // those utterances has it: Create() fails with kFailedPrecondition (data
+  // of another kind, not one bad utterance).
   int32_t feature_dim = 0;
 
   CmvnMode cmvn = CmvnMode::kAuto;
@@ -247,6 +253,7 @@ class KaldiDataSource {
   std::unique_ptr<LabelStore> labels_;
   RxfilenameReader reader_;
   int32_t feature_dim_ = 0;
+  std::string dim_origin_;  // where feature_dim_ comes from, for messages
   int32_t num_classes_ = 0;
   int64_t live_utterances_ = 0;
   int64_t live_frames_ = 0;

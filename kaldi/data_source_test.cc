@@ -452,6 +452,12 @@ const std::vector<BadCase>& BadCases() {
          u.object = testing::FmObject(u.rows, 4, Filled(u.rows * 4, 1.0f));
        },
        FeatureWhere},
+      {"dimension_mismatch_first_utterance", 0, BadDataReason::kDimMismatch,
+       false,
+       [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
+         u.object = testing::FmObject(u.rows, 4, Filled(u.rows * 4, 1.0f));
+       },
+       FeatureWhere},
       {"range_outside_matrix", 5, BadDataReason::kBadRange, false,
        [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
          u.scp_range = "[1:20]";  // 8 rows
@@ -646,6 +652,40 @@ TEST_F(DataSourceTest, StatsTellTheLargestFeatureAgainstTheBound) {
   }
 }
 
+// The dimension expected: given (a model's), every utterance of another one
+// is bad data; given, and none of the first utterances has it, the data is
+// of another kind altogether (an error under either policy, at Create).
+TEST_F(DataSourceTest, GivenFeatureDimensionJudgesEveryUtterance) {
+  data_->utts()[0].object = testing::FmObject(6, 4, Filled(24, 1.0f));
+  data_->utts()[1].object = testing::FmObject(7, 4, Filled(28, 1.0f));
+  data_->Write();
+  KaldiDataOptions o = OptionsFor(*data_);
+  o.policy = BadDataPolicy::kSkip;
+  o.feature_dim = 3;
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok());
+  EXPECT_EQ(utts->size(), static_cast<size_t>(TestDataDir::kUtterances - 2));
+  EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kDimMismatch), 2);
+  o.feature_dim = 4;  // the two odd ones are right, the other ten are not
+  o.cmvn = CmvnMode::kOff;  // (the speakers' statistics are of dimension 3)
+  source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok());
+  EXPECT_EQ(Keys(*utts),
+            (std::vector<std::string>{"spk0-utt00", "spk1-utt01"}));
+  for (BadDataPolicy policy : {BadDataPolicy::kRefuse, BadDataPolicy::kSkip}) {
+    o.policy = policy;
+    o.feature_dim = 40;
+    const absl::Status s = KaldiDataSource::Create(o).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_FALSE(IsBadData(s));
+    EXPECT_THAT(s.message(), HasSubstr("2 of dimension 4, 10 of dimension 3"));
+  }
+}
+
 // Pipes and missing archives are not bad data: errors under either policy.
 TEST_F(DataSourceTest, PipesAndMissingArchivesAreErrorsUnderEitherPolicy) {
   data_->utts()[3].scp_rx = "compute-fbank-feats scp:wav.scp ark:- |";
@@ -662,10 +702,12 @@ TEST_F(DataSourceTest, PipesAndMissingArchivesAreErrorsUnderEitherPolicy) {
   for (BadDataPolicy policy : {BadDataPolicy::kRefuse, BadDataPolicy::kSkip}) {
     KaldiDataOptions o = OptionsFor(*data_);
     o.policy = policy;
+    // Found by Create (the first entries are read for the dimension) or,
+    // further on, by Next.
     auto source = KaldiDataSource::Create(o);
-    ASSERT_TRUE(source.ok());
-    EXPECT_EQ(Pass(source->get(), 0).status().code(),
-              absl::StatusCode::kNotFound);
+    const absl::Status s =
+        source.ok() ? Pass(source->get(), 0).status() : source.status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   }
 }
 

@@ -78,6 +78,9 @@ int Run() {
     // The model's classes unless told otherwise: a held-out set need not
     // use the largest pdf id.
     if (kaldi_input.num_classes == 0) kaldi_input.num_classes = spec.num_classes;
+    // Every utterance is judged against the model's input, the first one
+    // included: one of another dimension is bad data (skipped or refused).
+    kaldi_input.feature_dim = spec.feature_dim;
     kaldi_input.on_skip = bad_data.Callback();
     auto loaded = LoadKaldiUtterances(kaldi_input, 0, 1,
                                       TrainingExampleBytes(kaldi_input));
