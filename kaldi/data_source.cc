@@ -238,6 +238,7 @@ absl::Status KaldiDataSource::ReadCmvn() {
   std::vector<CmvnTransform> transforms(speakers_.size());
   std::vector<absl::Status> problem(speakers_.size());
   std::vector<bool> have(speakers_.size(), false);
+  std::vector<int64_t> line(speakers_.size(), 0);  // of the speaker's entry
   ScpOptions scp_options;
   scp_options.base_dir = options_.scp_base_dir;
   ASGD_ASSIGN_OR_RETURN(auto scp, ScpReader::Open(cmvn_path, scp_options));
@@ -253,6 +254,7 @@ absl::Status KaldiDataSource::ReadCmvn() {
     }
     if (!*more) break;
     if (spk < 0) continue;
+    line[spk] = e.line;
     if (have[spk] || !problem[spk].ok()) {
       problem[spk] = BadDataError(
           BadDataReason::kDuplicateKey, {cmvn_path, e.line_offset, e.line},
@@ -263,7 +265,11 @@ absl::Status KaldiDataSource::ReadCmvn() {
     DoubleMatrix stats;
     absl::Status s = reader_.ReadMatrix(e.rx, "", &stats);
     if (!s.ok()) {
-      if (!IsBadData(s)) return s;
+      if (!IsBadData(s)) {
+        return absl::Status(s.code(), absl::StrCat(cmvn_path, " line ", e.line,
+                                                   " (speaker ", e.key,
+                                                   "): ", s.message()));
+      }
       problem[spk] = s;
       continue;
     }
@@ -284,10 +290,11 @@ absl::Status KaldiDataSource::ReadCmvn() {
     const BadDataReason reason =
         p.ok() ? BadDataReason::kMissingSpeaker : BadDataReasonOf(p);
     const std::string what =
-        p.ok()
-            ? absl::StrCat(cmvn_path, " has no statistics for speaker ",
-                           speakers_[r.speaker])
-            : absl::StrCat("speaker ", speakers_[r.speaker], ": ", p.message());
+        p.ok() ? absl::StrCat(cmvn_path, " has no statistics for speaker ",
+                              speakers_[r.speaker])
+               : absl::StrCat("speaker ", speakers_[r.speaker], " (",
+                              cmvn_path, " line ", line[r.speaker],
+                              "): ", p.message());
     ASGD_RETURN_IF_ERROR(Reject(
         &r, BadDataError(reason, {paths_[r.path], r.offset, 0, r.key}, what)));
   }
@@ -598,21 +605,61 @@ KaldiDataStats KaldiDataSource::stats() const {
   return s;
 }
 
-absl::StatusOr<DoubleMatrix> PooledCmvnStats(const std::string& data_dir,
-                                             const ReadLimits& limits,
-                                             const std::string& scp_base_dir) {
+absl::StatusOr<DoubleMatrix> PooledCmvnStats(
+    const std::string& data_dir, const ReadLimits& limits,
+    const std::string& scp_base_dir, BadDataPolicy policy,
+    std::vector<absl::Status>* left_out) {
   const std::string path = absl::StrCat(data_dir, "/cmvn.scp");
   ScpOptions scp_options;
   scp_options.base_dir = scp_base_dir;
   ASGD_ASSIGN_OR_RETURN(auto scp, ScpReader::Open(path, scp_options));
   RxfilenameReader reader(/*max_open_files=*/4, limits);
   std::vector<DoubleMatrix> speakers;
+  std::string first_speaker;
+  // Bad data about the entry on the scp's current line, under the policy.
+  auto reject = [&](const ScpEntry& e, const absl::Status& s) {
+    const absl::Status named = BadDataError(
+        BadDataReasonOf(s), {path, e.line_offset, e.line},
+        absl::StrCat("speaker ", e.key, ": ", s.message()));
+    if (policy == BadDataPolicy::kRefuse) return named;
+    if (left_out != nullptr) left_out->push_back(named);
+    return absl::OkStatus();
+  };
   ScpEntry e;
   while (true) {
-    ASGD_ASSIGN_OR_RETURN(bool more, scp->Next(&e));
-    if (!more) break;
+    absl::StatusOr<bool> more = scp->Next(&e);
+    if (!more.ok()) {
+      if (!IsBadData(more.status()) || policy == BadDataPolicy::kRefuse) {
+        return more.status();
+      }
+      if (left_out != nullptr) left_out->push_back(more.status());
+      continue;
+    }
+    if (!*more) break;
     DoubleMatrix stats;
-    ASGD_RETURN_IF_ERROR(reader.ReadMatrix(e.rx, e.key, &stats));
+    absl::Status s = reader.ReadMatrix(e.rx, "", &stats);
+    if (!s.ok() && !IsBadData(s)) {
+      return absl::Status(s.code(), absl::StrCat(path, " line ", e.line,
+                                                 " (speaker ", e.key,
+                                                 "): ", s.message()));
+    }
+    if (s.ok()) {
+      // The shape, the count and finiteness, as a transform needs them.
+      s = MakeCmvnTransform(stats, /*norm_vars=*/false,
+                            {e.rx.path, e.rx.offset})
+              .status();
+    }
+    if (s.ok() && !speakers.empty() && stats.cols != speakers[0].cols) {
+      s = BadDataError(BadDataReason::kBadCmvn, {e.rx.path, e.rx.offset},
+                       absl::StrCat("statistics of dimension ", stats.cols - 1,
+                                    ", speaker ", first_speaker, "'s are of ",
+                                    speakers[0].cols - 1));
+    }
+    if (!s.ok()) {
+      ASGD_RETURN_IF_ERROR(reject(e, s));
+      continue;
+    }
+    if (speakers.empty()) first_speaker = e.key;
     speakers.push_back(std::move(stats));
   }
   return PoolSpeakerCmvnStats(speakers, {path});

@@ -574,6 +574,9 @@ TEST_F(DataSourceTest, BadCmvnStatsDropTheirSpeaker) {
   EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kBadCmvn);
   EXPECT_THAT(s.message(), HasSubstr("spk1-utt01"));
   EXPECT_THAT(s.message(), HasSubstr("cmvn.ark"));
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(
+                               "speaker spk1 (", data_->path("cmvn.scp"),
+                               " line 2)")));
   o.policy = BadDataPolicy::kSkip;
   auto source = KaldiDataSource::Create(o);
   ASSERT_TRUE(source.ok());
@@ -583,6 +586,63 @@ TEST_F(DataSourceTest, BadCmvnStatsDropTheirSpeaker) {
     EXPECT_THAT(u.key, ::testing::Not(HasSubstr("spk1")));
   EXPECT_EQ(utts->size(), 8u);
   EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kBadCmvn), 4);
+}
+
+// The pooled statistics (the tools' default global CMVN) with a speaker
+// whose frame count is 0: refused naming the speaker and cmvn.scp's line,
+// or, under kSkip, pooled without that speaker, whose utterances the data
+// source then skips and counts.
+TEST_F(DataSourceTest, PooledStatsLeaveOutABadSpeakerUnderSkip) {
+  data_->Write();
+  auto all = PooledCmvnStats(data_->dir());
+  ASSERT_TRUE(all.ok()) << all.status();
+  data_->cmvn_override()["spk1"] =
+      testing::DmObject(2, 4, {1, 2, 3, 0, 1, 1, 1, 0});
+  data_->Write();
+  const std::string cmvn_scp = data_->path("cmvn.scp");
+  const std::string line2 = testing::ReadFile(cmvn_scp);
+  absl::Status s = PooledCmvnStats(data_->dir()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kBadCmvn) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat(cmvn_scp, " line 2 at byte ",
+                                     line2.find('\n') + 1, ": bad_cmvn: "
+                                     "speaker spk1: ")));
+  EXPECT_THAT(s.message(), HasSubstr("frame count of 0"));
+
+  std::vector<absl::Status> left_out;
+  auto pooled = PooledCmvnStats(data_->dir(), {}, "", BadDataPolicy::kSkip,
+                                &left_out);
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  ASSERT_EQ(left_out.size(), 1u);
+  EXPECT_EQ(BadDataReasonOf(left_out[0]), BadDataReason::kBadCmvn);
+  EXPECT_THAT(left_out[0].message(), HasSubstr("speaker spk1"));
+  int64_t frames_without_spk1 = 0;
+  for (const UttSpec& u : data_->utts()) {
+    if (u.speaker != "spk1") frames_without_spk1 += u.frames();
+  }
+  EXPECT_EQ(pooled->at(0, TestDataDir::kCols), frames_without_spk1);
+  EXPECT_LT(pooled->at(0, TestDataDir::kCols), all->at(0, TestDataDir::kCols));
+
+  KaldiDataOptions o = OptionsFor(*data_);
+  o.policy = BadDataPolicy::kSkip;
+  o.global_cmvn = *pooled;
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok()) << utts.status();
+  EXPECT_EQ(utts->size(), 8u);
+  EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kBadCmvn), 4);
+
+  // No usable speaker at all: an error under either policy.
+  for (const char* spk : {"spk0", "spk2"}) {
+    data_->cmvn_override()[spk] = data_->cmvn_override()["spk1"];
+  }
+  data_->Write();
+  EXPECT_EQ(BadDataReasonOf(PooledCmvnStats(data_->dir(), {}, "",
+                                            BadDataPolicy::kSkip)
+                                .status()),
+            BadDataReason::kBadCmvn);
 }
 
 // Statistics that blow the features up: spk1's variances are 0 (floored at

@@ -40,7 +40,10 @@ ABSL_FLAG(std::string, kaldi_global_cmvn, "auto",
           "statistics (a Kaldi matrix), which asgd_worker 0 writes from "
           "--kaldi_data when it does not exist yet (the others compute the "
           "same). `auto` means `none` with --kaldi_norm_vars or "
-          "--kaldi_cmvn=off.");
+          "--kaldi_cmvn=off. A speaker whose statistics are bad (a frame "
+          "count of 0, NaN) stops the tool naming the speaker and the "
+          "cmvn.scp line; with --bad_data=skip it is left out of the pool "
+          "and its utterances are skipped and counted.");
 ABSL_FLAG(int, kaldi_num_classes, 0,
           "Output classes of the Kaldi data: the number of pdfs (hmm-info "
           "final.mdl); 0: the largest pdf id in the alignments + 1. Must be "
@@ -66,6 +69,24 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// The statistics of in->data_dir's speakers pooled, under in->policy;
+// `source` is extended with the speakers left out as bad data.
+absl::StatusOr<kaldi::DoubleMatrix> Pooled(const KaldiInput& in,
+                                           std::string* source) {
+  std::vector<absl::Status> left_out;
+  ASGD_ASSIGN_OR_RETURN(
+      kaldi::DoubleMatrix pooled,
+      kaldi::PooledCmvnStats(in.data_dir, {}, "", in.policy, &left_out));
+  if (!left_out.empty()) {
+    absl::StrAppend(source, " (", left_out.size(),
+                    " speaker(s) left out as bad data, their utterances "
+                    "skipped: ",
+                    left_out.front().message(),
+                    left_out.size() > 1 ? "; ..." : "", ")");
+  }
+  return pooled;
+}
+
 // Sets in->global_cmvn as `flag` says (see --kaldi_global_cmvn); returns
 // where the statistics come from, for the log.
 absl::StatusOr<std::string> ResolveGlobalCmvn(const std::string& flag,
@@ -78,9 +99,10 @@ absl::StatusOr<std::string> ResolveGlobalCmvn(const std::string& flag,
     return std::string("none");
   }
   if (flag == "auto") {
-    ASGD_ASSIGN_OR_RETURN(in->global_cmvn, kaldi::PooledCmvnStats(in->data_dir));
-    return absl::StrCat("the pooled statistics of ", in->data_dir,
-                        "/cmvn.scp");
+    std::string source =
+        absl::StrCat("the pooled statistics of ", in->data_dir, "/cmvn.scp");
+    ASGD_ASSIGN_OR_RETURN(in->global_cmvn, Pooled(*in, &source));
+    return source;
   }
   if (Exists(flag)) {
     ASGD_ASSIGN_OR_RETURN(in->global_cmvn, kaldi::ReadDoubleMatrixFile(flag));
@@ -91,16 +113,17 @@ absl::StatusOr<std::string> ResolveGlobalCmvn(const std::string& flag,
         "--kaldi_global_cmvn=", flag,
         ": no such file (asgd_worker writes it from its training directory)"));
   }
-  ASGD_ASSIGN_OR_RETURN(in->global_cmvn, kaldi::PooledCmvnStats(in->data_dir));
+  std::string pooled_source =
+      absl::StrCat("the pooled statistics of ", in->data_dir, "/cmvn.scp");
+  ASGD_ASSIGN_OR_RETURN(in->global_cmvn, Pooled(*in, &pooled_source));
   if (missing == MissingGlobalCmvn::kCompute) {
-    return absl::StrCat("the pooled statistics of ", in->data_dir,
-                        "/cmvn.scp (worker 0 writes them to ", flag, ")");
+    return absl::StrCat(pooled_source, " (worker 0 writes them to ", flag,
+                        ")");
   }
   std::string bytes;
   kaldi::EncodeDoubleMatrix(in->global_cmvn, &bytes);
   ASGD_RETURN_IF_ERROR(kaldi::WriteFileAtomically(flag, bytes));
-  return absl::StrCat(flag, " (written: the pooled statistics of ",
-                      in->data_dir, "/cmvn.scp)");
+  return absl::StrCat(flag, " (written: ", pooled_source, ")");
 }
 
 }  // namespace
