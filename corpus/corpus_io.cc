@@ -1,5 +1,9 @@
 #include "corpus/corpus_io.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -40,19 +44,59 @@ absl::Status ErrnoError(const std::string& path, absl::string_view action,
   return absl::UnavailableError(message);
 }
 
+// InvalidArgument for a path that is not a regular file.
+absl::Status NotRegular(const std::string& path, mode_t mode) {
+  const char* kind = S_ISDIR(mode)    ? "a directory"
+                     : S_ISFIFO(mode) ? "a FIFO"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                     : S_ISSOCK(mode) ? "a socket"
+                                      : "not a regular file";
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": not a regular file (", kind, "); refused without reading it"));
+}
+
+// The whole of a regular file. A FIFO, a device or a directory is refused
+// before it is opened (opening a FIFO for reading blocks until a writer
+// comes), and again on the descriptor, opened without blocking, in case
+// the path changed in between.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return ErrnoError(path, "open", errno);
-  std::string data;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    data.append(buffer, n);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(path, "open", errno);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return ErrnoError(path, "open", errno);
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    ::close(fd);
+    return S_ISREG(st.st_mode) ? ErrnoError(path, "stat", err)
+                               : NotRegular(path, st.st_mode);
   }
-  const bool failed = std::ferror(file) != 0;
-  const int err = errno;
-  std::fclose(file);
-  if (failed) return ErrnoError(path, "read", err);
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoError(path, "open", err);
+  }
+  std::string data;
+  data.reserve(static_cast<size_t>(st.st_size));
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      data.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoError(path, "read", err);
+    }
+  }
+  ::close(fd);
   return data;
 }
 

@@ -1,6 +1,7 @@
 #include "corpus/corpus_io.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
@@ -331,6 +332,21 @@ TEST_F(CorpusIoTest, TruncatedPartFailsLoad) {
   data.resize(data.size() - 4);
   WriteFile(Path("heldout-00.bin"), data);
   ExpectInvalid(LoadCorpus(dir_).status(), "heldout-00.bin", "truncated");
+}
+
+// corpus.txt or a part that is a FIFO (reading it would wait for a writer
+// for good), or a device: refused at once, naming the path.
+TEST_F(CorpusIoTest, NonRegularFilesAreRefusedWithoutBlocking) {
+  ASSERT_EQ(std::remove(Path("heldout-00.bin").c_str()), 0);
+  ASSERT_EQ(::mkfifo(Path("heldout-00.bin").c_str(), 0600), 0);
+  ExpectInvalid(LoadCorpus(dir_).status(), Path("heldout-00.bin"),
+                "not a regular file (a FIFO)");
+  ASSERT_EQ(std::remove(Path("corpus.txt").c_str()), 0);
+  ASSERT_EQ(::mkfifo(Path("corpus.txt").c_str(), 0600), 0);
+  ExpectInvalid(LoadCorpus(dir_).status(), Path("corpus.txt"),
+                "not a regular file (a FIFO)");
+  ExpectInvalid(ReadUtteranceFile("/dev/zero", kDim, kClasses).status(),
+                "/dev/zero", "not a regular file (a character device)");
 }
 
 }  // namespace

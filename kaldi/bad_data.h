@@ -11,7 +11,9 @@
 //    BadDataPolicy chooses between failing with the error and skipping the
 //    utterance (counted in BadDataCounts).
 //  * Everything else: a file that cannot be opened or read (kNotFound,
-//    kPermissionDenied, kUnavailable), an rxfilename this library does not
+//    kPermissionDenied, kUnavailable), a path that is not a regular file (a
+//    FIFO, a device, a directory: kInvalidArgument without a reason, refused
+//    without opening it for reading), an rxfilename this library does not
 //    read (kUnimplemented: pipes, stdin), bad options (kInvalidArgument
 //    without a reason). These are never skipped.
 //

@@ -22,6 +22,16 @@ bool FileExists(const std::string& path) {
 // Entries of feats.scp tried, in order, to find the feature dimension.
 constexpr size_t kDimProbeEntries = 16;
 
+// An error that is not bad data (a file that cannot be opened or read, a
+// FIFO or a device where an archive belongs) about the feats.scp entry on
+// `line`: its code, with the entry named.
+absl::Status AtScpEntry(const absl::Status& s, const std::string& scp,
+                        int64_t line, const std::string& key) {
+  return absl::Status(s.code(), absl::StrCat(scp, " line ", line,
+                                             " (utterance ", key,
+                                             "): ", s.message()));
+}
+
 }  // namespace
 
 struct KaldiDataSource::Record {
@@ -393,10 +403,11 @@ absl::Status KaldiDataSource::FindFeatureDim(
       absl::StrCat(options_.data_dir,
                    "/feats.scp has no usable entry: "
                    "cannot tell the feature dimension"));
+  const std::string scp = absl::StrCat(options_.data_dir, "/feats.scp");
   Matrix m;
   for (const ScpEntry& e : first_entries) {
     absl::Status s = reader_.ReadMatrix(e.rx, e.key, &m);
-    if (!s.ok() && !IsBadData(s)) return s;
+    if (!s.ok() && !IsBadData(s)) return AtScpEntry(s, scp, e.line, e.key);
     if (!s.ok()) {
       last = s;
       continue;
@@ -561,6 +572,10 @@ absl::StatusOr<bool> KaldiDataSource::Next(KaldiUtterance* out) {
           --live_utterances_;
           live_frames_ -= r.labels.length;
           continue;
+        }
+        if (!IsBadData(s)) {
+          s = AtScpEntry(s, absl::StrCat(options_.data_dir, "/feats.scp"),
+                         r.scp_line, r.key);
         }
         pass_error_ = s;
         return s;

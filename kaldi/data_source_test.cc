@@ -1,6 +1,8 @@
 #include "kaldi/data_source.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -769,6 +771,52 @@ TEST_F(DataSourceTest, PipesAndMissingArchivesAreErrorsUnderEitherPolicy) {
         source.ok() ? Pass(source->get(), 0).status() : source.status();
     EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   }
+}
+
+// A feats.scp entry that names a FIFO (reading it would wait for a writer
+// for good), a device or a directory; and a feats.scp that is itself a
+// FIFO: refused at once under either policy (not bad data), naming
+// feats.scp's line and the path.
+TEST_F(DataSourceTest, NonRegularFilesAreRefusedNamingTheScpLine) {
+  for (int i = 0; i < 6; ++i) {  // 18 utterances: more than are probed
+    UttSpec u = data_->utts()[i];
+    u.key += "-again";
+    data_->utts().push_back(u);
+  }
+  const std::string fifo = data_->path("fifo.ark");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero"), data_->dir()}) {
+    for (int victim : {0, 17}) {
+      data_->utts()[victim].scp_rx = path;
+      data_->Write();
+      for (BadDataPolicy policy :
+           {BadDataPolicy::kRefuse, BadDataPolicy::kSkip}) {
+        KaldiDataOptions o = OptionsFor(*data_);
+        o.policy = policy;
+        // Found by Create (the first entries are read for the dimension)
+        // or, further on, by Next.
+        auto source = KaldiDataSource::Create(o);
+        EXPECT_EQ(source.ok(), victim == 17) << source.status();
+        const absl::Status s =
+            source.ok() ? Pass(source->get(), 0).status() : source.status();
+        EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+        EXPECT_FALSE(IsBadData(s)) << s;
+        EXPECT_THAT(s.message(),
+                    HasSubstr(absl::StrCat(data_->path("feats.scp"), " line ",
+                                           victim + 1, " (utterance ",
+                                           data_->utts()[victim].key, "): ",
+                                           path, ": not a regular file")));
+      }
+      data_->utts()[victim].scp_rx.clear();
+    }
+  }
+  data_->Write();
+  ASSERT_EQ(::unlink(data_->path("feats.scp").c_str()), 0);
+  ASSERT_EQ(::mkfifo(data_->path("feats.scp").c_str(), 0600), 0);
+  const absl::Status s = KaldiDataSource::Create(OptionsFor(*data_)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr(data_->path("feats.scp") +
+                                     ": not a regular file (a FIFO)"));
 }
 
 // A bigger corpus over several archives: the shuffle buffer stays within its
