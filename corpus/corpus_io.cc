@@ -316,15 +316,25 @@ absl::StatusOr<CorpusInfo> ParseCorpusInfo(const std::string& path,
   return info;
 }
 
+// ReadUtteranceFile's work; with `normaliser`, the features are checked
+// normalised too.
+absl::StatusOr<std::vector<Utterance>> ReadPart(
+    const std::string& path, int feature_dim, int num_classes,
+    const CorpusReadOptions& options, const FeatureNormaliser* normaliser,
+    kaldi::BadDataCounts* bad);
+
 // Reads the listed part files of one split into `utterances`.
 absl::Status ReadSplit(const std::string& dir, const std::string& metadata_path,
                        const std::vector<std::string>& files,
-                       const CorpusInfo& info,
-                       std::vector<Utterance>* utterances, int64_t* frames) {
+                       const CorpusInfo& info, const CorpusReadOptions& options,
+                       const FeatureNormaliser& normaliser,
+                       std::vector<Utterance>* utterances, int64_t* frames,
+                       kaldi::BadDataCounts* bad) {
   for (const std::string& name : files) {
     const std::string path = absl::StrCat(dir, "/", name);
     absl::StatusOr<std::vector<Utterance>> part =
-        ReadUtteranceFile(path, info.feature_dim, info.num_classes);
+        ReadPart(path, info.feature_dim, info.num_classes, options,
+                 &normaliser, bad);
     if (absl::IsNotFound(part.status())) {
       return FileError(
           metadata_path,
@@ -342,7 +352,23 @@ absl::Status ReadSplit(const std::string& dir, const std::string& metadata_path,
 
 }  // namespace
 
-absl::StatusOr<Corpus> LoadCorpus(const std::string& dir) {
+FeatureNormaliser::FeatureNormaliser(const CorpusInfo& info)
+    : mean_(info.feature_dim, 0.0f), inv_stddev_(info.feature_dim, 1.0f) {
+  for (int d = 0; d < info.feature_dim; ++d) {
+    if (d < static_cast<int>(info.mean.size())) mean_[d] = info.mean[d];
+    if (d < static_cast<int>(info.stddev.size()) && info.stddev[d] > 1e-6f) {
+      inv_stddev_[d] = 1.0f / info.stddev[d];
+    }
+  }
+}
+
+absl::StatusOr<Corpus> LoadCorpus(const std::string& dir,
+                                  const CorpusReadOptions& options) {
+  if (!(options.max_feature_magnitude > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_feature_magnitude must be > 0, not ",
+                     options.max_feature_magnitude));
+  }
   const std::string metadata_path = absl::StrCat(dir, "/corpus.txt");
   ASGD_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(metadata_path));
   Corpus corpus;
@@ -351,10 +377,13 @@ absl::StatusOr<Corpus> LoadCorpus(const std::string& dir) {
   ASGD_ASSIGN_OR_RETURN(
       corpus.info,
       ParseCorpusInfo(metadata_path, text, &train_files, &heldout_files));
+  const FeatureNormaliser normaliser(corpus.info);
   ASGD_RETURN_IF_ERROR(ReadSplit(dir, metadata_path, train_files, corpus.info,
-                                 &corpus.train, &corpus.train_frames));
+                                 options, normaliser, &corpus.train,
+                                 &corpus.train_frames, &corpus.bad));
   ASGD_RETURN_IF_ERROR(ReadSplit(dir, metadata_path, heldout_files, corpus.info,
-                                 &corpus.heldout, &corpus.heldout_frames));
+                                 options, normaliser, &corpus.heldout,
+                                 &corpus.heldout_frames, &corpus.bad));
   return corpus;
 }
 
@@ -398,7 +427,22 @@ absl::Status WriteUtteranceFile(const std::string& path, int feature_dim,
 }
 
 absl::StatusOr<std::vector<Utterance>> ReadUtteranceFile(
-    const std::string& path, int feature_dim, int num_classes) {
+    const std::string& path, int feature_dim, int num_classes,
+    const CorpusReadOptions& options, kaldi::BadDataCounts* bad) {
+  if (!(options.max_feature_magnitude > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_feature_magnitude must be > 0, not ",
+                     options.max_feature_magnitude));
+  }
+  return ReadPart(path, feature_dim, num_classes, options, nullptr, bad);
+}
+
+namespace {
+
+absl::StatusOr<std::vector<Utterance>> ReadPart(
+    const std::string& path, int feature_dim, int num_classes,
+    const CorpusReadOptions& options, const FeatureNormaliser* normaliser,
+    kaldi::BadDataCounts* bad) {
   if (feature_dim <= 0 || num_classes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": feature_dim (", feature_dim,
@@ -428,9 +472,12 @@ absl::StatusOr<std::vector<Utterance>> ReadUtteranceFile(
                                   " utterances in ", data.size(), " bytes"));
   }
   std::vector<Utterance> utterances(num_utterances);
+  size_t kept = 0;  // utterances[0, kept) are those not left out
+  std::vector<float> normalised;
   const uint64_t frame_bytes =
       static_cast<uint64_t>(feature_dim) * sizeof(float) + sizeof(int32_t);
   for (uint32_t i = 0; i < num_utterances; ++i) {
+    const size_t start = offset;
     if (data.size() - offset < 8) {
       return FileError(path, absl::StrCat("truncated in utterance ", i, " of ",
                                           num_utterances));
@@ -451,7 +498,7 @@ absl::StatusOr<std::vector<Utterance>> ReadUtteranceFile(
                              num_frames * frame_bytes, " bytes, ",
                              data.size() - offset, " left"));
     }
-    Utterance& u = utterances[i];
+    Utterance& u = utterances[kept];
     u.voice = static_cast<int>(voice);
     u.num_frames = static_cast<int>(num_frames);
     u.features.resize(static_cast<size_t>(num_frames) * feature_dim);
@@ -460,13 +507,6 @@ absl::StatusOr<std::vector<Utterance>> ReadUtteranceFile(
     u.labels.resize(num_frames);
     DecodeArray(data.data() + offset, u.labels.size(), u.labels.data());
     offset += u.labels.size() * sizeof(int32_t);
-    for (size_t j = 0; j < u.features.size(); ++j) {
-      if (!std::isfinite(u.features[j])) {
-        return FileError(
-            path, absl::StrCat("utterance ", i, ", frame ", j / feature_dim,
-                               ": non-finite feature value"));
-      }
-    }
     for (uint32_t t = 0; t < num_frames; ++t) {
       if (u.labels[t] < 0 || u.labels[t] >= num_classes) {
         return FileError(
@@ -475,13 +515,39 @@ absl::StatusOr<std::vector<Utterance>> ReadUtteranceFile(
                          u.labels[t], " out of range [0, ", num_classes, ")"));
       }
     }
+    // The features as stored, then as the worker normalises them.
+    const kaldi::DataLocation where{path, static_cast<int64_t>(start), 0,
+                                    absl::StrCat("#", i)};
+    absl::Status s = kaldi::CheckFeatureValues(
+        u.features, feature_dim, options.max_feature_magnitude, where,
+        "as stored");
+    if (s.ok() && normaliser != nullptr) {
+      normalised.resize(u.features.size());
+      for (size_t j = 0; j < normalised.size(); ++j) {
+        normalised[j] =
+            (*normaliser)(static_cast<int>(j % feature_dim), u.features[j]);
+      }
+      s = kaldi::CheckFeatureValues(
+          normalised, feature_dim, options.max_feature_magnitude, where,
+          "after the corpus's normalisation (corpus.txt's mean and stddev)");
+    }
+    if (!s.ok()) {
+      if (options.policy == kaldi::BadDataPolicy::kRefuse) return s;
+      if (bad != nullptr) bad->Add(kaldi::BadDataReasonOf(s));
+      if (options.on_skip) options.on_skip(s);
+      continue;
+    }
+    ++kept;
   }
   if (offset != data.size()) {
     return FileError(
         path, absl::StrCat(data.size() - offset, " trailing bytes after ",
                            num_utterances, " utterances"));
   }
+  utterances.resize(kept);
   return utterances;
 }
+
+}  // namespace
 
 }  // namespace asgd::corpus
