@@ -81,6 +81,8 @@ absl::StatusOr<LoadedKaldiData> LoadKaldiUtterances(const KaldiInput& in,
   out.num_classes = source->num_classes();
   out.frames_total = source->alignment_frames();
   out.bad = source->bad_data();
+  out.max_abs_feature_read = source->stats().max_abs_feature_read;
+  out.max_abs_feature = source->stats().max_abs_feature;
   return out;
 }
 

@@ -109,6 +109,10 @@ struct LoadedKaldiData {
   int32_t num_classes = 0;
   int64_t frames_total = 0;  // alignment_frames() (all parts)
   kaldi::BadDataCounts bad;
+  // The largest |feature| as read and as loaded (after CMVN): how far the
+  // data stays from max_feature_magnitude.
+  float max_abs_feature_read = 0;
+  float max_abs_feature = 0;
 };
 
 // Part `part` of `num_parts` of `in`, loaded whole. ResourceExhausted,
