@@ -462,6 +462,11 @@ int Run() {
   loop.eval_every_s = absl::GetFlag(FLAGS_eval_every_s);
   loop.eval_frames = absl::GetFlag(FLAGS_eval_frames);
   loop.seed = absl::GetFlag(FLAGS_seed);
+  loop.data_source = absl::StrFormat(
+      "%s %s, %s", kaldi ? "Kaldi data" : "corpus",
+      kaldi ? kaldi_train.data_dir : absl::GetFlag(FLAGS_corpus),
+      pool ? std::string("minibatches from the shared pool")
+           : absl::StrFormat("part %d of %d", index, num_workers));
   // Lockstep modes (sync, allreduce): every worker runs the same number of
   // steps, from the whole training set's size, so none waits for a finished
   // one.
