@@ -332,9 +332,8 @@ absl::Status ReadSplit(const std::string& dir, const std::string& metadata_path,
                        kaldi::BadDataCounts* bad) {
   for (const std::string& name : files) {
     const std::string path = absl::StrCat(dir, "/", name);
-    absl::StatusOr<std::vector<Utterance>> part =
-        ReadPart(path, info.feature_dim, info.num_classes, options,
-                 &normaliser, bad);
+    absl::StatusOr<std::vector<Utterance>> part = ReadPart(
+        path, info.feature_dim, info.num_classes, options, &normaliser, bad);
     if (absl::IsNotFound(part.status())) {
       return FileError(
           metadata_path,
@@ -518,9 +517,9 @@ absl::StatusOr<std::vector<Utterance>> ReadPart(
     // The features as stored, then as the worker normalises them.
     const kaldi::DataLocation where{path, static_cast<int64_t>(start), 0,
                                     absl::StrCat("#", i)};
-    absl::Status s = kaldi::CheckFeatureValues(
-        u.features, feature_dim, options.max_feature_magnitude, where,
-        "as stored");
+    absl::Status s = kaldi::CheckFeatureValues(u.features, feature_dim,
+                                               options.max_feature_magnitude,
+                                               where, "as stored");
     if (s.ok() && normaliser != nullptr) {
       normalised.resize(u.features.size());
       for (size_t j = 0; j < normalised.size(); ++j) {

@@ -75,7 +75,8 @@ absl::Status CheckFeatureValues(absl::Span<const float> values, int cols,
                                 float max_magnitude, const DataLocation& where,
                                 absl::string_view stage, float* max_abs) {
   // At most the largest float, so that Inf is beyond it whatever the bound.
-  const float bound = std::min(max_magnitude, std::numeric_limits<float>::max());
+  const float bound =
+      std::min(max_magnitude, std::numeric_limits<float>::max());
   float largest = 0;
   bool within = true;
   for (const float v : values) {

@@ -71,8 +71,9 @@ TEST(BadDataTest, FeatureValuesBeyondTheBoundOrNotFiniteAreRefused) {
               HasSubstr("/d/feats.ark at byte 99 (utterance u1): "
                         "feature_magnitude: feature row 1, column 1 as read"));
   // The bound is a parameter; +inf leaves only non-finite values refused.
-  EXPECT_TRUE(CheckFeatureValues(rows, 3, std::numeric_limits<float>::infinity(),
-                                 where, "as read")
+  EXPECT_TRUE(CheckFeatureValues(rows, 3,
+                                 std::numeric_limits<float>::infinity(), where,
+                                 "as read")
                   .ok());
   rows[4] = -10001;
   s = CheckFeatureValues(rows, 3, 1e4f, where, "after CMVN");

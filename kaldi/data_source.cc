@@ -27,9 +27,9 @@ constexpr size_t kDimProbeEntries = 16;
 // `line`: its code, with the entry named.
 absl::Status AtScpEntry(const absl::Status& s, const std::string& scp,
                         int64_t line, const std::string& key) {
-  return absl::Status(s.code(), absl::StrCat(scp, " line ", line,
-                                             " (utterance ", key,
-                                             "): ", s.message()));
+  return absl::Status(s.code(),
+                      absl::StrCat(scp, " line ", line, " (utterance ", key,
+                                   "): ", s.message()));
 }
 
 }  // namespace
@@ -276,9 +276,9 @@ absl::Status KaldiDataSource::ReadCmvn() {
     absl::Status s = reader_.ReadMatrix(e.rx, "", &stats);
     if (!s.ok()) {
       if (!IsBadData(s)) {
-        return absl::Status(s.code(), absl::StrCat(cmvn_path, " line ", e.line,
-                                                   " (speaker ", e.key,
-                                                   "): ", s.message()));
+        return absl::Status(
+            s.code(), absl::StrCat(cmvn_path, " line ", e.line, " (speaker ",
+                                   e.key, "): ", s.message()));
       }
       problem[spk] = s;
       continue;
@@ -302,9 +302,8 @@ absl::Status KaldiDataSource::ReadCmvn() {
     const std::string what =
         p.ok() ? absl::StrCat(cmvn_path, " has no statistics for speaker ",
                               speakers_[r.speaker])
-               : absl::StrCat("speaker ", speakers_[r.speaker], " (",
-                              cmvn_path, " line ", line[r.speaker],
-                              "): ", p.message());
+               : absl::StrCat("speaker ", speakers_[r.speaker], " (", cmvn_path,
+                              " line ", line[r.speaker], "): ", p.message());
     ASGD_RETURN_IF_ERROR(Reject(
         &r, BadDataError(reason, {paths_[r.path], r.offset, 0, r.key}, what)));
   }
@@ -427,9 +426,9 @@ absl::Status KaldiDataSource::FindFeatureDim(
     for (const auto& [dim, n] : dims) {
       parts.push_back(absl::StrCat(n, " of dimension ", dim));
     }
-    return absl::StrCat("the first ", readable,
-                        " readable utterances of feats.scp: ",
-                        absl::StrJoin(parts, ", "));
+    return absl::StrCat(
+        "the first ", readable,
+        " readable utterances of feats.scp: ", absl::StrJoin(parts, ", "));
   };
   if (options_.feature_dim > 0) {
     feature_dim_ = options_.feature_dim;
@@ -439,9 +438,9 @@ absl::Status KaldiDataSource::FindFeatureDim(
     });
     if (readable > 0 && !any) {
       // Not one bad utterance: data of another kind than expected.
-      return absl::FailedPreconditionError(absl::StrCat(
-          options_.data_dir, ": ", describe(), "; none has the ",
-          feature_dim_, " features per frame expected"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(options_.data_dir, ": ", describe(), "; none has the ",
+                       feature_dim_, " features per frame expected"));
     }
     return absl::OkStatus();
   }
@@ -453,9 +452,9 @@ absl::Status KaldiDataSource::FindFeatureDim(
     if (it->second > best->second) best = it;
   }
   feature_dim_ = best->first;
-  dim_origin_ = dims.size() == 1 ? absl::StrCat("that of ", describe())
-                                 : absl::StrCat("the most common among ",
-                                                describe());
+  dim_origin_ = dims.size() == 1
+                    ? absl::StrCat("that of ", describe())
+                    : absl::StrCat("the most common among ", describe());
   return absl::OkStatus();
 }
 
@@ -496,10 +495,10 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
   Matrix& f = out->features;
   if (f.rows == 0) f.cols = feature_dim_;
   if (f.cols != feature_dim_) {
-    return BadDataError(BadDataReason::kDimMismatch, where,
-                        absl::StrCat("features of dimension ", f.cols,
-                                     ", the data set's is ", feature_dim_,
-                                     " (", dim_origin_, ")"));
+    return BadDataError(
+        BadDataReason::kDimMismatch, where,
+        absl::StrCat("features of dimension ", f.cols, ", the data set's is ",
+                     feature_dim_, " (", dim_origin_, ")"));
   }
   const float bound = options_.max_feature_magnitude;
   float max_read = 0;
@@ -633,9 +632,9 @@ absl::StatusOr<DoubleMatrix> PooledCmvnStats(
   std::string first_speaker;
   // Bad data about the entry on the scp's current line, under the policy.
   auto reject = [&](const ScpEntry& e, const absl::Status& s) {
-    const absl::Status named = BadDataError(
-        BadDataReasonOf(s), {path, e.line_offset, e.line},
-        absl::StrCat("speaker ", e.key, ": ", s.message()));
+    const absl::Status named =
+        BadDataError(BadDataReasonOf(s), {path, e.line_offset, e.line},
+                     absl::StrCat("speaker ", e.key, ": ", s.message()));
     if (policy == BadDataPolicy::kRefuse) return named;
     if (left_out != nullptr) left_out->push_back(named);
     return absl::OkStatus();
@@ -654,9 +653,9 @@ absl::StatusOr<DoubleMatrix> PooledCmvnStats(
     DoubleMatrix stats;
     absl::Status s = reader.ReadMatrix(e.rx, "", &stats);
     if (!s.ok() && !IsBadData(s)) {
-      return absl::Status(s.code(), absl::StrCat(path, " line ", e.line,
-                                                 " (speaker ", e.key,
-                                                 "): ", s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat(path, " line ", e.line, " (speaker ", e.key,
+                                 "): ", s.message()));
     }
     if (s.ok()) {
       // The shape, the count and finiteness, as a transform needs them.
@@ -665,10 +664,10 @@ absl::StatusOr<DoubleMatrix> PooledCmvnStats(
               .status();
     }
     if (s.ok() && !speakers.empty() && stats.cols != speakers[0].cols) {
-      s = BadDataError(BadDataReason::kBadCmvn, {e.rx.path, e.rx.offset},
-                       absl::StrCat("statistics of dimension ", stats.cols - 1,
-                                    ", speaker ", first_speaker, "'s are of ",
-                                    speakers[0].cols - 1));
+      s = BadDataError(
+          BadDataReason::kBadCmvn, {e.rx.path, e.rx.offset},
+          absl::StrCat("statistics of dimension ", stats.cols - 1, ", speaker ",
+                       first_speaker, "'s are of ", speakers[0].cols - 1));
     }
     if (!s.ok()) {
       ASGD_RETURN_IF_ERROR(reject(e, s));

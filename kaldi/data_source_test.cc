@@ -411,8 +411,7 @@ const std::vector<BadCase>& BadCases() {
          u.object = testing::FmObject(u.rows, u.cols, f);
        },
        FeatureWhere},
-      {"garbage_0x7e_in_features", 8, BadDataReason::kFeatureMagnitude,
-       false,
+      {"garbage_0x7e_in_features", 8, BadDataReason::kFeatureMagnitude, false,
        [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
          // 64 bytes of 0x7e: 16 finite floats of about 8.4e37.
          std::vector<float> f = Filled(u.rows * u.cols, 1.0f);
@@ -420,8 +419,7 @@ const std::vector<BadCase>& BadCases() {
          u.object = testing::FmObject(u.rows, u.cols, f);
        },
        FeatureWhere},
-      {"compressed_header_min_1e30", 2, BadDataReason::kFeatureMagnitude,
-       false,
+      {"compressed_header_min_1e30", 2, BadDataReason::kFeatureMagnitude, false,
        [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
          u.object = testing::Cm2Object(1e30f, 1.0f, u.rows, u.cols,
                                        std::vector<uint16_t>(u.rows * u.cols));
@@ -576,9 +574,9 @@ TEST_F(DataSourceTest, BadCmvnStatsDropTheirSpeaker) {
   EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kBadCmvn);
   EXPECT_THAT(s.message(), HasSubstr("spk1-utt01"));
   EXPECT_THAT(s.message(), HasSubstr("cmvn.ark"));
-  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(
-                               "speaker spk1 (", data_->path("cmvn.scp"),
-                               " line 2)")));
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("speaker spk1 (", data_->path("cmvn.scp"),
+                                     " line 2)")));
   o.policy = BadDataPolicy::kSkip;
   auto source = KaldiDataSource::Create(o);
   ASSERT_TRUE(source.ok());
@@ -606,15 +604,15 @@ TEST_F(DataSourceTest, PooledStatsLeaveOutABadSpeakerUnderSkip) {
   absl::Status s = PooledCmvnStats(data_->dir()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kBadCmvn) << s;
-  EXPECT_THAT(s.message(),
-              HasSubstr(absl::StrCat(cmvn_scp, " line 2 at byte ",
-                                     line2.find('\n') + 1, ": bad_cmvn: "
-                                     "speaker spk1: ")));
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(cmvn_scp, " line 2 at byte ",
+                                                  line2.find('\n') + 1,
+                                                  ": bad_cmvn: "
+                                                  "speaker spk1: ")));
   EXPECT_THAT(s.message(), HasSubstr("frame count of 0"));
 
   std::vector<absl::Status> left_out;
-  auto pooled = PooledCmvnStats(data_->dir(), {}, "", BadDataPolicy::kSkip,
-                                &left_out);
+  auto pooled =
+      PooledCmvnStats(data_->dir(), {}, "", BadDataPolicy::kSkip, &left_out);
   ASSERT_TRUE(pooled.ok()) << pooled.status();
   ASSERT_EQ(left_out.size(), 1u);
   EXPECT_EQ(BadDataReasonOf(left_out[0]), BadDataReason::kBadCmvn);
@@ -641,10 +639,10 @@ TEST_F(DataSourceTest, PooledStatsLeaveOutABadSpeakerUnderSkip) {
     data_->cmvn_override()[spk] = data_->cmvn_override()["spk1"];
   }
   data_->Write();
-  EXPECT_EQ(BadDataReasonOf(PooledCmvnStats(data_->dir(), {}, "",
-                                            BadDataPolicy::kSkip)
-                                .status()),
-            BadDataReason::kBadCmvn);
+  EXPECT_EQ(
+      BadDataReasonOf(
+          PooledCmvnStats(data_->dir(), {}, "", BadDataPolicy::kSkip).status()),
+      BadDataReason::kBadCmvn);
 }
 
 // Statistics that blow the features up: spk1's variances are 0 (floored at
@@ -662,10 +660,10 @@ TEST_F(DataSourceTest, FeaturesBeyondTheBoundAfterCmvnAreBadData) {
   const absl::Status s = Pass(source->get(), 0).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kFeatureMagnitude) << s;
-  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(
-                               data_->path("feats.1.ark"), " at byte ",
-                               data_->offset("spk1-utt01"),
-                               " (utterance spk1-utt01)")));
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat(data_->path("feats.1.ark"), " at byte ",
+                                     data_->offset("spk1-utt01"),
+                                     " (utterance spk1-utt01)")));
   EXPECT_THAT(s.message(), HasSubstr("after the CMVN of speaker spk1"));
   o.policy = BadDataPolicy::kSkip;
   source = KaldiDataSource::Create(o);
@@ -689,7 +687,8 @@ TEST_F(DataSourceTest, StatsTellTheLargestFeatureAgainstTheBound) {
   data_->Write();
   double max_read = 0, max_out = 0;
   for (const UttSpec& u : data_->utts()) {
-    for (double v : u.read_values()) max_read = std::max(max_read, std::fabs(v));
+    for (double v : u.read_values())
+      max_read = std::max(max_read, std::fabs(v));
     for (double v : data_->Normalised(u, false)) {
       max_out = std::max(max_out, std::fabs(v));
     }
@@ -730,7 +729,7 @@ TEST_F(DataSourceTest, GivenFeatureDimensionJudgesEveryUtterance) {
   ASSERT_TRUE(utts.ok());
   EXPECT_EQ(utts->size(), static_cast<size_t>(TestDataDir::kUtterances - 2));
   EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kDimMismatch), 2);
-  o.feature_dim = 4;  // the two odd ones are right, the other ten are not
+  o.feature_dim = 4;        // the two odd ones are right, the other ten are not
   o.cmvn = CmvnMode::kOff;  // (the speakers' statistics are of dimension 3)
   source = KaldiDataSource::Create(o);
   ASSERT_TRUE(source.ok());
@@ -785,7 +784,8 @@ TEST_F(DataSourceTest, NonRegularFilesAreRefusedNamingTheScpLine) {
   }
   const std::string fifo = data_->path("fifo.ark");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  for (const std::string& path : {fifo, std::string("/dev/zero"), data_->dir()}) {
+  for (const std::string& path :
+       {fifo, std::string("/dev/zero"), data_->dir()}) {
     for (int victim : {0, 17}) {
       data_->utts()[victim].scp_rx = path;
       data_->Write();
@@ -802,10 +802,10 @@ TEST_F(DataSourceTest, NonRegularFilesAreRefusedNamingTheScpLine) {
         EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
         EXPECT_FALSE(IsBadData(s)) << s;
         EXPECT_THAT(s.message(),
-                    HasSubstr(absl::StrCat(data_->path("feats.scp"), " line ",
-                                           victim + 1, " (utterance ",
-                                           data_->utts()[victim].key, "): ",
-                                           path, ": not a regular file")));
+                    HasSubstr(absl::StrCat(
+                        data_->path("feats.scp"), " line ", victim + 1,
+                        " (utterance ", data_->utts()[victim].key, "): ", path,
+                        ": not a regular file")));
       }
       data_->utts()[victim].scp_rx.clear();
     }

@@ -29,7 +29,8 @@ ABSL_FLAG(std::string, bad_data, "refuse",
           "the byte offset; skip: drop the utterance, log it and count it "
           "(the asgd_worker_bad_data_skipped_total metric). Files that cannot "
           "be read, or are not regular files, stop the tool either way.");
-ABSL_FLAG(double, max_feature_magnitude, asgd::kaldi::kDefaultMaxFeatureMagnitude,
+ABSL_FLAG(double, max_feature_magnitude,
+          asgd::kaldi::kDefaultMaxFeatureMagnitude,
           "Bad data (reason feature_magnitude, see --bad_data): a feature "
           "whose absolute value is above this, as read (after "
           "decompression) or after normalisation (per-speaker and global "
@@ -132,8 +133,7 @@ absl::StatusOr<std::string> ResolveGlobalCmvn(const std::string& flag,
       absl::StrCat("the pooled statistics of ", in->data_dir, "/cmvn.scp");
   ASGD_ASSIGN_OR_RETURN(in->global_cmvn, Pooled(*in, &pooled_source));
   if (missing == MissingGlobalCmvn::kCompute) {
-    return absl::StrCat(pooled_source, " (worker 0 writes them to ", flag,
-                        ")");
+    return absl::StrCat(pooled_source, " (worker 0 writes them to ", flag, ")");
   }
   std::string bytes;
   kaldi::EncodeDoubleMatrix(in->global_cmvn, &bytes);

@@ -79,11 +79,10 @@ TEST(KaldiInputFromFlagsTest, ASpeakerWithoutFramesIsNamedOrSkipped) {
   absl::SetFlag(&FLAGS_bad_data, "refuse");
   auto in = KaldiInputFromFlags(true, MissingGlobalCmvn::kError);
   EXPECT_EQ(in.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(kaldi::BadDataReasonOf(in.status()),
-            kaldi::BadDataReason::kBadCmvn)
+  EXPECT_EQ(kaldi::BadDataReasonOf(in.status()), kaldi::BadDataReason::kBadCmvn)
       << in.status();
-  EXPECT_THAT(in.status().message(),
-              ::testing::HasSubstr(absl::StrCat(d.path("cmvn.scp"), " line 2")));
+  EXPECT_THAT(in.status().message(), ::testing::HasSubstr(absl::StrCat(
+                                         d.path("cmvn.scp"), " line 2")));
   EXPECT_THAT(in.status().message(), ::testing::HasSubstr("speaker spk1"));
 
   absl::SetFlag(&FLAGS_bad_data, "skip");

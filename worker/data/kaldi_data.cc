@@ -103,8 +103,8 @@ absl::Status TooLarge(const absl::Status& s, absl::string_view what,
 
 absl::StatusOr<KaldiWorkerData> PrepareKaldiWorkerData(
     const KaldiInput& train_input, const KaldiInput& heldout_input,
-    const ModelSpec& spec, const DataOptions& data, int index,
-    int num_workers, bool shared_pool) {
+    const ModelSpec& spec, const DataOptions& data, int index, int num_workers,
+    bool shared_pool) {
   // Every utterance is judged against the model's input, the first one
   // included.
   KaldiInput train = train_input;

@@ -146,11 +146,11 @@ struct KaldiWorkerData {
 // the model's feature dimension (spec.feature_dim; an utterance of another
 // one is bad data, skipped or refused by the policy, whichever it is),
 // checks that the data's class count is the model's and that its features
-// are (FailedPrecondition naming both otherwise), and loads `heldout` (data_dir empty: none; its class count is
-// the training data's). Within the budget of `train` (see the top):
-// ResourceExhausted when the pool's training set or the held-out set does
-// not fit. Streamed sources (open_source) share the index made here for
-// their first pass and re-index for later ones (a warm start).
+// are (FailedPrecondition naming both otherwise), and loads `heldout` (data_dir
+// empty: none; its class count is the training data's). Within the budget of
+// `train` (see the top): ResourceExhausted when the pool's training set or the
+// held-out set does not fit. Streamed sources (open_source) share the index
+// made here for their first pass and re-index for later ones (a warm start).
 absl::StatusOr<KaldiWorkerData> PrepareKaldiWorkerData(
     const KaldiInput& train, const KaldiInput& heldout, const ModelSpec& spec,
     const DataOptions& data, int index, int num_workers, bool shared_pool);

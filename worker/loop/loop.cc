@@ -67,10 +67,10 @@ inline bool Finite(float x) {
 
 }  // namespace
 
-absl::Status CheckStepFinite(const BatchResult& r,
-                             absl::Span<const float> grad, const Batch& batch,
-                             const LoopOptions& options, int64_t step,
-                             double epochs, absl::string_view phase) {
+absl::Status CheckStepFinite(const BatchResult& r, absl::Span<const float> grad,
+                             const Batch& batch, const LoopOptions& options,
+                             int64_t step, double epochs,
+                             absl::string_view phase) {
   bool finite = std::isfinite(r.loss);
   if (finite) {
     // Branch-free, so that it vectorises.
@@ -80,13 +80,14 @@ absl::Status CheckStepFinite(const BatchResult& r,
   }
   if (finite) return absl::OkStatus();
   std::string what;
-  if (!std::isfinite(r.loss)) what = absl::StrCat("a non-finite loss (", r.loss, ")");
+  if (!std::isfinite(r.loss))
+    what = absl::StrCat("a non-finite loss (", r.loss, ")");
   for (size_t i = 0; i < grad.size(); ++i) {
     if (Finite(grad[i])) continue;
     absl::StrAppend(&what,
-                    what.empty() ? absl::StrCat("a finite loss (", r.loss,
-                                                ") but a ")
-                                 : " and a ",
+                    what.empty()
+                        ? absl::StrCat("a finite loss (", r.loss, ") but a ")
+                        : " and a ",
                     "non-finite gradient (element ", i, " of ", grad.size(),
                     " is ", grad[i], ")");
     break;

@@ -144,10 +144,10 @@ struct TrainResult {
 // (huge inputs: the data; ordinary ones: a diverging model), and saying
 // that nothing of it reached the servers. Costs one pass over the gradient,
 // without branches (the loss is checked first: one number).
-absl::Status CheckStepFinite(const BatchResult& r,
-                             absl::Span<const float> grad, const Batch& batch,
-                             const LoopOptions& options, int64_t step,
-                             double epochs, absl::string_view phase);
+absl::Status CheckStepFinite(const BatchResult& r, absl::Span<const float> grad,
+                             const Batch& batch, const LoopOptions& options,
+                             int64_t step, double epochs,
+                             absl::string_view phase);
 
 // Whether `status` is CheckStepFinite's error.
 bool IsNonFiniteStep(const absl::Status& status);

@@ -134,8 +134,7 @@ TEST(DecentralizedNonFiniteTest, StopsBeforeTheGradientIsApplied) {
                                  nullptr, options, nullptr);
     const absl::Status s = trainer.Run().status();
     EXPECT_TRUE(IsNonFiniteStep(s)) << s;
-    EXPECT_NE(s.message().find("training step "), absl::string_view::npos)
-        << s;
+    EXPECT_NE(s.message().find("training step "), absl::string_view::npos) << s;
     std::vector<float> w(model.size());
     model.Read(absl::MakeSpan(w));
     for (float x : w) ASSERT_TRUE(std::isfinite(x)) << "delayed " << delayed;

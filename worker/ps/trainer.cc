@@ -91,9 +91,8 @@ void Trainer::Straggle(absl::Duration compute) {
   }
 }
 
-absl::Status Trainer::LocalSgd(BatchSource* source, float lr,
-                               int64_t max_steps, absl::string_view phase,
-                               TrainResult* result) {
+absl::Status Trainer::LocalSgd(BatchSource* source, float lr, int64_t max_steps,
+                               absl::string_view phase, TrainResult* result) {
   const BatchShape shape = ShapeOfBatch(*train_, options_.loop.batch_size);
   BatchBuffer batch(shape.examples, shape.steps, train_->input_dim());
   std::vector<float> grad(result->params.size());
@@ -112,9 +111,9 @@ absl::Status Trainer::LocalSgd(BatchSource* source, float lr,
                                                  absl::MakeSpan(grad)));
     // The local model is handed to the servers later: nothing non-finite
     // goes into it.
-    ASGD_RETURN_IF_ERROR(CheckStepFinite(
-        r, grad, batch.view(), options_.loop, result->steps + 1,
-        source->epochs(), phase));
+    ASGD_RETURN_IF_ERROR(CheckStepFinite(r, grad, batch.view(), options_.loop,
+                                         result->steps + 1, source->epochs(),
+                                         phase));
     for (size_t i = 0; i < grad.size(); ++i) result->params[i] -= lr * grad[i];
     const absl::Time t2 = clock_->Now();
     PhaseTimes step;

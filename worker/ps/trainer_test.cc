@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <future>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -815,8 +815,7 @@ TEST(TrainerTest, NonFiniteLossOfADivergedModelIsNotPushed) {
   }
   const absl::Status s = Train(&pool, BaseOptions(&clock)).status();
   EXPECT_TRUE(IsNonFiniteStep(s)) << s;
-  EXPECT_NE(s.message().find("training step 1 "), absl::string_view::npos)
-      << s;
+  EXPECT_NE(s.message().find("training step 1 "), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("a non-finite loss (nan)"),
             absl::string_view::npos)
       << s;
