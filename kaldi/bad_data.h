@@ -115,9 +115,9 @@ inline bool IsBadData(const absl::Status& status) {
 // decompressed), 13.4 after per-speaker mean CMVN, 10.3 after per-speaker
 // mean and variance CMVN, 8.7 after the worker's default global CMVN (and
 // after the corpus's own normalisation). Log-mel and MFCC features of Kaldi
-// recipes stay within about 100 (MFCC c0); finite garbage is far beyond
-// (0x7e bytes read as floats are 8.4e37). Features on another scale (e.g.
-// linear power spectra) need a larger bound.
+// recipes typically stay within about 100 (MFCC c0); finite garbage is far
+// beyond (0x7e bytes read as floats are 8.4e37). Features on another scale
+// (e.g. linear power spectra) need a larger bound.
 inline constexpr float kDefaultMaxFeatureMagnitude = 1e4f;
 
 // Checks rows of `cols` features (`values`, row-major): a NaN or an Inf is

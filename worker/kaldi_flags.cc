@@ -38,8 +38,8 @@ ABSL_FLAG(double, max_feature_magnitude,
           "the bytes 7e7e7e7e (8.4e37) would otherwise reach the model. "
           "Honest features stay far below the default: the built-in demo "
           "corpus and its Kaldi export reach 13.4 as stored and 8.7 to 10.3 "
-          "normalised; log-mel and MFCC features of Kaldi recipes stay "
-          "within about 100. Raise it for features on another scale; inf: "
+          "normalised; log-mel and MFCC features of Kaldi recipes typically "
+          "stay within about 100. Raise it for features on another scale; inf: "
           "no bound (NaN and Inf are refused anyway).");
 ABSL_FLAG(std::string, kaldi_cmvn, "auto",
           "Per-speaker CMVN from cmvn.scp (with utt2spk): auto (when "
