@@ -1,5 +1,9 @@
 #include "corpus/corpus_io.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -40,19 +44,59 @@ absl::Status ErrnoError(const std::string& path, absl::string_view action,
   return absl::UnavailableError(message);
 }
 
+// InvalidArgument for a path that is not a regular file.
+absl::Status NotRegular(const std::string& path, mode_t mode) {
+  const char* kind = S_ISDIR(mode)    ? "a directory"
+                     : S_ISFIFO(mode) ? "a FIFO"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                     : S_ISSOCK(mode) ? "a socket"
+                                      : "not a regular file";
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": not a regular file (", kind, "); refused without reading it"));
+}
+
+// The whole of a regular file. A FIFO, a device or a directory is refused
+// before it is opened (opening a FIFO for reading blocks until a writer
+// comes), and again on the descriptor, opened without blocking, in case
+// the path changed in between.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return ErrnoError(path, "open", errno);
-  std::string data;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    data.append(buffer, n);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(path, "open", errno);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return ErrnoError(path, "open", errno);
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    ::close(fd);
+    return S_ISREG(st.st_mode) ? ErrnoError(path, "stat", err)
+                               : NotRegular(path, st.st_mode);
   }
-  const bool failed = std::ferror(file) != 0;
-  const int err = errno;
-  std::fclose(file);
-  if (failed) return ErrnoError(path, "read", err);
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoError(path, "open", err);
+  }
+  std::string data;
+  data.reserve(static_cast<size_t>(st.st_size));
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      data.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoError(path, "read", err);
+    }
+  }
+  ::close(fd);
   return data;
 }
 
@@ -272,15 +316,24 @@ absl::StatusOr<CorpusInfo> ParseCorpusInfo(const std::string& path,
   return info;
 }
 
+// ReadUtteranceFile's work; with `normaliser`, the features are checked
+// normalised too.
+absl::StatusOr<std::vector<Utterance>> ReadPart(
+    const std::string& path, int feature_dim, int num_classes,
+    const CorpusReadOptions& options, const FeatureNormaliser* normaliser,
+    kaldi::BadDataCounts* bad);
+
 // Reads the listed part files of one split into `utterances`.
 absl::Status ReadSplit(const std::string& dir, const std::string& metadata_path,
                        const std::vector<std::string>& files,
-                       const CorpusInfo& info,
-                       std::vector<Utterance>* utterances, int64_t* frames) {
+                       const CorpusInfo& info, const CorpusReadOptions& options,
+                       const FeatureNormaliser& normaliser,
+                       std::vector<Utterance>* utterances, int64_t* frames,
+                       kaldi::BadDataCounts* bad) {
   for (const std::string& name : files) {
     const std::string path = absl::StrCat(dir, "/", name);
-    absl::StatusOr<std::vector<Utterance>> part =
-        ReadUtteranceFile(path, info.feature_dim, info.num_classes);
+    absl::StatusOr<std::vector<Utterance>> part = ReadPart(
+        path, info.feature_dim, info.num_classes, options, &normaliser, bad);
     if (absl::IsNotFound(part.status())) {
       return FileError(
           metadata_path,
@@ -298,7 +351,23 @@ absl::Status ReadSplit(const std::string& dir, const std::string& metadata_path,
 
 }  // namespace
 
-absl::StatusOr<Corpus> LoadCorpus(const std::string& dir) {
+FeatureNormaliser::FeatureNormaliser(const CorpusInfo& info)
+    : mean_(info.feature_dim, 0.0f), inv_stddev_(info.feature_dim, 1.0f) {
+  for (int d = 0; d < info.feature_dim; ++d) {
+    if (d < static_cast<int>(info.mean.size())) mean_[d] = info.mean[d];
+    if (d < static_cast<int>(info.stddev.size()) && info.stddev[d] > 1e-6f) {
+      inv_stddev_[d] = 1.0f / info.stddev[d];
+    }
+  }
+}
+
+absl::StatusOr<Corpus> LoadCorpus(const std::string& dir,
+                                  const CorpusReadOptions& options) {
+  if (!(options.max_feature_magnitude > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_feature_magnitude must be > 0, not ",
+                     options.max_feature_magnitude));
+  }
   const std::string metadata_path = absl::StrCat(dir, "/corpus.txt");
   ASGD_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(metadata_path));
   Corpus corpus;
@@ -307,10 +376,13 @@ absl::StatusOr<Corpus> LoadCorpus(const std::string& dir) {
   ASGD_ASSIGN_OR_RETURN(
       corpus.info,
       ParseCorpusInfo(metadata_path, text, &train_files, &heldout_files));
+  const FeatureNormaliser normaliser(corpus.info);
   ASGD_RETURN_IF_ERROR(ReadSplit(dir, metadata_path, train_files, corpus.info,
-                                 &corpus.train, &corpus.train_frames));
+                                 options, normaliser, &corpus.train,
+                                 &corpus.train_frames, &corpus.bad));
   ASGD_RETURN_IF_ERROR(ReadSplit(dir, metadata_path, heldout_files, corpus.info,
-                                 &corpus.heldout, &corpus.heldout_frames));
+                                 options, normaliser, &corpus.heldout,
+                                 &corpus.heldout_frames, &corpus.bad));
   return corpus;
 }
 
@@ -354,7 +426,22 @@ absl::Status WriteUtteranceFile(const std::string& path, int feature_dim,
 }
 
 absl::StatusOr<std::vector<Utterance>> ReadUtteranceFile(
-    const std::string& path, int feature_dim, int num_classes) {
+    const std::string& path, int feature_dim, int num_classes,
+    const CorpusReadOptions& options, kaldi::BadDataCounts* bad) {
+  if (!(options.max_feature_magnitude > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_feature_magnitude must be > 0, not ",
+                     options.max_feature_magnitude));
+  }
+  return ReadPart(path, feature_dim, num_classes, options, nullptr, bad);
+}
+
+namespace {
+
+absl::StatusOr<std::vector<Utterance>> ReadPart(
+    const std::string& path, int feature_dim, int num_classes,
+    const CorpusReadOptions& options, const FeatureNormaliser* normaliser,
+    kaldi::BadDataCounts* bad) {
   if (feature_dim <= 0 || num_classes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": feature_dim (", feature_dim,
@@ -384,9 +471,12 @@ absl::StatusOr<std::vector<Utterance>> ReadUtteranceFile(
                                   " utterances in ", data.size(), " bytes"));
   }
   std::vector<Utterance> utterances(num_utterances);
+  size_t kept = 0;  // utterances[0, kept) are those not left out
+  std::vector<float> normalised;
   const uint64_t frame_bytes =
       static_cast<uint64_t>(feature_dim) * sizeof(float) + sizeof(int32_t);
   for (uint32_t i = 0; i < num_utterances; ++i) {
+    const size_t start = offset;
     if (data.size() - offset < 8) {
       return FileError(path, absl::StrCat("truncated in utterance ", i, " of ",
                                           num_utterances));
@@ -407,7 +497,7 @@ absl::StatusOr<std::vector<Utterance>> ReadUtteranceFile(
                              num_frames * frame_bytes, " bytes, ",
                              data.size() - offset, " left"));
     }
-    Utterance& u = utterances[i];
+    Utterance& u = utterances[kept];
     u.voice = static_cast<int>(voice);
     u.num_frames = static_cast<int>(num_frames);
     u.features.resize(static_cast<size_t>(num_frames) * feature_dim);
@@ -416,13 +506,6 @@ absl::StatusOr<std::vector<Utterance>> ReadUtteranceFile(
     u.labels.resize(num_frames);
     DecodeArray(data.data() + offset, u.labels.size(), u.labels.data());
     offset += u.labels.size() * sizeof(int32_t);
-    for (size_t j = 0; j < u.features.size(); ++j) {
-      if (!std::isfinite(u.features[j])) {
-        return FileError(
-            path, absl::StrCat("utterance ", i, ", frame ", j / feature_dim,
-                               ": non-finite feature value"));
-      }
-    }
     for (uint32_t t = 0; t < num_frames; ++t) {
       if (u.labels[t] < 0 || u.labels[t] >= num_classes) {
         return FileError(
@@ -431,13 +514,39 @@ absl::StatusOr<std::vector<Utterance>> ReadUtteranceFile(
                          u.labels[t], " out of range [0, ", num_classes, ")"));
       }
     }
+    // The features as stored, then as the worker normalises them.
+    const kaldi::DataLocation where{path, static_cast<int64_t>(start), 0,
+                                    absl::StrCat("#", i)};
+    absl::Status s = kaldi::CheckFeatureValues(u.features, feature_dim,
+                                               options.max_feature_magnitude,
+                                               where, "as stored");
+    if (s.ok() && normaliser != nullptr) {
+      normalised.resize(u.features.size());
+      for (size_t j = 0; j < normalised.size(); ++j) {
+        normalised[j] =
+            (*normaliser)(static_cast<int>(j % feature_dim), u.features[j]);
+      }
+      s = kaldi::CheckFeatureValues(
+          normalised, feature_dim, options.max_feature_magnitude, where,
+          "after the corpus's normalisation (corpus.txt's mean and stddev)");
+    }
+    if (!s.ok()) {
+      if (options.policy == kaldi::BadDataPolicy::kRefuse) return s;
+      if (bad != nullptr) bad->Add(kaldi::BadDataReasonOf(s));
+      if (options.on_skip) options.on_skip(s);
+      continue;
+    }
+    ++kept;
   }
   if (offset != data.size()) {
     return FileError(
         path, absl::StrCat(data.size() - offset, " trailing bytes after ",
                            num_utterances, " utterances"));
   }
+  utterances.resize(kept);
   return utterances;
 }
+
+}  // namespace
 
 }  // namespace asgd::corpus

@@ -1,10 +1,12 @@
 #include "corpus/corpus_io.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -228,10 +230,67 @@ TEST_F(CorpusIoTest, NegativeLabel) {
 }
 
 TEST_F(CorpusIoTest, NonFiniteFeature) {
-  ExpectInvalid(ReadEdited([](std::string& d) {
-                  PutU32(d, kFirstUtterance + 8, 0x7fc00000u);  // NaN
-                }),
-                "train-00.bin", "non-finite");
+  const absl::Status s = ReadEdited([](std::string& d) {
+    PutU32(d, kFirstUtterance + 8, 0x7fc00000u);  // NaN
+  });
+  ExpectInvalid(s, "train-00.bin at byte 16 (utterance #0)",
+                "feature row 0, column 0 as stored is nan");
+  EXPECT_EQ(kaldi::BadDataReasonOf(s), kaldi::BadDataReason::kNonFinite);
+}
+
+// Bytes of 0x7e in an utterance's features: finite floats of about 8.4e37,
+// far beyond the bound. Refused naming the file, the utterance's
+// byte offset and index, the row and the column; or skipped and counted.
+TEST_F(CorpusIoTest, GarbageFeaturesBeyondTheBoundAreBadData) {
+  // 0x7e over the first utterance's second frame (its 12 feature bytes).
+  std::string garbage = ReadFile(Path("train-00.bin"));
+  for (size_t k = kFirstUtterance + 8 + 3 * 4; k < kFirstLabels; ++k) {
+    garbage[k] = 0x7e;
+  }
+  WriteFile(Path("train-00.bin"), garbage);
+  absl::Status s = LoadCorpus(dir_).status();
+  ExpectInvalid(s, Path("train-00.bin") + " at byte 16 (utterance #0)",
+                "feature_magnitude: feature row 1, column 0 as stored is 8.");
+  EXPECT_EQ(kaldi::BadDataReasonOf(s), kaldi::BadDataReason::kFeatureMagnitude);
+
+  std::vector<absl::Status> skipped;
+  CorpusReadOptions o;
+  o.policy = kaldi::BadDataPolicy::kSkip;
+  o.on_skip = [&](const absl::Status& e) { skipped.push_back(e); };
+  absl::StatusOr<Corpus> corpus = LoadCorpus(dir_, o);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  ASSERT_EQ(corpus->train.size(), 1u);
+  EXPECT_EQ(corpus->train[0].features, TwoUtterances()[1].features);
+  EXPECT_EQ(corpus->train_frames, 1);
+  EXPECT_EQ(corpus->bad.Get(kaldi::BadDataReason::kFeatureMagnitude), 1);
+  EXPECT_EQ(corpus->bad.Total(), 1);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(kaldi::BadDataReasonOf(skipped[0]),
+            kaldi::BadDataReason::kFeatureMagnitude);
+
+  // The bound is an option (+inf: none, for finite values).
+  o.policy = kaldi::BadDataPolicy::kRefuse;
+  o.max_feature_magnitude = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(LoadCorpus(dir_, o).ok());
+  o.max_feature_magnitude = 0;
+  EXPECT_EQ(LoadCorpus(dir_, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Features that are fine as stored but not once normalised: a stddev of
+// 1e-5 in corpus.txt scales them by 1e5.
+TEST_F(CorpusIoTest, FeaturesBeyondTheBoundOnceNormalisedAreBadData) {
+  const absl::Status s = LoadWithMetadata("stddev 1 2 0.5", "stddev 1 2 1e-5");
+  ExpectInvalid(s, Path("train-00.bin") + " at byte 16 (utterance #0)",
+                "column 2 after the corpus's normalisation");
+  EXPECT_EQ(kaldi::BadDataReasonOf(s), kaldi::BadDataReason::kFeatureMagnitude);
+  CorpusReadOptions o;
+  o.policy = kaldi::BadDataPolicy::kSkip;
+  absl::StatusOr<Corpus> corpus = LoadCorpus(dir_, o);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  EXPECT_TRUE(corpus->train.empty());  // both utterances
+  EXPECT_TRUE(corpus->heldout.empty());
+  EXPECT_EQ(corpus->bad.Get(kaldi::BadDataReason::kFeatureMagnitude), 3);
 }
 
 TEST_F(CorpusIoTest, LoadCorpus) {
@@ -331,6 +390,21 @@ TEST_F(CorpusIoTest, TruncatedPartFailsLoad) {
   data.resize(data.size() - 4);
   WriteFile(Path("heldout-00.bin"), data);
   ExpectInvalid(LoadCorpus(dir_).status(), "heldout-00.bin", "truncated");
+}
+
+// corpus.txt or a part that is a FIFO (reading it would wait for a writer
+// for good), or a device: refused at once, naming the path.
+TEST_F(CorpusIoTest, NonRegularFilesAreRefusedWithoutBlocking) {
+  ASSERT_EQ(std::remove(Path("heldout-00.bin").c_str()), 0);
+  ASSERT_EQ(::mkfifo(Path("heldout-00.bin").c_str(), 0600), 0);
+  ExpectInvalid(LoadCorpus(dir_).status(), Path("heldout-00.bin"),
+                "not a regular file (a FIFO)");
+  ASSERT_EQ(std::remove(Path("corpus.txt").c_str()), 0);
+  ASSERT_EQ(::mkfifo(Path("corpus.txt").c_str(), 0600), 0);
+  ExpectInvalid(LoadCorpus(dir_).status(), Path("corpus.txt"),
+                "not a regular file (a FIFO)");
+  ExpectInvalid(ReadUtteranceFile("/dev/zero", kDim, kClasses).status(),
+                "/dev/zero", "not a regular file (a character device)");
 }
 
 }  // namespace

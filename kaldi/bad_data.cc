@@ -1,5 +1,9 @@
 #include "kaldi/bad_data.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,6 +24,7 @@ constexpr std::array<absl::string_view, kNumBadDataReasons> kNames = {
     "malformed_object",
     "too_large",
     "non_finite",
+    "feature_magnitude",
     "dim_mismatch",
     "missing_alignment",
     "length_mismatch",
@@ -64,6 +69,40 @@ BadDataReason BadDataReasonOf(const absl::Status& status) {
     if (kNames[i] == name) return static_cast<BadDataReason>(i);
   }
   return BadDataReason::kNone;
+}
+
+absl::Status CheckFeatureValues(absl::Span<const float> values, int cols,
+                                float max_magnitude, const DataLocation& where,
+                                absl::string_view stage, float* max_abs) {
+  // At most the largest float, so that Inf is beyond it whatever the bound.
+  const float bound =
+      std::min(max_magnitude, std::numeric_limits<float>::max());
+  float largest = 0;
+  bool within = true;
+  for (const float v : values) {
+    const float a = std::fabs(v);
+    within &= a <= bound;  // false for NaN and Inf
+    largest = std::max(largest, a);
+  }
+  if (within) {
+    if (max_abs != nullptr) *max_abs = largest;
+    return absl::OkStatus();
+  }
+  const int width = std::max(cols, 1);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float v = values[i];
+    if (std::fabs(v) <= bound) continue;
+    const std::string at = absl::StrCat("feature row ", i / width, ", column ",
+                                        i % width, " ", stage, " is ", v);
+    if (!std::isfinite(v)) {
+      return BadDataError(BadDataReason::kNonFinite, where, at);
+    }
+    return BadDataError(
+        BadDataReason::kFeatureMagnitude, where,
+        absl::StrCat(at, ", beyond the bound of ", max_magnitude,
+                     " on |feature| (max_feature_magnitude)"));
+  }
+  return absl::OkStatus();  // not reached
 }
 
 absl::StatusOr<BadDataPolicy> ParseBadDataPolicy(absl::string_view text) {

@@ -1,5 +1,9 @@
 #include "kaldi/bad_data.h"
 
+#include <cstring>
+#include <limits>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -40,6 +44,54 @@ TEST(BadDataTest, EveryReasonHasADistinctNameThatRoundTrips) {
                 BadDataReasonName(static_cast<BadDataReason>(j)));
     }
   }
+}
+
+// 0x7e7e7e7e read as a float: finite garbage (about 8.4e37).
+float Garbage() {
+  const uint32_t bits = 0x7e7e7e7e;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+TEST(BadDataTest, FeatureValuesBeyondTheBoundOrNotFiniteAreRefused) {
+  const DataLocation where{"/d/feats.ark", 99, 0, "u1"};
+  std::vector<float> rows = {1, -2, 3, 9999, -10000, 0.5};  // 2 x 3
+  float max_abs = -1;
+  ASSERT_TRUE(
+      CheckFeatureValues(rows, 3, 1e4f, where, "as read", &max_abs).ok());
+  EXPECT_EQ(max_abs, 10000);
+
+  ASSERT_GT(Garbage(), 8e37f);
+  rows[4] = Garbage();
+  absl::Status s = CheckFeatureValues(rows, 3, 1e4f, where, "as read");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kFeatureMagnitude);
+  EXPECT_THAT(s.message(),
+              HasSubstr("/d/feats.ark at byte 99 (utterance u1): "
+                        "feature_magnitude: feature row 1, column 1 as read"));
+  // The bound is a parameter; +inf leaves only non-finite values refused.
+  EXPECT_TRUE(CheckFeatureValues(rows, 3,
+                                 std::numeric_limits<float>::infinity(), where,
+                                 "as read")
+                  .ok());
+  rows[4] = -10001;
+  s = CheckFeatureValues(rows, 3, 1e4f, where, "after CMVN");
+  EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kFeatureMagnitude);
+  EXPECT_THAT(s.message(), HasSubstr("after CMVN"));
+
+  // The first offender is named; NaN and Inf are non_finite whatever the
+  // bound.
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                    -std::numeric_limits<float>::infinity()}) {
+    rows[2] = bad;
+    s = CheckFeatureValues(rows, 3, std::numeric_limits<float>::infinity(),
+                           where, "as read");
+    EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kNonFinite) << s;
+    EXPECT_THAT(s.message(), HasSubstr("feature row 0, column 2"));
+  }
+  EXPECT_TRUE(CheckFeatureValues({}, 3, 1e4f, where, "as read", &max_abs).ok());
+  EXPECT_EQ(max_abs, 0);
 }
 
 TEST(BadDataTest, PolicyAndCounts) {

@@ -22,6 +22,16 @@ bool FileExists(const std::string& path) {
 // Entries of feats.scp tried, in order, to find the feature dimension.
 constexpr size_t kDimProbeEntries = 16;
 
+// An error that is not bad data (a file that cannot be opened or read, a
+// FIFO or a device where an archive belongs) about the feats.scp entry on
+// `line`: its code, with the entry named.
+absl::Status AtScpEntry(const absl::Status& s, const std::string& scp,
+                        int64_t line, const std::string& key) {
+  return absl::Status(s.code(),
+                      absl::StrCat(scp, " line ", line, " (utterance ", key,
+                                   "): ", s.message()));
+}
+
 }  // namespace
 
 struct KaldiDataSource::Record {
@@ -75,11 +85,13 @@ absl::StatusOr<std::unique_ptr<KaldiDataSource>> KaldiDataSource::Create(
       options.num_classes > options.max_num_classes ||
       options.feature_dim < 0 || options.read_block < 1 ||
       options.shuffle_buffer_utterances < 1 ||
-      options.shuffle_buffer_bytes < 0 || options.max_open_files < 1) {
+      options.shuffle_buffer_bytes < 0 || options.max_open_files < 1 ||
+      !(options.max_feature_magnitude > 0)) {
     return absl::InvalidArgumentError(
         "KaldiDataSource: num_classes, feature_dim >= 0 (num_classes <= "
         "max_num_classes), read_block, shuffle_buffer_utterances, "
-        "max_open_files >= 1, shuffle_buffer_bytes >= 0");
+        "max_open_files >= 1, shuffle_buffer_bytes >= 0, "
+        "max_feature_magnitude > 0");
   }
   auto source = std::unique_ptr<KaldiDataSource>(new KaldiDataSource(options));
   if (!options.global_cmvn.data.empty()) {
@@ -236,6 +248,7 @@ absl::Status KaldiDataSource::ReadCmvn() {
   std::vector<CmvnTransform> transforms(speakers_.size());
   std::vector<absl::Status> problem(speakers_.size());
   std::vector<bool> have(speakers_.size(), false);
+  std::vector<int64_t> line(speakers_.size(), 0);  // of the speaker's entry
   ScpOptions scp_options;
   scp_options.base_dir = options_.scp_base_dir;
   ASGD_ASSIGN_OR_RETURN(auto scp, ScpReader::Open(cmvn_path, scp_options));
@@ -251,6 +264,7 @@ absl::Status KaldiDataSource::ReadCmvn() {
     }
     if (!*more) break;
     if (spk < 0) continue;
+    line[spk] = e.line;
     if (have[spk] || !problem[spk].ok()) {
       problem[spk] = BadDataError(
           BadDataReason::kDuplicateKey, {cmvn_path, e.line_offset, e.line},
@@ -261,7 +275,11 @@ absl::Status KaldiDataSource::ReadCmvn() {
     DoubleMatrix stats;
     absl::Status s = reader_.ReadMatrix(e.rx, "", &stats);
     if (!s.ok()) {
-      if (!IsBadData(s)) return s;
+      if (!IsBadData(s)) {
+        return absl::Status(
+            s.code(), absl::StrCat(cmvn_path, " line ", e.line, " (speaker ",
+                                   e.key, "): ", s.message()));
+      }
       problem[spk] = s;
       continue;
     }
@@ -282,10 +300,10 @@ absl::Status KaldiDataSource::ReadCmvn() {
     const BadDataReason reason =
         p.ok() ? BadDataReason::kMissingSpeaker : BadDataReasonOf(p);
     const std::string what =
-        p.ok()
-            ? absl::StrCat(cmvn_path, " has no statistics for speaker ",
-                           speakers_[r.speaker])
-            : absl::StrCat("speaker ", speakers_[r.speaker], ": ", p.message());
+        p.ok() ? absl::StrCat(cmvn_path, " has no statistics for speaker ",
+                              speakers_[r.speaker])
+               : absl::StrCat("speaker ", speakers_[r.speaker], " (", cmvn_path,
+                              " line ", line[r.speaker], "): ", p.message());
     ASGD_RETURN_IF_ERROR(Reject(
         &r, BadDataError(reason, {paths_[r.path], r.offset, 0, r.key}, what)));
   }
@@ -377,25 +395,67 @@ absl::Status KaldiDataSource::ReadAlignments() {
 
 absl::Status KaldiDataSource::FindFeatureDim(
     const std::vector<ScpEntry>& first_entries) {
-  if (options_.feature_dim > 0) {
-    feature_dim_ = options_.feature_dim;
-    return absl::OkStatus();
-  }
+  // The dimensions of the first readable utterances, in the order first seen.
+  std::vector<std::pair<int32_t, int>> dims;
+  int readable = 0;
   absl::Status last = absl::InvalidArgumentError(
       absl::StrCat(options_.data_dir,
                    "/feats.scp has no usable entry: "
                    "cannot tell the feature dimension"));
+  const std::string scp = absl::StrCat(options_.data_dir, "/feats.scp");
   Matrix m;
   for (const ScpEntry& e : first_entries) {
     absl::Status s = reader_.ReadMatrix(e.rx, e.key, &m);
-    if (s.ok() && m.cols > 0) {
-      feature_dim_ = m.cols;
-      return absl::OkStatus();
+    if (!s.ok() && !IsBadData(s)) return AtScpEntry(s, scp, e.line, e.key);
+    if (!s.ok()) {
+      last = s;
+      continue;
     }
-    if (!s.ok() && !IsBadData(s)) return s;
-    if (!s.ok()) last = s;
+    if (m.cols <= 0) continue;
+    ++readable;
+    auto it = std::find_if(dims.begin(), dims.end(),
+                           [&](const auto& d) { return d.first == m.cols; });
+    if (it == dims.end()) {
+      dims.emplace_back(m.cols, 1);
+    } else {
+      ++it->second;
+    }
   }
-  return last;
+  auto describe = [&] {
+    std::vector<std::string> parts;
+    for (const auto& [dim, n] : dims) {
+      parts.push_back(absl::StrCat(n, " of dimension ", dim));
+    }
+    return absl::StrCat(
+        "the first ", readable,
+        " readable utterances of feats.scp: ", absl::StrJoin(parts, ", "));
+  };
+  if (options_.feature_dim > 0) {
+    feature_dim_ = options_.feature_dim;
+    dim_origin_ = "as given";
+    const bool any = std::any_of(dims.begin(), dims.end(), [&](const auto& d) {
+      return d.first == feature_dim_;
+    });
+    if (readable > 0 && !any) {
+      // Not one bad utterance: data of another kind than expected.
+      return absl::FailedPreconditionError(
+          absl::StrCat(options_.data_dir, ": ", describe(), "; none has the ",
+                       feature_dim_, " features per frame expected"));
+    }
+    return absl::OkStatus();
+  }
+  if (dims.empty()) return last;
+  // The most common one (the first seen of those tied): one utterance of
+  // another dimension, first or not, is then that utterance's problem.
+  auto best = dims.begin();
+  for (auto it = dims.begin(); it != dims.end(); ++it) {
+    if (it->second > best->second) best = it;
+  }
+  feature_dim_ = best->first;
+  dim_origin_ = dims.size() == 1
+                    ? absl::StrCat("that of ", describe())
+                    : absl::StrCat("the most common among ", describe());
+  return absl::OkStatus();
 }
 
 void KaldiDataSource::StartEpoch(uint64_t epoch) {
@@ -435,17 +495,15 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
   Matrix& f = out->features;
   if (f.rows == 0) f.cols = feature_dim_;
   if (f.cols != feature_dim_) {
-    return BadDataError(BadDataReason::kDimMismatch, where,
-                        absl::StrCat("features of dimension ", f.cols,
-                                     ", the data set's is ", feature_dim_));
+    return BadDataError(
+        BadDataReason::kDimMismatch, where,
+        absl::StrCat("features of dimension ", f.cols, ", the data set's is ",
+                     feature_dim_, " (", dim_origin_, ")"));
   }
-  for (size_t i = 0; i < f.data.size(); ++i) {
-    if (!std::isfinite(f.data[i])) {
-      return BadDataError(BadDataReason::kNonFinite, where,
-                          absl::StrCat("feature row ", i / f.cols, ", column ",
-                                       i % f.cols, " is ", f.data[i]));
-    }
-  }
+  const float bound = options_.max_feature_magnitude;
+  float max_read = 0;
+  s = CheckFeatureValues(f.data, f.cols, bound, where, "as read", &max_read);
+  if (!s.ok()) return s;
   if (labels_ == nullptr) {
     out->labels.clear();  // features_only
   } else {
@@ -460,6 +518,7 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
                      " labels in the alignment (", alignment_files_[r.ali_file],
                      " at byte ", r.ali_offset, ")"));
   }
+  float max_out = max_read;
   if (!transforms_.empty()) {
     const CmvnTransform& t = transforms_[r.speaker];
     if (t.dim() != f.cols) {
@@ -470,6 +529,12 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
                        f.cols));
     }
     ApplyCmvn(t, &f);
+    // A speaker's statistics can blow features up (a variance near 0).
+    s = CheckFeatureValues(
+        f.data, f.cols, bound, where,
+        absl::StrCat("after the CMVN of speaker ", speakers_[r.speaker]),
+        &max_out);
+    if (!s.ok()) return s;
   }
   if (global_.dim() > 0) {
     if (global_.dim() != f.cols) {
@@ -478,7 +543,12 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
           ", the features of ", r.key, " of ", f.cols));
     }
     ApplyCmvn(global_, &f);
+    s = CheckFeatureValues(f.data, f.cols, bound, where,
+                           "after the global CMVN", &max_out);
+    if (!s.ok()) return s;
   }
+  stats_.max_abs_feature_read = std::max(stats_.max_abs_feature_read, max_read);
+  stats_.max_abs_feature = std::max(stats_.max_abs_feature, max_out);
   out->key = r.key;
   return absl::OkStatus();
 }
@@ -501,6 +571,10 @@ absl::StatusOr<bool> KaldiDataSource::Next(KaldiUtterance* out) {
           --live_utterances_;
           live_frames_ -= r.labels.length;
           continue;
+        }
+        if (!IsBadData(s)) {
+          s = AtScpEntry(s, absl::StrCat(options_.data_dir, "/feats.scp"),
+                         r.scp_line, r.key);
         }
         pass_error_ = s;
         return s;
@@ -545,21 +619,61 @@ KaldiDataStats KaldiDataSource::stats() const {
   return s;
 }
 
-absl::StatusOr<DoubleMatrix> PooledCmvnStats(const std::string& data_dir,
-                                             const ReadLimits& limits,
-                                             const std::string& scp_base_dir) {
+absl::StatusOr<DoubleMatrix> PooledCmvnStats(
+    const std::string& data_dir, const ReadLimits& limits,
+    const std::string& scp_base_dir, BadDataPolicy policy,
+    std::vector<absl::Status>* left_out) {
   const std::string path = absl::StrCat(data_dir, "/cmvn.scp");
   ScpOptions scp_options;
   scp_options.base_dir = scp_base_dir;
   ASGD_ASSIGN_OR_RETURN(auto scp, ScpReader::Open(path, scp_options));
   RxfilenameReader reader(/*max_open_files=*/4, limits);
   std::vector<DoubleMatrix> speakers;
+  std::string first_speaker;
+  // Bad data about the entry on the scp's current line, under the policy.
+  auto reject = [&](const ScpEntry& e, const absl::Status& s) {
+    const absl::Status named =
+        BadDataError(BadDataReasonOf(s), {path, e.line_offset, e.line},
+                     absl::StrCat("speaker ", e.key, ": ", s.message()));
+    if (policy == BadDataPolicy::kRefuse) return named;
+    if (left_out != nullptr) left_out->push_back(named);
+    return absl::OkStatus();
+  };
   ScpEntry e;
   while (true) {
-    ASGD_ASSIGN_OR_RETURN(bool more, scp->Next(&e));
-    if (!more) break;
+    absl::StatusOr<bool> more = scp->Next(&e);
+    if (!more.ok()) {
+      if (!IsBadData(more.status()) || policy == BadDataPolicy::kRefuse) {
+        return more.status();
+      }
+      if (left_out != nullptr) left_out->push_back(more.status());
+      continue;
+    }
+    if (!*more) break;
     DoubleMatrix stats;
-    ASGD_RETURN_IF_ERROR(reader.ReadMatrix(e.rx, e.key, &stats));
+    absl::Status s = reader.ReadMatrix(e.rx, "", &stats);
+    if (!s.ok() && !IsBadData(s)) {
+      return absl::Status(
+          s.code(), absl::StrCat(path, " line ", e.line, " (speaker ", e.key,
+                                 "): ", s.message()));
+    }
+    if (s.ok()) {
+      // The shape, the count and finiteness, as a transform needs them.
+      s = MakeCmvnTransform(stats, /*norm_vars=*/false,
+                            {e.rx.path, e.rx.offset})
+              .status();
+    }
+    if (s.ok() && !speakers.empty() && stats.cols != speakers[0].cols) {
+      s = BadDataError(
+          BadDataReason::kBadCmvn, {e.rx.path, e.rx.offset},
+          absl::StrCat("statistics of dimension ", stats.cols - 1, ", speaker ",
+                       first_speaker, "'s are of ", speakers[0].cols - 1));
+    }
+    if (!s.ok()) {
+      ASGD_RETURN_IF_ERROR(reject(e, s));
+      continue;
+    }
+    if (speakers.empty()) first_speaker = e.key;
     speakers.push_back(std::move(stats));
   }
   return PoolSpeakerCmvnStats(speakers, {path});

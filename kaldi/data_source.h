@@ -43,7 +43,8 @@
 // duplicate key, missing alignment, label out of range, missing speaker or
 // bad CMVN stats, a bad alignment entry) are reported by Create(); problems
 // found while reading features (truncated archive, unknown token, offset
-// past the end, NaN/Inf, dimension or length mismatch, bad range) by Next().
+// past the end, NaN/Inf, a feature beyond max_feature_magnitude as read or
+// after CMVN, dimension or length mismatch, bad range) by Next().
 // With BadDataPolicy::kRefuse the first one is the error (and Next() keeps
 // returning it until StartEpoch()); with kSkip the utterance is dropped for
 // good and counted once in bad_data(). I/O errors (a missing archive, a
@@ -119,7 +120,13 @@ struct KaldiDataOptions {
   // Labels at or above this are out of range in any case (guards the
   // scanned class count against a corrupt label).
   int32_t max_num_classes = 1 << 20;
-  // 0: the column count of the first readable utterance of feats.scp.
+  // The features per frame every utterance must have (e.g. the model's
+  // input), or 0: the most common column count among the first 16 readable
+  // utterances of feats.scp (the first seen of those tied), so that one
+  // utterance of another dimension, the first one included, is bad data
+  // kDimMismatch rather than the measure of the others. Given, and none of
+  // those utterances has it: Create() fails with kFailedPrecondition (data
+  // of another kind, not one bad utterance).
   int32_t feature_dim = 0;
 
   CmvnMode cmvn = CmvnMode::kAuto;
@@ -128,6 +135,11 @@ struct KaldiDataOptions {
   // directory) applied after the per-speaker CMVN, means and variances, as
   // `apply-cmvn --norm-vars=true global.stats` would; empty: none.
   DoubleMatrix global_cmvn;
+
+  // A feature with |value| above this, as read (after decompression) or
+  // after CMVN (per speaker, then global), is bad data kFeatureMagnitude;
+  // > 0, +inf for no bound (NaN and Inf are kNonFinite in any case).
+  float max_feature_magnitude = kDefaultMaxFeatureMagnitude;
 
   BadDataPolicy policy = BadDataPolicy::kRefuse;
   // Under kSkip, called with the error of each bad record when it is
@@ -172,6 +184,11 @@ struct KaldiDataStats {
   int64_t file_opens = 0;
   int64_t label_memory_bytes = 0;
   bool labels_spilled = false;
+  // The largest |feature| of the utterances read without error, as read
+  // (decompressed) and as handed out (after CMVN): how far honest data stays
+  // from max_feature_magnitude.
+  float max_abs_feature_read = 0;
+  float max_abs_feature = 0;
 };
 
 class KaldiDataSource {
@@ -236,6 +253,7 @@ class KaldiDataSource {
   std::unique_ptr<LabelStore> labels_;
   RxfilenameReader reader_;
   int32_t feature_dim_ = 0;
+  std::string dim_origin_;  // where feature_dim_ comes from, for messages
   int32_t num_classes_ = 0;
   int64_t live_utterances_ = 0;
   int64_t live_frames_ = 0;
@@ -257,11 +275,22 @@ class KaldiDataSource {
 // The statistics of every speaker in `data_dir`/cmvn.scp pooled after each
 // one's own mean is removed (PoolSpeakerCmvnStats): with them as
 // KaldiDataOptions::global_cmvn after per-speaker means, the directory's
-// features have unit variance overall. Bad statistics are an error (no
-// policy): kBadCmvn and the other bad-data reasons, naming the file.
-absl::StatusOr<DoubleMatrix> PooledCmvnStats(const std::string& data_dir,
-                                             const ReadLimits& limits = {},
-                                             const std::string& scp_base_dir = "");
+// features have unit variance overall.
+//
+// A speaker whose statistics are bad data (unreadable, not 2 × (D+1) or of
+// another dimension than the first speaker's, a frame count below 1, NaN),
+// or a malformed cmvn.scp line: with kRefuse the error (kBadCmvn or the
+// reader's reason, at cmvn.scp's line, naming the speaker and where the
+// statistics are); with kSkip the speaker is left out of the pool and the
+// error appended to *left_out (when not null). A KaldiDataSource over the
+// same directory then skips that speaker's utterances, each counted under
+// kBadCmvn. No usable speaker at all is kBadCmvn under either policy; a
+// file that cannot be read is an I/O error naming cmvn.scp's line.
+absl::StatusOr<DoubleMatrix> PooledCmvnStats(
+    const std::string& data_dir, const ReadLimits& limits = {},
+    const std::string& scp_base_dir = "",
+    BadDataPolicy policy = BadDataPolicy::kRefuse,
+    std::vector<absl::Status>* left_out = nullptr);
 
 }  // namespace asgd::kaldi
 

@@ -1,9 +1,12 @@
 #include "kaldi/data_source.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <set>
@@ -408,6 +411,26 @@ const std::vector<BadCase>& BadCases() {
          u.object = testing::FmObject(u.rows, u.cols, f);
        },
        FeatureWhere},
+      {"garbage_0x7e_in_features", 8, BadDataReason::kFeatureMagnitude, false,
+       [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
+         // 64 bytes of 0x7e: 16 finite floats of about 8.4e37.
+         std::vector<float> f = Filled(u.rows * u.cols, 1.0f);
+         std::memset(f.data() + 4, 0x7e, 64);
+         u.object = testing::FmObject(u.rows, u.cols, f);
+       },
+       FeatureWhere},
+      {"compressed_header_min_1e30", 2, BadDataReason::kFeatureMagnitude, false,
+       [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
+         u.object = testing::Cm2Object(1e30f, 1.0f, u.rows, u.cols,
+                                       std::vector<uint16_t>(u.rows * u.cols));
+       },
+       FeatureWhere},
+      {"compressed_header_range_0", 7, BadDataReason::kMalformedObject, false,
+       [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
+         u.object = testing::Cm3Object(0.5f, 0.0f, u.rows, u.cols,
+                                       std::vector<uint8_t>(u.rows * u.cols));
+       },
+       FeatureWhere},
       {"offset_past_end", 10, BadDataReason::kOffsetPastEnd, false,
        [](TestDataDir& d, UttSpec& u, KaldiDataOptions&) {
          u.scp_rx = d.path(u.archive) + ":100000";
@@ -425,6 +448,12 @@ const std::vector<BadCase>& BadCases() {
                              scp.find('\n') + 1);
        }},
       {"dimension_mismatch", 4, BadDataReason::kDimMismatch, false,
+       [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
+         u.object = testing::FmObject(u.rows, 4, Filled(u.rows * 4, 1.0f));
+       },
+       FeatureWhere},
+      {"dimension_mismatch_first_utterance", 0, BadDataReason::kDimMismatch,
+       false,
        [](TestDataDir&, UttSpec& u, KaldiDataOptions&) {
          u.object = testing::FmObject(u.rows, 4, Filled(u.rows * 4, 1.0f));
        },
@@ -545,6 +574,9 @@ TEST_F(DataSourceTest, BadCmvnStatsDropTheirSpeaker) {
   EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kBadCmvn);
   EXPECT_THAT(s.message(), HasSubstr("spk1-utt01"));
   EXPECT_THAT(s.message(), HasSubstr("cmvn.ark"));
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("speaker spk1 (", data_->path("cmvn.scp"),
+                                     " line 2)")));
   o.policy = BadDataPolicy::kSkip;
   auto source = KaldiDataSource::Create(o);
   ASSERT_TRUE(source.ok());
@@ -554,6 +586,165 @@ TEST_F(DataSourceTest, BadCmvnStatsDropTheirSpeaker) {
     EXPECT_THAT(u.key, ::testing::Not(HasSubstr("spk1")));
   EXPECT_EQ(utts->size(), 8u);
   EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kBadCmvn), 4);
+}
+
+// The pooled statistics (the tools' default global CMVN) with a speaker
+// whose frame count is 0: refused naming the speaker and cmvn.scp's line,
+// or, under kSkip, pooled without that speaker, whose utterances the data
+// source then skips and counts.
+TEST_F(DataSourceTest, PooledStatsLeaveOutABadSpeakerUnderSkip) {
+  data_->Write();
+  auto all = PooledCmvnStats(data_->dir());
+  ASSERT_TRUE(all.ok()) << all.status();
+  data_->cmvn_override()["spk1"] =
+      testing::DmObject(2, 4, {1, 2, 3, 0, 1, 1, 1, 0});
+  data_->Write();
+  const std::string cmvn_scp = data_->path("cmvn.scp");
+  const std::string line2 = testing::ReadFile(cmvn_scp);
+  absl::Status s = PooledCmvnStats(data_->dir()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kBadCmvn) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(cmvn_scp, " line 2 at byte ",
+                                                  line2.find('\n') + 1,
+                                                  ": bad_cmvn: "
+                                                  "speaker spk1: ")));
+  EXPECT_THAT(s.message(), HasSubstr("frame count of 0"));
+
+  std::vector<absl::Status> left_out;
+  auto pooled =
+      PooledCmvnStats(data_->dir(), {}, "", BadDataPolicy::kSkip, &left_out);
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  ASSERT_EQ(left_out.size(), 1u);
+  EXPECT_EQ(BadDataReasonOf(left_out[0]), BadDataReason::kBadCmvn);
+  EXPECT_THAT(left_out[0].message(), HasSubstr("speaker spk1"));
+  int64_t frames_without_spk1 = 0;
+  for (const UttSpec& u : data_->utts()) {
+    if (u.speaker != "spk1") frames_without_spk1 += u.frames();
+  }
+  EXPECT_EQ(pooled->at(0, TestDataDir::kCols), frames_without_spk1);
+  EXPECT_LT(pooled->at(0, TestDataDir::kCols), all->at(0, TestDataDir::kCols));
+
+  KaldiDataOptions o = OptionsFor(*data_);
+  o.policy = BadDataPolicy::kSkip;
+  o.global_cmvn = *pooled;
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok()) << utts.status();
+  EXPECT_EQ(utts->size(), 8u);
+  EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kBadCmvn), 4);
+
+  // No usable speaker at all: an error under either policy.
+  for (const char* spk : {"spk0", "spk2"}) {
+    data_->cmvn_override()[spk] = data_->cmvn_override()["spk1"];
+  }
+  data_->Write();
+  EXPECT_EQ(
+      BadDataReasonOf(
+          PooledCmvnStats(data_->dir(), {}, "", BadDataPolicy::kSkip).status()),
+      BadDataReason::kBadCmvn);
+}
+
+// Statistics that blow the features up: spk1's variances are 0 (floored at
+// 1e-20, a scale of 1e10), so with variance normalisation its features go
+// far beyond the bound after CMVN, though they were fine as read.
+TEST_F(DataSourceTest, FeaturesBeyondTheBoundAfterCmvnAreBadData) {
+  data_->cmvn_override()["spk1"] =
+      testing::DmObject(2, 4, {0, 0, 0, 1, 0, 0, 0, 0});
+  data_->Write();
+  KaldiDataOptions o = OptionsFor(*data_);
+  o.norm_vars = true;
+  o.policy = BadDataPolicy::kRefuse;
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok()) << source.status();
+  const absl::Status s = Pass(source->get(), 0).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kFeatureMagnitude) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat(data_->path("feats.1.ark"), " at byte ",
+                                     data_->offset("spk1-utt01"),
+                                     " (utterance spk1-utt01)")));
+  EXPECT_THAT(s.message(), HasSubstr("after the CMVN of speaker spk1"));
+  o.policy = BadDataPolicy::kSkip;
+  source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  auto utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok()) << utts.status();
+  EXPECT_EQ(utts->size(), 8u);
+  EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kFeatureMagnitude), 4);
+  // Without variance normalisation the same statistics only shift them.
+  o.norm_vars = false;
+  source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok()) << utts.status();
+  EXPECT_EQ(utts->size(), static_cast<size_t>(TestDataDir::kUtterances));
+}
+
+// The bound is an option: a tighter one refuses honest features too, and
+// the statistics tell the largest |feature| read and handed out.
+TEST_F(DataSourceTest, StatsTellTheLargestFeatureAgainstTheBound) {
+  data_->Write();
+  double max_read = 0, max_out = 0;
+  for (const UttSpec& u : data_->utts()) {
+    for (double v : u.read_values())
+      max_read = std::max(max_read, std::fabs(v));
+    for (double v : data_->Normalised(u, false)) {
+      max_out = std::max(max_out, std::fabs(v));
+    }
+  }
+  KaldiDataOptions o = OptionsFor(*data_);
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  ASSERT_TRUE(Pass(source->get(), 0).ok());
+  EXPECT_NEAR((*source)->stats().max_abs_feature_read, max_read, 1e-4);
+  EXPECT_NEAR((*source)->stats().max_abs_feature, max_out, 1e-4);
+  EXPECT_LT(max_read, 100);
+
+  o.max_feature_magnitude = static_cast<float>(max_read) * 0.99f;
+  source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  EXPECT_EQ(BadDataReasonOf(Pass(source->get(), 0).status()),
+            BadDataReason::kFeatureMagnitude);
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    o.max_feature_magnitude = bad;
+    EXPECT_EQ(KaldiDataSource::Create(o).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
+// The dimension expected: given (a model's), every utterance of another one
+// is bad data; given, and none of the first utterances has it, the data is
+// of another kind altogether (an error under either policy, at Create).
+TEST_F(DataSourceTest, GivenFeatureDimensionJudgesEveryUtterance) {
+  data_->utts()[0].object = testing::FmObject(6, 4, Filled(24, 1.0f));
+  data_->utts()[1].object = testing::FmObject(7, 4, Filled(28, 1.0f));
+  data_->Write();
+  KaldiDataOptions o = OptionsFor(*data_);
+  o.policy = BadDataPolicy::kSkip;
+  o.feature_dim = 3;
+  auto source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok());
+  EXPECT_EQ(utts->size(), static_cast<size_t>(TestDataDir::kUtterances - 2));
+  EXPECT_EQ((*source)->bad_data().Get(BadDataReason::kDimMismatch), 2);
+  o.feature_dim = 4;        // the two odd ones are right, the other ten are not
+  o.cmvn = CmvnMode::kOff;  // (the speakers' statistics are of dimension 3)
+  source = KaldiDataSource::Create(o);
+  ASSERT_TRUE(source.ok());
+  utts = Pass(source->get(), 0);
+  ASSERT_TRUE(utts.ok());
+  EXPECT_EQ(Keys(*utts),
+            (std::vector<std::string>{"spk0-utt00", "spk1-utt01"}));
+  for (BadDataPolicy policy : {BadDataPolicy::kRefuse, BadDataPolicy::kSkip}) {
+    o.policy = policy;
+    o.feature_dim = 40;
+    const absl::Status s = KaldiDataSource::Create(o).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_FALSE(IsBadData(s));
+    EXPECT_THAT(s.message(), HasSubstr("2 of dimension 4, 10 of dimension 3"));
+  }
 }
 
 // Pipes and missing archives are not bad data: errors under either policy.
@@ -572,11 +763,60 @@ TEST_F(DataSourceTest, PipesAndMissingArchivesAreErrorsUnderEitherPolicy) {
   for (BadDataPolicy policy : {BadDataPolicy::kRefuse, BadDataPolicy::kSkip}) {
     KaldiDataOptions o = OptionsFor(*data_);
     o.policy = policy;
+    // Found by Create (the first entries are read for the dimension) or,
+    // further on, by Next.
     auto source = KaldiDataSource::Create(o);
-    ASSERT_TRUE(source.ok());
-    EXPECT_EQ(Pass(source->get(), 0).status().code(),
-              absl::StatusCode::kNotFound);
+    const absl::Status s =
+        source.ok() ? Pass(source->get(), 0).status() : source.status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   }
+}
+
+// A feats.scp entry that names a FIFO (reading it would wait for a writer
+// for good), a device or a directory; and a feats.scp that is itself a
+// FIFO: refused at once under either policy (not bad data), naming
+// feats.scp's line and the path.
+TEST_F(DataSourceTest, NonRegularFilesAreRefusedNamingTheScpLine) {
+  for (int i = 0; i < 6; ++i) {  // 18 utterances: more than are probed
+    UttSpec u = data_->utts()[i];
+    u.key += "-again";
+    data_->utts().push_back(u);
+  }
+  const std::string fifo = data_->path("fifo.ark");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path :
+       {fifo, std::string("/dev/zero"), data_->dir()}) {
+    for (int victim : {0, 17}) {
+      data_->utts()[victim].scp_rx = path;
+      data_->Write();
+      for (BadDataPolicy policy :
+           {BadDataPolicy::kRefuse, BadDataPolicy::kSkip}) {
+        KaldiDataOptions o = OptionsFor(*data_);
+        o.policy = policy;
+        // Found by Create (the first entries are read for the dimension)
+        // or, further on, by Next.
+        auto source = KaldiDataSource::Create(o);
+        EXPECT_EQ(source.ok(), victim == 17) << source.status();
+        const absl::Status s =
+            source.ok() ? Pass(source->get(), 0).status() : source.status();
+        EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+        EXPECT_FALSE(IsBadData(s)) << s;
+        EXPECT_THAT(s.message(),
+                    HasSubstr(absl::StrCat(
+                        data_->path("feats.scp"), " line ", victim + 1,
+                        " (utterance ", data_->utts()[victim].key, "): ", path,
+                        ": not a regular file")));
+      }
+      data_->utts()[victim].scp_rx.clear();
+    }
+  }
+  data_->Write();
+  ASSERT_EQ(::unlink(data_->path("feats.scp").c_str()), 0);
+  ASSERT_EQ(::mkfifo(data_->path("feats.scp").c_str(), 0600), 0);
+  const absl::Status s = KaldiDataSource::Create(OptionsFor(*data_)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr(data_->path("feats.scp") +
+                                     ": not a regular file (a FIFO)"));
 }
 
 // A bigger corpus over several archives: the shuffle buffer stays within its

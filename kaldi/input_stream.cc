@@ -110,14 +110,36 @@ class MemoryStream : public InputStream {
   size_t pos_ = 0;
 };
 
-// Opens `path` read-only and checks that it is a regular file.
+// What a file that is not a regular one is, for messages.
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+absl::Status NotRegular(const std::string& path, mode_t mode) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": not a regular file (", FileKind(mode),
+                   "); refused without reading it"));
+}
+
+// Opens `path` read-only and checks that it is a regular file. A FIFO, a
+// device or a directory is refused before it is opened (opening a FIFO
+// blocks until a writer comes, a device may do anything), and once more on
+// the descriptor, opened without blocking, in case the path changed in
+// between.
 absl::StatusOr<int> OpenRegular(const std::string& path, int64_t* size) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, "open", errno);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
   int fd;
   do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return ErrnoStatus(path, "open", errno);
-  struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
@@ -125,8 +147,13 @@ absl::StatusOr<int> OpenRegular(const std::string& path, int64_t* size) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file"));
+    return NotRegular(path, st.st_mode);
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(path, "open", err);
   }
   *size = st.st_size;
   return fd;

@@ -38,7 +38,10 @@ class InputStream {
 
   // A regular file, seekable, with its size known. kNotFound,
   // kPermissionDenied or kUnavailable (naming the path) when it cannot be
-  // opened; kInvalidArgument for a directory or another non-regular file.
+  // opened; kInvalidArgument (not bad data: no reason) for a directory, a
+  // FIFO, a device or a socket, refused without blocking and without
+  // reading it (a FIFO is never opened for reading: that would wait for a
+  // writer).
   static absl::StatusOr<std::unique_ptr<InputStream>> OpenFile(
       const std::string& path, size_t buffer_bytes = kDefaultBufferBytes);
 

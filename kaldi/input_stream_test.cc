@@ -1,8 +1,12 @@
 #include "kaldi/input_stream.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kaldi/bad_data.h"
 #include "kaldi/test_archive.h"
@@ -55,6 +59,29 @@ TEST_F(InputStreamTest, OpenErrorsHaveIoCodes) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(InputStream::OpenFile(dir_).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A FIFO with no writer (opening it for reading would block for good), a
+// symbolic link to one, a device and a directory: refused at once, by
+// either opener, as not regular files (not bad data, so never skipped).
+TEST_F(InputStreamTest, NonRegularFilesAreRefusedWithoutBlocking) {
+  const std::string fifo = dir_ + "/feats.ark";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string link = dir_ + "/link.ark";
+  ASSERT_EQ(::symlink(fifo.c_str(), link.c_str()), 0);
+  for (const std::string& path : {fifo, link, std::string("/dev/null"), dir_}) {
+    for (bool sequential : {false, true}) {
+      const absl::Status s = sequential
+                                 ? InputStream::OpenSequential(path).status()
+                                 : InputStream::OpenFile(path).status();
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      EXPECT_FALSE(IsBadData(s)) << s;
+      EXPECT_THAT(s.message(),
+                  ::testing::HasSubstr(path + ": not a regular file ("));
+    }
+  }
+  EXPECT_THAT(InputStream::OpenFile(fifo).status().message(),
+              ::testing::HasSubstr("(a FIFO)"));
 }
 
 TEST_F(InputStreamTest, GzipIsDetectedByItsMagicAndCannotSeek) {

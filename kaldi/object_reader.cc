@@ -372,6 +372,16 @@ absl::Status ReadCompressed(Parser& p, CompressedFormat format,
                    absl::StrCat("compressed matrix header has min ",
                                 h.min_value, " and range ", h.range));
   }
+  // Kaldi's writer widens the range of a constant matrix (to 1 + |min|), so
+  // a range of 0 or less is never written: it would decode every value to
+  // min, hiding whatever the data was.
+  if (count > 0 && !(h.range > 0)) {
+    return p.Error(BadDataReason::kMalformedObject,
+                   absl::StrCat("compressed matrix header has range ", h.range,
+                                " (min ", h.min_value,
+                                "): it would decode to a constant matrix, and "
+                                "Kaldi never writes a range <= 0"));
+  }
   const int64_t payload = CompressedPayloadBytes(format, h.rows, h.cols);
   std::vector<unsigned char> bytes;
   s = p.Values<unsigned char>(payload, &bytes, "the compressed matrix data");

@@ -22,8 +22,10 @@
 //   kUnknownToken     an unknown token, or an object of another kind
 //                     (an int32 vector where a matrix belongs, ...)
 //   kMalformedObject  a size byte other than 4, negative dimensions, a
-//                     compressed header with a non-finite min or range,
-//                     ragged or non-numeric text
+//                     compressed header with a non-finite min or range or
+//                     a range <= 0 (Kaldi's writer never makes one: it
+//                     widens a constant matrix's range), ragged or
+//                     non-numeric text
 //   kTooLarge         more elements than ReadLimits allows
 // or the stream's read error (InputStream::io_status). After an error the
 // stream's position is unspecified: an archive cannot be read further.

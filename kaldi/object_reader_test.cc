@@ -266,6 +266,29 @@ TEST(ObjectReaderTest, MalformedObjects) {
             BadDataReason::kMalformedObject);
 }
 
+// A compressed header with range 0 (or below) would decode every value to
+// min: Kaldi never writes one (a constant matrix gets range 1 + |min|), so
+// it is malformed, in all three formats; an empty matrix's zero header (what
+// Kaldi writes for 0 x 0) is not.
+TEST(ObjectReaderTest, CompressedHeaderWithRangeZeroIsMalformed) {
+  Matrix m;
+  for (float range : {0.0f, -0.0f, -1.0f}) {
+    const std::vector<std::string> objects = {
+        testing::Cm2Object(1.0f, range, 1, 2, {3, 4}),
+        testing::Cm3Object(1.0f, range, 2, 1, {7, 9}),
+        testing::CmObject(1.0f, range, 2, 1, {{0, 1, 2, 3}}, {10, 200})};
+    for (const std::string& object : objects) {
+      const absl::Status s = ReadMatrix(object, &m);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      EXPECT_EQ(BadDataReasonOf(s), BadDataReason::kMalformedObject) << s;
+      EXPECT_THAT(s.message(), HasSubstr("mem.ark at byte 0 (utterance utt1)"));
+    }
+  }
+  ASSERT_TRUE(ReadMatrix(testing::Cm2Object(0.0f, 0.0f, 0, 0, {}), &m).ok());
+  EXPECT_EQ(m.rows, 0);
+  EXPECT_TRUE(ReadMatrix(testing::Cm2Object(1.0f, 1e-30f, 1, 1, {7}), &m).ok());
+}
+
 TEST(ObjectReaderTest, LimitsAndClaimsBeyondTheData) {
   ReadLimits small;
   small.max_elements = 10;

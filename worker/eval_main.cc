@@ -78,6 +78,9 @@ int Run() {
     // The model's classes unless told otherwise: a held-out set need not
     // use the largest pdf id.
     if (kaldi_input.num_classes == 0) kaldi_input.num_classes = spec.num_classes;
+    // Every utterance is judged against the model's input, the first one
+    // included: one of another dimension is bad data (skipped or refused).
+    kaldi_input.feature_dim = spec.feature_dim;
     kaldi_input.on_skip = bad_data.Callback();
     auto loaded = LoadKaldiUtterances(kaldi_input, 0, 1,
                                       TrainingExampleBytes(kaldi_input));
@@ -91,12 +94,21 @@ int Run() {
     utterances = std::move(loaded->utterances);
     std::printf(
         "asgd_eval: %s: %d utterances, global CMVN: %s, bad data skipped: "
-        "%s\n",
+        "%s; largest |feature| %.4g as read, %.4g normalised (bound %g)\n",
         kaldi_input.data_dir.c_str(), utterances->num_utterances(),
-        kaldi_input.global_cmvn_source.c_str(), loaded->bad.ToString().c_str());
+        kaldi_input.global_cmvn_source.c_str(), loaded->bad.ToString().c_str(),
+        loaded->max_abs_feature_read, loaded->max_abs_feature,
+        kaldi_input.max_feature_magnitude);
   } else {
-    auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
+    auto read_options = CorpusReadOptionsFromFlags();
+    if (!read_options.ok()) return Fail(read_options.status());
+    read_options->on_skip = bad_data.Callback();
+    auto corpus =
+        corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus), *read_options);
     if (!corpus.ok()) return Fail(corpus.status());
+    std::printf("asgd_eval: %s: bad data skipped: %s\n",
+                absl::GetFlag(FLAGS_corpus).c_str(),
+                corpus->bad.ToString().c_str());
     if (absl::Status s = CheckDataFitsModel(corpus->info.feature_dim,
                                             corpus->info.num_classes, spec);
         !s.ok()) {

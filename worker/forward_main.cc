@@ -179,11 +179,14 @@ int Run() {
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::printf(
       "asgd_forward: wrote %s of %lld utterances, %lld frames (%d pdfs) to "
-      "%s%s%s in %.1f s; bad data skipped: %s\n",
+      "%s%s%s in %.1f s; bad data skipped: %s; largest |feature| %.4g as "
+      "read, %.4g normalised (bound %g)\n",
       log_priors.empty() ? "log-posteriors" : "pseudo-log-likelihoods",
       static_cast<long long>(utterances), static_cast<long long>(frames),
       spec.num_classes, out_path.c_str(), w.scp_path.empty() ? "" : " + ",
-      w.scp_path.c_str(), seconds, bad_data.counts().ToString().c_str());
+      w.scp_path.c_str(), seconds, bad_data.counts().ToString().c_str(),
+      (*source)->stats().max_abs_feature_read,
+      (*source)->stats().max_abs_feature, input->max_feature_magnitude);
   return 0;
 }
 

@@ -1,8 +1,10 @@
-// The Kaldi data flags shared by asgd_worker, asgd_eval and asgd_forward
-// (defined once, in kaldi_flags.cc):
-//   --kaldi_data, --kaldi_alignments, --bad_data, --kaldi_cmvn,
-//   --kaldi_norm_vars, --kaldi_global_cmvn, --kaldi_num_classes,
-//   --kaldi_memory_mb, --kaldi_temp_dir
+// The input flags shared by asgd_worker, asgd_eval and asgd_forward
+// (defined once, in kaldi_flags.cc): the Kaldi data flags
+//   --kaldi_data, --kaldi_alignments, --kaldi_cmvn, --kaldi_norm_vars,
+//   --kaldi_global_cmvn, --kaldi_num_classes, --kaldi_memory_mb,
+//   --kaldi_temp_dir
+// and the checks that apply to Kaldi data and to a --corpus alike
+//   --bad_data, --max_feature_magnitude
 // and the reporter of utterances skipped as bad data (the log and the
 // asgd_worker_bad_data_skipped_total metric).
 #ifndef ASGD_WORKER_KALDI_FLAGS_H_
@@ -17,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "corpus/corpus_io.h"
 #include "kaldi/bad_data.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
@@ -26,6 +29,14 @@ namespace asgd {
 
 // --kaldi_data ("" when not given).
 std::string KaldiDataFlag();
+
+// --bad_data; InvalidArgument naming the flag for a bad value.
+absl::StatusOr<kaldi::BadDataPolicy> BadDataPolicyFromFlags();
+// --max_feature_magnitude; InvalidArgument naming the flag unless > 0.
+absl::StatusOr<float> MaxFeatureMagnitudeFromFlags();
+// How a --corpus is read: --bad_data and --max_feature_magnitude (on_skip
+// left for the caller to set).
+absl::StatusOr<corpus::CorpusReadOptions> CorpusReadOptionsFromFlags();
 
 // What a missing --kaldi_global_cmvn FILE means.
 enum class MissingGlobalCmvn {

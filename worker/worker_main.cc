@@ -347,13 +347,22 @@ int Run() {
                 metrics_host.c_str(), (*endpoint)->port());
   }
 
+  // Utterances skipped as bad data (--bad_data=skip), logged and counted.
+  BadDataReporter bad_data(&std::cout, absl::StrFormat("worker %d: ", index),
+                           registry.get(), index);
+
   // The asgd corpus, loaded whole (Kaldi data is read after connecting: how
-  // it is cut depends on the model).
+  // it is cut depends on the model). Bad features are refused (or skipped)
+  // here, before anything reaches the servers.
   std::unique_ptr<Utterances> train_utts, heldout_utts;
   int64_t all_train_frames = 0;
   int corpus_dim = 0, corpus_classes = 0;
   if (!kaldi) {
-    auto corpus = corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus));
+    auto read_options = CorpusReadOptionsFromFlags();
+    if (!read_options.ok()) return Fail(read_options.status());
+    read_options->on_skip = bad_data.Callback();
+    auto corpus =
+        corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus), *read_options);
     if (!corpus.ok()) return Fail(corpus.status());
     // With the pool every worker holds all utterances; otherwise its own
     // part.
@@ -394,8 +403,6 @@ int Run() {
   data.right_context = absl::GetFlag(FLAGS_chunk_right_context);
   std::unique_ptr<ExampleSet> train, heldout;
   OpenBatchSource open_source;  // streamed Kaldi data
-  BadDataReporter bad_data(&std::cout, absl::StrFormat("worker %d: ", index),
-                           kaldi ? registry.get() : nullptr, index);
   KaldiWorkerData kaldi_data;
   if (kaldi) {
     kaldi_train.on_skip = kaldi_heldout.on_skip = bad_data.Callback();
@@ -455,6 +462,11 @@ int Run() {
   loop.eval_every_s = absl::GetFlag(FLAGS_eval_every_s);
   loop.eval_frames = absl::GetFlag(FLAGS_eval_frames);
   loop.seed = absl::GetFlag(FLAGS_seed);
+  loop.data_source = absl::StrFormat(
+      "%s %s, %s", kaldi ? "Kaldi data" : "corpus",
+      kaldi ? kaldi_train.data_dir : absl::GetFlag(FLAGS_corpus),
+      pool ? std::string("minibatches from the shared pool")
+           : absl::StrFormat("part %d of %d", index, num_workers));
   // Lockstep modes (sync, allreduce): every worker runs the same number of
   // steps, from the whole training set's size, so none waits for a finished
   // one.
@@ -466,7 +478,7 @@ int Run() {
                                     *registry, client->get(), backend->get(),
                                     spec, train.get(), open_source,
                                     heldout.get(), *security);
-    if (kaldi) LogBadData(index, bad_data);
+    LogBadData(index, bad_data);
     return rc;
   }
   TrainerOptions options;
@@ -492,7 +504,7 @@ int Run() {
   Trainer trainer(client->get(), backend->get(), train.get(), heldout.get(),
                   options, &std::cout);
   auto result = trainer.Run();
-  if (kaldi) LogBadData(index, bad_data);
+  LogBadData(index, bad_data);
   if (!result.ok()) return Fail(result.status());
   LogSummary(&std::cout, index, *result,
              absl::StrFormat(", %d pushes dropped as stale, %d refused busy",

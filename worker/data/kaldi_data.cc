@@ -16,6 +16,8 @@ kaldi::KaldiDataOptions KaldiSourceOptions(const KaldiInput& in, int part,
   o.part = part;
   o.num_parts = num_parts;
   o.num_classes = in.num_classes;
+  o.feature_dim = in.feature_dim;
+  o.max_feature_magnitude = in.max_feature_magnitude;
   o.cmvn = in.cmvn;
   o.norm_vars = in.norm_vars;
   o.global_cmvn = in.global_cmvn;
@@ -79,6 +81,8 @@ absl::StatusOr<LoadedKaldiData> LoadKaldiUtterances(const KaldiInput& in,
   out.num_classes = source->num_classes();
   out.frames_total = source->alignment_frames();
   out.bad = source->bad_data();
+  out.max_abs_feature_read = source->stats().max_abs_feature_read;
+  out.max_abs_feature = source->stats().max_abs_feature;
   return out;
 }
 
@@ -98,8 +102,15 @@ absl::Status TooLarge(const absl::Status& s, absl::string_view what,
 }  // namespace
 
 absl::StatusOr<KaldiWorkerData> PrepareKaldiWorkerData(
-    const KaldiInput& train, const KaldiInput& heldout, const ModelSpec& spec,
-    const DataOptions& data, int index, int num_workers, bool shared_pool) {
+    const KaldiInput& train_input, const KaldiInput& heldout_input,
+    const ModelSpec& spec, const DataOptions& data, int index, int num_workers,
+    bool shared_pool) {
+  // Every utterance is judged against the model's input, the first one
+  // included.
+  KaldiInput train = train_input;
+  train.feature_dim = spec.feature_dim;
+  KaldiInput heldout = heldout_input;
+  heldout.feature_dim = spec.feature_dim;
   KaldiWorkerData d;
   std::unique_ptr<KaldiUtteranceStream> stream;
   if (shared_pool) {

@@ -57,6 +57,13 @@ struct KaldiInput {
   kaldi::DoubleMatrix global_cmvn;
   std::string global_cmvn_source = "none";  // for the log
   int32_t num_classes = 0;  // 0: the largest pdf id + 1
+  // Features per frame every utterance must have: the model's (an utterance
+  // of another dimension is bad data dim_mismatch, wherever it is); 0: the
+  // most common among the first utterances (KaldiDataOptions::feature_dim).
+  int32_t feature_dim = 0;
+  // |feature| above this, as read or after CMVN, is bad data
+  // feature_magnitude (KaldiDataOptions::max_feature_magnitude).
+  float max_feature_magnitude = kaldi::kDefaultMaxFeatureMagnitude;
   int64_t memory_bytes = int64_t{1} << 30;
   std::string temp_dir = "/tmp";
   // Called with the error of every utterance skipped under kSkip.
@@ -102,6 +109,10 @@ struct LoadedKaldiData {
   int32_t num_classes = 0;
   int64_t frames_total = 0;  // alignment_frames() (all parts)
   kaldi::BadDataCounts bad;
+  // The largest |feature| as read and as loaded (after CMVN): how far the
+  // data stays from max_feature_magnitude.
+  float max_abs_feature_read = 0;
+  float max_abs_feature = 0;
 };
 
 // Part `part` of `num_parts` of `in`, loaded whole. ResourceExhausted,
@@ -131,13 +142,15 @@ struct KaldiWorkerData {
 };
 
 // Prepares worker `index` of `num_workers`: indexes its part of `train`
-// (with `shared_pool`, loads all of it), checks that the data's features
-// and class count are the model's (FailedPrecondition naming both
-// otherwise), and loads `heldout` (data_dir empty: none; its class count is
-// the training data's). Within the budget of `train` (see the top):
-// ResourceExhausted when the pool's training set or the held-out set does
-// not fit. Streamed sources (open_source) share the index made here for
-// their first pass and re-index for later ones (a warm start).
+// (with `shared_pool`, loads all of it), judging every utterance against
+// the model's feature dimension (spec.feature_dim; an utterance of another
+// one is bad data, skipped or refused by the policy, whichever it is),
+// checks that the data's class count is the model's and that its features
+// are (FailedPrecondition naming both otherwise), and loads `heldout` (data_dir
+// empty: none; its class count is the training data's). Within the budget of
+// `train` (see the top): ResourceExhausted when the pool's training set or the
+// held-out set does not fit. Streamed sources (open_source) share the index
+// made here for their first pass and re-index for later ones (a warm start).
 absl::StatusOr<KaldiWorkerData> PrepareKaldiWorkerData(
     const KaldiInput& train, const KaldiInput& heldout, const ModelSpec& spec,
     const DataOptions& data, int index, int num_workers, bool shared_pool);

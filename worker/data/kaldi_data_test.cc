@@ -208,6 +208,64 @@ TEST_F(KaldiDataTest, PreparesStreamedOrPooledDataAndHeldOut) {
   EXPECT_THAT(refused.status().message(), HasSubstr("held-out"));
 }
 
+// Utterances of another dimension than the model's, the first one included
+// and even when they are most of the first ones: bad data, skipped (and
+// reported, by name) or refused naming the first of them, in the streamed
+// part, the pooled set and the held-out set alike.
+TEST_F(KaldiDataTest, UtterancesOfAnotherDimensionThanTheModelsAreBadData) {
+  for (int i = 0; i < 7; ++i) {
+    kaldi::testing::UttSpec& u = data_->utts()[i];
+    u.object = kaldi::testing::FmObject(u.rows, 4,
+                                        std::vector<float>(u.rows * 4, 1.0f));
+  }
+  data_->Write();
+  int64_t good_frames = 0;
+  for (int i = 7; i < TestDataDir::kUtterances; ++i) {
+    good_frames += data_->utts()[i].frames();
+  }
+  KaldiInput in = Input();
+  in.policy = kaldi::BadDataPolicy::kSkip;
+  std::vector<absl::Status> skipped;
+  in.on_skip = [&](const absl::Status& s) { skipped.push_back(s); };
+  for (bool pool : {false, true}) {
+    skipped.clear();
+    auto d = PrepareKaldiWorkerData(in, in, Spec(), {}, 0, 1, pool);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->feature_dim, TestDataDir::kCols);
+    EXPECT_EQ(d->heldout->num_examples(), good_frames);
+    int64_t labelled = d->train->num_examples();
+    if (!pool) {
+      auto source = d->open_source(1, 1);
+      ASSERT_TRUE(source.ok()) << source.status();
+      BatchBuffer batch(1, 1, Spec().input_dim());
+      labelled = 0;
+      while (true) {
+        auto more = (*source)->Next(&batch);
+        ASSERT_TRUE(more.ok()) << more.status();
+        if (!*more) break;
+        ++labelled;
+      }
+    }
+    EXPECT_EQ(labelled, good_frames) << "pool " << pool;
+    ASSERT_GE(skipped.size(), 7u);
+    for (const absl::Status& s : skipped) {
+      EXPECT_EQ(kaldi::BadDataReasonOf(s), kaldi::BadDataReason::kDimMismatch);
+    }
+    EXPECT_THAT(skipped[0].message(), HasSubstr(data_->utts()[0].key));
+  }
+  in.policy = kaldi::BadDataPolicy::kRefuse;
+  auto loaded = LoadKaldiUtterances(
+      [&] {
+        KaldiInput e = in;  // as asgd_eval: the model's dimension
+        e.feature_dim = Spec().feature_dim;
+        return e;
+      }(),
+      0, 1, int64_t{1} << 30);
+  EXPECT_EQ(kaldi::BadDataReasonOf(loaded.status()),
+            kaldi::BadDataReason::kDimMismatch);
+  EXPECT_THAT(loaded.status().message(), HasSubstr(data_->utts()[0].key));
+}
+
 TEST_F(KaldiDataTest, ClassCountOrFeaturesOtherThanTheModelsAreRefused) {
   data_->Write();
   ModelSpec spec = Spec();

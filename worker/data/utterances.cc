@@ -11,21 +11,14 @@ Utterances Utterances::FromCorpus(
     int num_parts) {
   const int dim = info.feature_dim;
   Utterances out(dim);
-  std::vector<float> mean(dim, 0.0f), inv_std(dim, 1.0f);
-  for (int d = 0; d < dim; ++d) {
-    if (d < static_cast<int>(info.mean.size())) mean[d] = info.mean[d];
-    if (d < static_cast<int>(info.stddev.size()) && info.stddev[d] > 1e-6f) {
-      inv_std[d] = 1.0f / info.stddev[d];
-    }
-  }
+  const corpus::FeatureNormaliser normalise(info);
   std::vector<float> normalised;
   for (size_t u = 0; u < utterances.size(); ++u) {
     if (static_cast<int>(u % num_parts) != part) continue;
     const corpus::Utterance& utt = utterances[u];
     normalised.resize(int64_t{utt.num_frames} * dim);
     for (int64_t j = 0; j < static_cast<int64_t>(normalised.size()); ++j) {
-      const int d = static_cast<int>(j % dim);
-      normalised[j] = (utt.features[j] - mean[d]) * inv_std[d];
+      normalised[j] = normalise(static_cast<int>(j % dim), utt.features[j]);
     }
     out.Add(normalised, utt.labels);
   }

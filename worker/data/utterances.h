@@ -23,7 +23,8 @@ class Utterances {
   explicit Utterances(int feature_dim) : feature_dim_(feature_dim) {}
 
   // The utterances u with u % num_parts == part (part 0 of 1: all), each
-  // dimension normalised with the corpus's training mean and stddev.
+  // dimension normalised with the corpus's training mean and stddev
+  // (corpus::FeatureNormaliser, whose results LoadCorpus checks).
   static Utterances FromCorpus(const corpus::CorpusInfo& info,
                                const std::vector<corpus::Utterance>& utterances,
                                int part = 0, int num_parts = 1);

@@ -1,7 +1,10 @@
 #include "worker/loop/loop.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -51,6 +54,66 @@ absl::Status CheckLoopSetup(const LoopOptions& options,
         "a minibatch is larger than the backend was made for");
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+constexpr absl::string_view kNonFiniteStepUrl = "type.asgd/asgd.NonFiniteStep";
+
+// |x| <= the largest float: false for NaN and Inf.
+inline bool Finite(float x) {
+  return std::fabs(x) <= std::numeric_limits<float>::max();
+}
+
+}  // namespace
+
+absl::Status CheckStepFinite(const BatchResult& r, absl::Span<const float> grad,
+                             const Batch& batch, const LoopOptions& options,
+                             int64_t step, double epochs,
+                             absl::string_view phase) {
+  bool finite = std::isfinite(r.loss);
+  if (finite) {
+    // Branch-free, so that it vectorises.
+    int bad = 0;
+    for (const float g : grad) bad |= !Finite(g);
+    finite = bad == 0;
+  }
+  if (finite) return absl::OkStatus();
+  std::string what;
+  if (!std::isfinite(r.loss))
+    what = absl::StrCat("a non-finite loss (", r.loss, ")");
+  for (size_t i = 0; i < grad.size(); ++i) {
+    if (Finite(grad[i])) continue;
+    absl::StrAppend(&what,
+                    what.empty()
+                        ? absl::StrCat("a finite loss (", r.loss, ") but a ")
+                        : " and a ",
+                    "non-finite gradient (element ", i, " of ", grad.size(),
+                    " is ", grad[i], ")");
+    break;
+  }
+  float max_input = 0;
+  bool inputs_finite = true;
+  for (const float x : batch.inputs) {
+    inputs_finite &= Finite(x);
+    if (Finite(x)) max_input = std::max(max_input, std::fabs(x));
+  }
+  absl::Status status = absl::FailedPreconditionError(absl::StrFormat(
+      "worker %d: %s step %d (minibatch %d of this run, epoch %.2f of %s) "
+      "gave %s; the minibatch's largest |input| is %g%s. Nothing of it was "
+      "pushed or applied: the worker stops before it reaches the servers "
+      "(huge inputs: bad data, see --max_feature_magnitude; ordinary ones: "
+      "a diverging model, e.g. too high a learning rate)",
+      options.worker_index, phase, step, step, epochs,
+      options.data_source.empty() ? "its data" : options.data_source, what,
+      max_input, inputs_finite ? "" : " (and some inputs are NaN or Inf)"));
+  status.SetPayload(kNonFiniteStepUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsNonFiniteStep(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition &&
+         status.GetPayload(kNonFiniteStepUrl).has_value();
 }
 
 absl::StatusOr<double> EvaluateAccuracy(ModelBackend* backend,

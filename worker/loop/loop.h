@@ -83,6 +83,9 @@ struct LoopOptions {
   uint64_t seed = 1;           // of the minibatch order
   TrainerObserver* observer = nullptr;  // may be null; outlives the loop
   Clock* clock = nullptr;               // null: RealClock()
+  // What the minibatches come from, for messages ("corpus /data/c, part 0
+  // of 2"); may be empty.
+  std::string data_source;
 };
 
 // InvalidArgument unless batch_size >= 1, slowdown >= 1, and the counts,
@@ -129,6 +132,25 @@ struct TrainResult {
   std::vector<EvalPoint> evals;
   std::vector<float> params;  // the final model
 };
+
+// The check every loop makes on a computed minibatch before its gradient
+// goes anywhere (a push, an allreduce, the local model): a loss or a
+// gradient element that is NaN or Inf stops the worker, since applied
+// anywhere it would wreck the model. The error blames the minibatch, not
+// the servers: kFailedPrecondition (IsNonFiniteStep) naming the worker, the
+// step (`step`: the minibatch's 1-based number in this run, `phase`:
+// "training" or "warm start"), the epoch, options.data_source, the loss,
+// the first non-finite gradient element and the batch's largest |input|
+// (huge inputs: the data; ordinary ones: a diverging model), and saying
+// that nothing of it reached the servers. Costs one pass over the gradient,
+// without branches (the loss is checked first: one number).
+absl::Status CheckStepFinite(const BatchResult& r, absl::Span<const float> grad,
+                             const Batch& batch, const LoopOptions& options,
+                             int64_t step, double epochs,
+                             absl::string_view phase);
+
+// Whether `status` is CheckStepFinite's error.
+bool IsNonFiniteStep(const absl::Status& status);
 
 // Frame accuracy of `params` on the labelled rows of `data`, in batches of
 // `examples_per_batch` examples (at most the backend's max_rows rows).

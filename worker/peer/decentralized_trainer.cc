@@ -152,6 +152,10 @@ absl::StatusOr<DecentralizedResult> DecentralizedTrainer::Run() {
     const absl::Time t3 = clock->Now();
     if (communication.has_value()) communication->get();
     ASGD_RETURN_IF_ERROR(computed.status());
+    // Before the gradient reaches the model or the peers.
+    ASGD_RETURN_IF_ERROR(CheckStepFinite(*computed, grad, batch.view(), loop,
+                                         r.steps + 1, source->epochs(),
+                                         "training"));
     if (delayed) {
       std::swap(pending, grad);
       have_pending = true;

@@ -30,6 +30,9 @@
 // to which adpsgd adds the last model distance to a peer
 // (" consensus-distance 0.31").
 //
+// A minibatch whose loss or gradient is NaN or Inf stops the run before its
+// gradient is applied or sent to a peer (CheckStepFinite, IsNonFiniteStep).
+//
 // Thread-safety: one DecentralizedTrainer per thread. Run() uses the
 // PeerClient from two threads with delay_by_one.
 #ifndef ASGD_WORKER_PEER_DECENTRALIZED_TRAINER_H_

@@ -3,6 +3,7 @@
 // (Groups of workers over real gRPC: tests/decentralized_group_test.cc.)
 #include "worker/peer/decentralized_trainer.h"
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -105,6 +106,39 @@ TEST(DecentralizedStreamTest, TrainsFromAStreamedSourceForItsEpochs) {
   auto accuracy = EvaluateAccuracy(dnn->get(), result->train.params, shape, 32);
   ASSERT_TRUE(accuracy.ok());
   EXPECT_GT(*accuracy, 0.8);
+}
+
+// A minibatch with a non-finite gradient (a frame with NaN features) stops
+// a lone adpsgd worker before the gradient reaches its model, with or
+// without delay-by-one: the model stays finite and the error, typed,
+// names the step.
+TEST(DecentralizedNonFiniteTest, StopsBeforeTheGradientIsApplied) {
+  Utterances utts = ToyUtterances(1);
+  std::vector<float> f(50 * 4, 1.0f);
+  for (int t = 0; t < 50; ++t) f[t * 4 + 1] = std::nanf("");
+  utts.Add(f, std::vector<int32_t>(50, 1));
+  FrameExamples train(&utts, SmallSpec().context);
+  for (bool delayed : {false, true}) {
+    auto dnn = CreateCpuBackend(SmallSpec(), 32);
+    ASSERT_TRUE(dnn.ok());
+    PeerModel model(InitialParams(SmallSpec(), 3));
+    NoPeers peers;
+    DecentralizedOptions options;
+    options.loop.batch_size = 32;
+    options.loop.epochs = 0;
+    options.loop.max_steps = 500;
+    options.loop.log_every = 0;
+    options.learning_rate = 0.1f;
+    options.delay_by_one = delayed;
+    DecentralizedTrainer trainer(&model, &peers, nullptr, dnn->get(), &train,
+                                 nullptr, options, nullptr);
+    const absl::Status s = trainer.Run().status();
+    EXPECT_TRUE(IsNonFiniteStep(s)) << s;
+    EXPECT_NE(s.message().find("training step "), absl::string_view::npos) << s;
+    std::vector<float> w(model.size());
+    model.Read(absl::MakeSpan(w));
+    for (float x : w) ASSERT_TRUE(std::isfinite(x)) << "delayed " << delayed;
+  }
 }
 
 TEST(DecentralizedMetricsTest, CountsExchangesAndKeepsTheDistance) {

@@ -91,8 +91,8 @@ void Trainer::Straggle(absl::Duration compute) {
   }
 }
 
-absl::Status Trainer::LocalSgd(BatchSource* source, float lr,
-                               int64_t max_steps, TrainResult* result) {
+absl::Status Trainer::LocalSgd(BatchSource* source, float lr, int64_t max_steps,
+                               absl::string_view phase, TrainResult* result) {
   const BatchShape shape = ShapeOfBatch(*train_, options_.loop.batch_size);
   BatchBuffer batch(shape.examples, shape.steps, train_->input_dim());
   std::vector<float> grad(result->params.size());
@@ -109,6 +109,11 @@ absl::Status Trainer::LocalSgd(BatchSource* source, float lr,
     ASGD_ASSIGN_OR_RETURN(
         BatchResult r, backend_->ComputeGradient(result->params, batch.view(),
                                                  absl::MakeSpan(grad)));
+    // The local model is handed to the servers later: nothing non-finite
+    // goes into it.
+    ASGD_RETURN_IF_ERROR(CheckStepFinite(r, grad, batch.view(), options_.loop,
+                                         result->steps + 1, source->epochs(),
+                                         phase));
     for (size_t i = 0; i < grad.size(); ++i) result->params[i] -= lr * grad[i];
     const absl::Time t2 = clock_->Now();
     PhaseTimes step;
@@ -140,7 +145,8 @@ absl::Status Trainer::WarmStart(TrainResult* result,
     }
     TrainResult warm;
     warm.params = std::move(result->params);
-    ASGD_RETURN_IF_ERROR(LocalSgd(source.get(), lr, /*max_steps=*/0, &warm));
+    ASGD_RETURN_IF_ERROR(
+        LocalSgd(source.get(), lr, /*max_steps=*/0, "warm-start", &warm));
     result->params = std::move(warm.params);
     ASGD_RETURN_IF_ERROR(
         client_->Push(result->params, *versions, 1, PushKind::kAssign)
@@ -298,7 +304,8 @@ absl::StatusOr<TrainResult> Trainer::Run() {
     ASGD_ASSIGN_OR_RETURN(float lr,
                           LocalLearningRate(options_.local_learning_rate,
                                             client_->attributes()));
-    ASGD_RETURN_IF_ERROR(LocalSgd(source.get(), lr, loop.max_steps, &result));
+    ASGD_RETURN_IF_ERROR(
+        LocalSgd(source.get(), lr, loop.max_steps, "training", &result));
     reporter_.MaybeLog(result, source->epochs(), "", /*force=*/true);
     // Hand the model to the servers so it is evaluated like the others.
     ASGD_RETURN_IF_ERROR(
@@ -428,6 +435,10 @@ absl::StatusOr<TrainResult> Trainer::Run() {
       ASGD_ASSIGN_OR_RETURN(
           BatchResult r, backend_->ComputeGradient(result.params, batch.view(),
                                                    absl::MakeSpan(grad)));
+      // Before the gradient joins anything that is pushed.
+      ASGD_RETURN_IF_ERROR(CheckStepFinite(r, grad, batch.view(), loop,
+                                           result.steps + 1, source->epochs(),
+                                           "training"));
       const absl::Time t4 = clock_->Now();
       ++steps_on_model;
       Straggle(t4 - t3);

@@ -46,6 +46,11 @@
 // Progress and held-out evaluations are logged by the shared scaffold
 // (worker/loop/loop.h), the progress line ending in "max-staleness <s>".
 //
+// A minibatch whose loss or gradient is NaN or Inf stops the run before its
+// gradient joins a push or the local model (CheckStepFinite: an error that
+// names the step, the epoch and the data, IsNonFiniteStep); the servers
+// never see it. Pushes of earlier minibatches stand.
+//
 // Thread-safety: one Trainer per thread. While Run() executes it uses its
 // ParamClient (from up to two threads, as ParamClient allows) and backend.
 #ifndef ASGD_WORKER_PS_TRAINER_H_
@@ -153,9 +158,9 @@ class Trainer {
   // and the retry budget lasts, else `error`.
   absl::Status BackOff(const absl::Status& error, absl::string_view what);
   // Plain SGD on result->params over `source` (at most max_steps steps if
-  // > 0), no communication.
+  // > 0), no communication; `phase` names it in messages.
   absl::Status LocalSgd(BatchSource* source, float lr, int64_t max_steps,
-                        TrainResult* result);
+                        absl::string_view phase, TrainResult* result);
   absl::Status WarmStart(TrainResult* result, std::vector<uint64_t>* versions);
   // The minibatches of this worker's own data (open_source, or a
   // LocalSource over train_).

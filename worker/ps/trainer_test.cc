@@ -7,11 +7,14 @@
 #include "worker/ps/trainer.h"
 
 #include <algorithm>
-#include <random>
+#include <cmath>
+#include <cstring>
 #include <future>
+#include <random>
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/refusal.h"
@@ -735,6 +738,90 @@ TEST(TrainerTest, WarmStartHandsOverBeforeAnyAsynchronousPush) {
       << "a gradient was pushed before the warm-start model arrived";
   EXPECT_NE(pool.assigned_, InitialParams(SmallSpec(), 1));
   EXPECT_EQ(pool.pushes_, 80);
+}
+
+// The toy task plus one utterance with a NaN in every frame, as data read
+// without checks could hold: a minibatch with one of its frames gets a
+// non-finite gradient (and maybe loss).
+Utterances ToyWithNaN() {
+  Utterances utts = ToyUtterances(1);
+  std::vector<float> f(50 * 4, 1.0f);
+  for (int t = 0; t < 50; ++t) f[t * 4 + 2] = std::nanf("");
+  utts.Add(f, std::vector<int32_t>(50, 0));
+  return utts;
+}
+
+// A minibatch whose loss or gradient is not finite stops the worker before
+// its gradient is pushed: the pool's model stays finite, every earlier
+// minibatch was pushed, and the error (typed: IsNonFiniteStep) blames the
+// step, the epoch and the data, not a server. In asgd mode (with and without
+// pushes on the wire while it computes) and in sgd mode, whose model would
+// go to the servers at the end.
+TEST(TrainerTest, NonFiniteGradientStopsTheWorkerBeforeItPushes) {
+  for (TrainMode mode : {TrainMode::kAsgd, TrainMode::kSgd}) {
+    for (bool background : {false, true}) {
+      if (mode == TrainMode::kSgd && background) continue;
+      FakeClock clock;
+      FakePool pool;
+      const Utterances train_utts = ToyWithNaN();
+      const ModelSpec& spec = pool.model();
+      auto train = MakeExamples(spec, &train_utts, ToyDataOptions());
+      ASSERT_TRUE(train.ok());
+      TrainerOptions o = BaseOptions(&clock);
+      o.mode = mode;
+      o.compute_while_pushing = background;
+      o.loop.max_steps = 500;
+      o.loop.data_source = "the toy task with NaN";
+      auto backend = CreateCpuBackend(
+          spec, ShapeOfBatch(**train, o.loop.batch_size).rows());
+      ASSERT_TRUE(backend.ok());
+      Trainer trainer(&pool, backend->get(), train->get(), nullptr, o, nullptr);
+      const absl::StatusOr<TrainResult> result = trainer.Run();
+      ASSERT_FALSE(result.ok());
+      const absl::Status& s = result.status();
+      EXPECT_TRUE(IsNonFiniteStep(s)) << s;
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+      for (const char* part :
+           {"worker 0: training step ", "non-finite gradient", "epoch 0.",
+            "the toy task with NaN", "some inputs are NaN or Inf",
+            "the worker stops before it reaches the servers"}) {
+        EXPECT_NE(s.message().find(part), absl::string_view::npos)
+            << part << " in " << s;
+      }
+      pool.AwaitPushesDone();
+      absl::MutexLock lock(&pool.mu_);
+      for (float w : pool.model_) ASSERT_TRUE(std::isfinite(w)) << s;
+      EXPECT_EQ(Count(pool.log_, "assign"), 0);  // sgd: no hand-over
+      if (mode == TrainMode::kAsgd) {
+        // Every minibatch before the bad one was pushed, the bad one not.
+        EXPECT_GT(pool.minibatches_pushed_, 0);
+        EXPECT_NE(s.message().find(absl::StrCat(
+                      "training step ", pool.minibatches_pushed_ + 1, " ")),
+                  absl::string_view::npos)
+            << s << " after " << pool.minibatches_pushed_ << " minibatches";
+      }
+    }
+  }
+}
+
+// A model that diverged (here: a NaN weight on the pool) gives a non-finite
+// loss on ordinary data: stopped at the first minibatch, nothing pushed.
+TEST(TrainerTest, NonFiniteLossOfADivergedModelIsNotPushed) {
+  FakeClock clock;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.model_.back() = std::nanf("");  // an output bias
+  }
+  const absl::Status s = Train(&pool, BaseOptions(&clock)).status();
+  EXPECT_TRUE(IsNonFiniteStep(s)) << s;
+  EXPECT_NE(s.message().find("training step 1 "), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("a non-finite loss (nan)"),
+            absl::string_view::npos)
+      << s;
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_EQ(pool.pushes_, 0);
+  EXPECT_EQ(Count(pool.log_, "push"), 0);
 }
 
 TEST(TrainerTest, StragglerIdlesInProportionToItsCompute) {
