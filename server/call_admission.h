@@ -7,9 +7,8 @@
 //  * per address and kind (`per_peer`): pushes (a Push call or a PushStream),
 //    pull streams, per-call pulls and other calls (DescribeModel,
 //    FetchBatches) in flight from one client IP (any port). A call holds its
-//    place from Admit() until Release(): for pushes and streams when their
-//    status is sent, for pulls and other unary calls when gRPC is done with
-//    them (what they were writing is held until then).
+//    place from Admit() until Release(), when its status is sent (a client
+//    that calls again as soon as it has its answer finds its place free).
 //  * all clients together (`total`): calls alive, from Enter() (the reactor
 //    is made) to Leave() (gRPC is done with it, OnDone). A call the server
 //    has finished still holds memory until gRPC releases it (for instance

@@ -411,10 +411,10 @@ class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (finished_) return;
     finished_ = true;
     if (watch_ != nullptr) service_->watchdog()->Unwatch(watch_);
-    // The place among the address's pulls is kept until gRPC is done with
-    // the call (OnDone): a pull cut off by its client still holds the chunk
-    // it was writing until then, and a client that opens and resets pulls
-    // must not hold more than its places' worth of them.
+    // The place among the address's pulls is given back with the status
+    // (a client that pulls again at once must find it free); what the call
+    // still holds until gRPC is done with it counts among the calls alive.
+    place_.Release();
     timer_.Done(status);
     Finish(status);
     canceller_.CancelIfStillHeld(service_->watchdog());
@@ -1151,8 +1151,8 @@ class UnaryReactor : public grpc::ServerUnaryReactor {
   absl::Status Admit() { return place_.Take(); }
 
   // Finishes the call with `status` (the reply, when OK, is already set).
-  // Its place is kept until gRPC is done with it (OnDone), as a pull's.
   void Answer(const absl::Status& status) {
+    place_.Release();
     const grpc::Status g = ToGrpcStatus(status, context_);
     timer_.Done(g);
     Finish(g);
