@@ -8,7 +8,8 @@
 //    pull streams, per-call pulls and other calls (DescribeModel,
 //    FetchBatches) in flight from one client IP (any port). A call holds its
 //    place from Admit() until Release(), when its status is sent (a client
-//    that calls again as soon as it has its answer finds its place free).
+//    that calls again as soon as it has its answer finds its place free);
+//    a pull that did not end OK holds it until gRPC is done with the call.
 //  * all clients together (`total`): calls alive, from Enter() (the reactor
 //    is made) to Leave() (gRPC is done with it, OnDone). A call the server
 //    has finished still holds memory until gRPC releases it (for instance

@@ -411,10 +411,13 @@ class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (finished_) return;
     finished_ = true;
     if (watch_ != nullptr) service_->watchdog()->Unwatch(watch_);
-    // The place among the address's pulls is given back with the status
-    // (a client that pulls again at once must find it free); what the call
-    // still holds until gRPC is done with it counts among the calls alive.
-    place_.Release();
+    // A pull that was answered whole gives its place back with the status
+    // (its client may pull again at once and must find it free). One cut
+    // off (reset by its client, refused, stalled) keeps it until gRPC is
+    // done with the call (OnDone): it may still hold the chunk it was
+    // writing, and a client that opens and resets pulls as fast as it can
+    // must not hold more than its places' worth of them.
+    if (status.ok()) place_.Release();
     timer_.Done(status);
     Finish(status);
     canceller_.CancelIfStillHeld(service_->watchdog());
