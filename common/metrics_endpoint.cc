@@ -145,7 +145,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
       static_cast<unsigned int>(kMetricsConnectionsPerAddress),
       MHD_OPTION_END);
   if (endpoint->daemon_ == nullptr) {
-    close(*fd);
+    // Not closed here: libmicrohttpd may already have closed the socket it
+    // was given, and closing twice could close an fd opened meanwhile.
     return absl::UnavailableError(absl::StrCat(
         "cannot serve metrics on ", host, ":", port,
         ": libmicrohttpd did not start (no epoll, or out of threads or fds)"));
