@@ -1,18 +1,28 @@
-// MetricsEndpoint: serves a Prometheus registry over HTTP at /metrics (one
-// prometheus-cpp Exposer per process), read-only.
+// MetricsEndpoint: serves a Prometheus registry over HTTP at /metrics,
+// read-only, in the Prometheus text format (Content-Type
+// "text/plain; version=0.0.4; charset=utf-8"). GET and HEAD of /metrics only;
+// any other path is 404, any other method 405.
 //
-// The HTTP server (civetweb) gives each connection a thread; a connection
-// that sends half a request and waits would hold its thread for civetweb's
-// default 30 s. Here there are kMetricsThreads threads and every read or
-// write times out after kMetricsRequestTimeoutMs, so idle or half-sent
-// connections delay a scrape by at most that, and only when they outnumber
-// the threads.
+// The HTTP server is libmicrohttpd with one internal thread on epoll: a
+// connection holds no thread, only a file descriptor and a little memory, so
+// idle or half-sent connections cannot delay a scrape, however many there
+// are. They are bounded instead:
+//  * a connection with no traffic for kMetricsIdleTimeoutS seconds is closed;
+//  * at most kMetricsConnectionsPerAddress connections from one client IP
+//    address and kMetricsMaxConnections in all; past either, a new
+//    connection is closed at once (the scrape fails fast, it never waits).
+// So a client that opens many connections uses up its own address's share
+// and delays nobody; a scrape from another address still answers at once.
+// Serializing the registry runs on the server thread: a scrape costs what
+// the registry holds, not what other clients do.
 //
 //   auto registry = std::make_shared<prometheus::Registry>();
 //   AddBuildInfo(*registry, "server");
 //   auto endpoint = MetricsEndpoint::Start("0.0.0.0", 9100, registry);
 //
-// Thread-safety: immutable after Start(); the registry is thread-safe.
+// Thread-safety: immutable after Start(); the registry is thread-safe. The
+// destructor stops the server (open connections are closed) and returns at
+// once.
 #ifndef ASGD_COMMON_METRICS_ENDPOINT_H_
 #define ASGD_COMMON_METRICS_ENDPOINT_H_
 
@@ -20,31 +30,48 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "prometheus/exposer.h"
 #include "prometheus/registry.h"
+
+struct MHD_Daemon;
 
 namespace asgd {
 
 // The version reported by asgd_build_info.
 inline constexpr char kAsgdVersion[] = "0.1.0";
 
-inline constexpr int kMetricsThreads = 8;
-inline constexpr int kMetricsRequestTimeoutMs = 2000;
+inline constexpr int kMetricsIdleTimeoutS = 10;
+inline constexpr int kMetricsMaxConnections = 512;
+inline constexpr int kMetricsConnectionsPerAddress = 128;
+
+// The Content-Type of the /metrics page.
+inline constexpr char kMetricsContentType[] =
+    "text/plain; version=0.0.4; charset=utf-8";
 
 class MetricsEndpoint {
  public:
-  // Port 0 picks a free port (see port()). Unavailable when it cannot bind.
+  // `host` is a numeric address or a name (e.g. "0.0.0.0", "::",
+  // "localhost"; the first address it resolves to). Port 0 picks a free port
+  // (see port()). Unavailable when it cannot bind.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& host, int port,
       std::shared_ptr<prometheus::Registry> registry);
+  ~MetricsEndpoint();
+
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
 
   int port() const { return port_; }
 
  private:
-  MetricsEndpoint() = default;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  explicit MetricsEndpoint(std::shared_ptr<prometheus::Registry> registry);
+
+  const std::shared_ptr<prometheus::Registry> registry_;
+  MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
 };
+
+// The registry's metrics as a /metrics page (the Prometheus text format).
+std::string SerializeMetrics(const prometheus::Registry& registry);
 
 // Adds asgd_build_info{component, version} = 1.
 void AddBuildInfo(prometheus::Registry& registry, const std::string& component);

@@ -28,6 +28,11 @@
 #                  priors and the held-out log-likelihoods (asgd_forward)
 #   PUSH_ENCODING  encoding of pushed gradients: fp32, bf16, onebit or topk
 #                  (default: as WIRE_DTYPE); TOP_K_FRACTION for topk (0.01)
+#   MINIBATCH_POOL 1: the workers take minibatches from the shared pool on
+#                  server 0 (every worker holds all the data; EPOCHS passes
+#                  over it in all) instead of each its own part (default 0).
+#                  Each run draws a new secret run id for the pool
+#                  ($ASGD_DEMO_DIR/pool_run_id, --pool_run_id_file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,6 +58,11 @@ case "$DATA" in
 esac
 PUSH_ENCODING=${PUSH_ENCODING:-$WIRE_DTYPE}
 TOP_K_FRACTION=${TOP_K_FRACTION:-0.01}
+MINIBATCH_POOL=${MINIBATCH_POOL:-0}
+case "$MINIBATCH_POOL" in
+  0 | 1) ;;
+  *) echo "demo: MINIBATCH_POOL must be 0 or 1, not '$MINIBATCH_POOL'" >&2; exit 2 ;;
+esac
 
 source scripts/lib.sh
 say() { echo "== $*"; }
@@ -92,10 +102,19 @@ asgd_start_servers "$NUM_SERVERS" "$WORKDIR/logs" --num_shards=2 \
   $MODEL_FLAGS
 for ((s = 0; s < NUM_SERVERS; s++)); do head -1 "$WORKDIR/logs/server-$s.log"; done
 
-say "training: $NUM_WORKERS workers, $EPOCHS epochs each over their part of the data, $PUSH_ENCODING pushes"
+# The shared pool's run id: a new secret for this run, read by its workers
+# only (the pool keeps one dataset per run id; see --pool_run_id_file).
+POOL_FLAGS=(--pool_run_id_file="$WORKDIR/pool_run_id")
+(umask 077; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORKDIR/pool_run_id")
+if [ "$MINIBATCH_POOL" = 1 ]; then
+  POOL_FLAGS+=(--minibatch_pool)
+  say "training: $NUM_WORKERS workers, $EPOCHS epochs in all from the shared minibatch pool, $PUSH_ENCODING pushes"
+else
+  say "training: $NUM_WORKERS workers, $EPOCHS epochs each over their part of the data, $PUSH_ENCODING pushes"
+fi
 worker_pids=()
 for ((w = 0; w < NUM_WORKERS; w++)); do
-  "$BIN/worker/asgd_worker" --servers="$SERVERS" "${DATA_FLAGS[@]}" \
+  "$BIN/worker/asgd_worker" --servers="$SERVERS" "${DATA_FLAGS[@]}" "${POOL_FLAGS[@]}" \
     --worker_index=$w --num_workers="$NUM_WORKERS" --epochs="$EPOCHS" \
     --wire_dtype="$WIRE_DTYPE" --push_encoding="$PUSH_ENCODING" \
     --top_k_fraction="$TOP_K_FRACTION" --log_every=250 > >(tee "$WORKDIR/logs/worker-$w.log") 2>&1 &

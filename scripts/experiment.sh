@@ -116,6 +116,10 @@ run() {
     --learning_rate="$lr" --log_every_s=0 "${server_flags[@]}" \
     "${RUN_MODEL_FLAGS[@]}"
   local start pids=() w
+  if [ "$pool" = 1 ]; then
+    # The pool's run id: a new secret for each run, shared by its workers.
+    (umask 077; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/pool_run_id")
+  fi
   start=$(date +%s.%N)
   for ((w = 0; w < n; w++)); do
     local flags=(--servers="$SERVERS" --corpus="$CORPUS" --mode="$mode"
@@ -123,7 +127,7 @@ run() {
                  --batch_size="$BATCH" --log_every=500)
     [ $w -eq 0 ] && flags+=($EVAL_FLAGS)
     [ "$slow" = 1 ] && [ $w -eq $((n - 1)) ] && flags+=(--slowdown="$SLOWDOWN")
-    [ "$pool" = 1 ] && flags+=(--minibatch_pool)
+    [ "$pool" = 1 ] && flags+=(--minibatch_pool --pool_run_id_file="$dir/pool_run_id")
     [ "$peers" = 1 ] && flags+=(--peer_host=127.0.0.1 --peer_port=0
                                 --peer_port_file="$dir/peer.$w"
                                 --peers_file="$dir/peers")

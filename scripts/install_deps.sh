@@ -10,6 +10,8 @@ PACKAGES=(
   bazel-bootstrap
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev
+  # The /metrics HTTP server (common/metrics_endpoint).
+  libmicrohttpd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libfftw3-dev
   flite flite1-dev

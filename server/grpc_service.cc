@@ -1295,9 +1295,15 @@ grpc::ServerUnaryReactor* GrpcParameterService::FetchBatches(
     status = ParseFromByteBuffer(*request, &parsed, "FetchBatches request");
   }
   if (status.ok()) {
-    absl::StatusOr<BatchGrant> grant =
-        pool_->Take(parsed.worker_id(), parsed.num_frames(),
-                    parsed.batch_size(), parsed.epochs(), parsed.count());
+    BatchRequest r;
+    r.client = PeerAddress(context->peer());
+    r.run_id = parsed.run_id();
+    r.worker_id = parsed.worker_id();
+    r.num_frames = parsed.num_frames();
+    r.batch_size = parsed.batch_size();
+    r.epochs = parsed.epochs();
+    r.count = parsed.count();
+    absl::StatusOr<BatchGrant> grant = pool_->Take(r);
     status = grant.status();
     if (grant.ok()) {
       asgd::v1::FetchBatchesReply out;

@@ -135,7 +135,12 @@ def pool_run(cluster, args, corpus, kills, rng):
     _, p0, _ = cluster.server(0, 2)
     _, p1, _ = cluster.server(1, 2)
     servers = f"127.0.0.1:{p0},127.0.0.1:{p1}"
-    flags = ("--minibatch_pool", "--epochs=30", "--batch_size=128")
+    # The run's secret, shared by every worker of this run, replacements too.
+    run_id = os.path.join(cluster.tmp, f"pool_run_id.{p0}")
+    with open(run_id, "w") as f:
+        f.write(os.urandom(16).hex())
+    flags = ("--minibatch_pool", f"--pool_run_id_file={run_id}", "--epochs=30",
+             "--batch_size=128")
     workers = [cluster.worker(servers, corpus, i, 3, flags) for i in range(3)]
     done_kills = 0
     deadline = time.time() + DEADLINE_S

@@ -17,11 +17,12 @@
 //    server restores are all finite and unchanged.
 //  * pushes of -1e35 with the default max-change: no weight moves by more
 //    than it.
-//  * a FetchBatches call with 2^64-1 frames and 1e300 epochs: refused; the
-//    workers' pool goes on, and a client that defines and exhausts its own
-//    dataset does not touch theirs.
-//  * idle, half-sent HTTP connections to /metrics: a scrape still answers
-//    within a second.
+//  * a FetchBatches call with 2^64-1 frames and 1e300 epochs, or with no run
+//    id: refused; the workers' pool goes on, and a client that names the
+//    workers' dataset with a run id of its own and exhausts it does not
+//    touch theirs.
+//  * idle, half-sent HTTP connections to /metrics (up to 64): a scrape still
+//    answers within a second.
 //  * pushes from thousands of worker ids: the per-worker metric series stay
 //    bounded.
 //  * DC-ASGD pulls by 40 workers: the model copies stay within
@@ -556,13 +557,16 @@ TEST_F(HostileLoadTest, GarbageGradientsMoveNoWeightByMoreThanMaxChange) {
 
 TEST_F(HostileLoadTest, PoisonedMinibatchPoolRequestsChangeNothing) {
   StartServer({});
+  const std::string workers_run = "hostile-load-test-run-0123456789";
   auto fetch = [&](uint64_t worker, uint64_t frames, uint32_t batch,
                    double epochs, uint32_t count,
-                   asgd::v1::FetchBatchesReply* reply) {
+                   asgd::v1::FetchBatchesReply* reply,
+                   const std::string& run_id) {
     grpc::ClientContext ctx;
     SetDeadline(&ctx, std::chrono::seconds(30));
     asgd::v1::FetchBatchesRequest r;
     r.set_worker_id(worker);
+    r.set_run_id(run_id);
     r.set_num_frames(frames);
     r.set_batch_size(batch);
     r.set_epochs(epochs);
@@ -570,21 +574,30 @@ TEST_F(HostileLoadTest, PoisonedMinibatchPoolRequestsChangeNothing) {
     return stub_->FetchBatches(&ctx, r, reply);
   };
   asgd::v1::FetchBatchesReply reply;
-  grpc::Status s = fetch(66, ~uint64_t{0}, 256, 1e300, 1, &reply);
+  grpc::Status s =
+      fetch(66, ~uint64_t{0}, 256, 1e300, 1, &reply, "some-client-run-id-0000");
   std::printf("poisoned FetchBatches: code %d %s\n", s.error_code(),
               s.error_message().c_str());
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  // The workers' dataset, then one a client defines and exhausts.
-  s = fetch(0, 100000, 256, 1, 4, &reply);
+  s = fetch(66, 100000, 256, 1, 1024, &reply, "");
+  std::printf("FetchBatches without a run id: code %d %s\n", s.error_code(),
+              s.error_message().c_str());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // The workers' dataset, then the same frames, batch size and epochs under
+  // a run id the client made up, exhausted.
+  s = fetch(0, 100000, 256, 1, 4, &reply, workers_run);
   std::printf("the workers' first request: code %d %s\n", s.error_code(),
               s.error_message().c_str());
   ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
   EXPECT_EQ(reply.batch_ids_size(), 4);
   EXPECT_EQ(reply.batch_ids(0), 0u);
-  s = fetch(66, 256, 256, 1, 1024, &reply);
-  std::printf("a client's own dataset: code %d, exhausted %d\n", s.error_code(),
-              reply.exhausted());
-  s = fetch(1, 100000, 256, 1, 4, &reply);
+  s = fetch(0, 100000, 256, 1, 1024, &reply, "guessed-run-id-000000000000000");
+  std::printf("the workers' dataset under a made-up run id: code %d, %d "
+              "batches, exhausted %d\n",
+              s.error_code(), reply.batch_ids_size(), reply.exhausted());
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(reply.exhausted());
+  s = fetch(1, 100000, 256, 1, 4, &reply, workers_run);
   std::printf("the workers' pool afterwards: code %d %s\n", s.error_code(),
               s.error_message().c_str());
   ASSERT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
@@ -648,7 +661,7 @@ TEST_F(HostileLoadTest, IdleHalfSentHttpConnectionsDoNotBlockMetrics) {
   const int port = ReadPortFile(port_file);
   ASSERT_GT(port, 0);
   ASSERT_FALSE(HttpGetMetrics(port, 10).empty());
-  for (int idle : {2, 6}) {
+  for (int idle : {2, 6, 64}) {
     std::vector<int> fds;
     for (int i = 0; i < idle; ++i) {
       const int fd = TcpConnect(port, 60);

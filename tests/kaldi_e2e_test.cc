@@ -172,6 +172,7 @@ TEST_F(KaldiEndToEndTest, SharedPoolTrainsFromTheDirectoryLoadedWhole) {
   to.loop.epochs = 2;
   to.loop.log_every = 0;
   to.use_pool = true;
+  to.pool_run_id = "kaldi-e2e-test-run-0123456789abc";
   Trainer trainer(client->get(), backend->get(), data->train.get(),
                   data->heldout.get(), to, nullptr);
   auto result = trainer.Run();

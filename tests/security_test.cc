@@ -221,6 +221,7 @@ class SecurityTest : public ::testing::Test {
     {
       grpc::ClientContext ctx;
       asgd::v1::FetchBatchesRequest request;
+      request.set_run_id("security-test-run-id-0123456789");
       request.set_num_frames(1000);
       request.set_batch_size(10);
       request.set_epochs(1);

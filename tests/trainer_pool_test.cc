@@ -1,7 +1,8 @@
 // The trainer's controls that need a real server: the shared minibatch pool
-// (a slow worker takes fewer batches, every batch is used once) and the
-// synchronous baseline (one averaged update per step), with workers in one
-// process over gRPC (127.0.0.1, port 0). Speed is a seam: the straggler
+// (a slow worker takes fewer batches, every batch is used once; a client
+// without the run id can neither take the workers' batches nor keep them
+// out of the pool) and the synchronous baseline (one averaged update per
+// step), with workers in one process over gRPC (127.0.0.1, port 0). Speed is a seam: the straggler
 // idles, through its clock, until the other worker is three batches ahead,
 // so which worker is slower does not depend on the machine.
 #include <algorithm>
@@ -9,8 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/asgd.grpc.pb.h"
 #include "model/cpu_backend.h"
 #include "server/grpc_server.h"
 #include "server/model_options.h"
@@ -80,12 +85,44 @@ std::vector<absl::StatusOr<TrainResult>> RunWorkers(
   return results;
 }
 
+constexpr char kRunId[] = "trainer-pool-test-run-0123456789";
+
 TrainerOptions BaseOptions() {
   TrainerOptions o;
   o.loop.batch_size = 16;
   o.loop.log_every = 0;
+  o.pool_run_id = kRunId;  // used with use_pool only
   return o;
 }
+
+// A client of the pool that is not one of the workers: plain FetchBatches
+// calls with the run id it chooses.
+class OtherClient {
+ public:
+  explicit OtherClient(const GrpcServer& server)
+      : stub_(asgd::v1::ParameterServer::NewStub(grpc::CreateChannel(
+            server.local_address(), grpc::InsecureChannelCredentials()))) {}
+
+  grpc::Status Fetch(const std::string& run_id, uint64_t frames,
+                     uint32_t batch, double epochs, uint32_t count,
+                     asgd::v1::FetchBatchesReply* reply) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+    ctx.set_wait_for_ready(true);
+    asgd::v1::FetchBatchesRequest r;
+    r.set_worker_id(0);  // the fast worker's id, too
+    r.set_run_id(run_id);
+    r.set_num_frames(frames);
+    r.set_batch_size(batch);
+    r.set_epochs(epochs);
+    r.set_count(count);
+    return stub_->FetchBatches(&ctx, r, reply);
+  }
+
+ private:
+  std::unique_ptr<asgd::v1::ParameterServer::Stub> stub_;
+};
 
 // Worker 0's progress, and a straggler clock for worker 1 that idles until
 // worker 0 is three batches ahead of it (or done).
@@ -169,6 +206,65 @@ TEST(TrainerPoolTest, SharedPoolGivesASlowWorkerFewerBatches) {
       << "slow " << slow_batches << " fast " << fast_batches;
   EXPECT_EQ(results[0]->steps, static_cast<int64_t>(fast_batches));
   EXPECT_EQ(results[1]->steps, static_cast<int64_t>(slow_batches));
+}
+
+// A client that names the workers' dataset (1000 frames, batches of 16, 3
+// epochs) without their run id drains only a dataset of its own; one with no
+// run id is refused. The workers then get every batch of theirs.
+TEST(TrainerPoolTest, AClientWithoutTheRunIdCannotTakeTheWorkersBatches) {
+  auto server = StartServer(0, ToyModel("dnn"));
+  ASSERT_NE(server, nullptr);
+  OtherClient other(*server);
+  asgd::v1::FetchBatchesReply reply;
+  grpc::Status s = other.Fetch("", 1000, 16, 3, 1024, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "run id")) << s.error_message();
+  uint64_t drained = 0;
+  do {
+    s = other.Fetch("guessed-run-id-0000000000000000", 1000, 16, 3, 1024,
+                    &reply);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    drained += reply.batch_ids_size();
+  } while (!reply.exhausted());
+  EXPECT_EQ(drained, 3u * (1000 / 16));
+  auto results = RunWorkers(*server, 2, [](int) {
+    TrainerOptions o = BaseOptions();
+    o.loop.epochs = 3;
+    o.use_pool = true;
+    return o;
+  });
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  EXPECT_EQ(results[0]->steps + results[1]->steps, 3 * (1000 / 16));
+}
+
+// The per-address bound through gRPC: made-up datasets from one address
+// (PeerAddress of the call) stop at BatchPoolOptions::max_datasets_per_client
+// with RESOURCE_EXHAUSTED naming the address, and the datasets it holds go
+// on being served.
+TEST(TrainerPoolTest, OneAddressGetsOnlyItsShareOfThePool) {
+  auto server = StartServer(0, ToyModel("dnn"));
+  ASSERT_NE(server, nullptr);
+  OtherClient other(*server);
+  asgd::v1::FetchBatchesReply reply;
+  int granted = 0;
+  for (int i = 0; i < 100; ++i) {
+    const grpc::Status s =
+        other.Fetch(absl::StrCat("made-up-run-id-", 1000 + i), 1000, 16, 1, 1,
+                    &reply);
+    if (s.ok()) {
+      ++granted;
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+      EXPECT_TRUE(absl::StrContains(s.error_message(), "ipv4:127.0.0.1"))
+          << s.error_message();
+    }
+  }
+  EXPECT_EQ(granted, BatchPoolOptions().max_datasets_per_client);
+  EXPECT_EQ(server->pool()->datasets(), granted);
+  const grpc::Status s = other.Fetch("made-up-run-id-1000", 1000, 16, 1, 1, &reply);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(reply.batch_ids(0), 1u);
 }
 
 TEST(TrainerPoolTest, SyncModeAppliesOneAveragedUpdatePerStep) {

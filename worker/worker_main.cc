@@ -22,6 +22,7 @@
 #include "common/cli.h"
 #include "common/metrics_endpoint.h"
 #include "common/metrics_flags.h"
+#include "common/pool_run_id.h"
 #include "common/security_flags.h"
 #include "common/wire_codec.h"
 #include "corpus/corpus_io.h"
@@ -77,6 +78,13 @@ ABSL_FLAG(bool, minibatch_pool, false,
           "static per-worker partition, so slow workers take fewer batches.");
 ABSL_FLAG(uint64_t, pool_seed, 1,
           "Example order of the pool's epochs; the same on every worker.");
+ABSL_FLAG(std::string, pool_run_id_file, "",
+          "With --minibatch_pool (required there): a file holding this run's "
+          "id, 16 to 256 bytes (surrounding whitespace ignored), the same for "
+          "every worker of the run and secret to everyone else: the pool "
+          "keeps one dataset per run id, so no other client can take or use "
+          "up the run's batches. New for each run, e.g. `head -c 16 "
+          "/dev/urandom | od -An -tx1 | tr -d ' \\n'`.");
 ABSL_FLAG(double, slowdown, 1.0,
           "Make this worker a straggler: idle (slowdown - 1) x the compute "
           "time after each minibatch (1: no slowdown).");
@@ -317,6 +325,19 @@ int Run() {
         "--mode=sync takes no --minibatch_pool (every worker must run the "
         "same number of steps)"));
   }
+  std::string pool_run_id;
+  if (pool && !decentralized) {
+    const std::string path = absl::GetFlag(FLAGS_pool_run_id_file);
+    if (path.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "--minibatch_pool needs --pool_run_id_file: a file with a secret "
+          "shared by this run's workers (e.g. `umask 077; head -c 16 "
+          "/dev/urandom | od -An -tx1 | tr -d ' \\n' > run_id`)"));
+    }
+    auto read = ReadPoolRunIdFile(path, "--pool_run_id_file");
+    if (!read.ok()) return Fail(read.status());
+    pool_run_id = *std::move(read);
+  }
   auto addresses = ParseServerList(absl::GetFlag(FLAGS_servers));
   if (!addresses.ok()) return Fail(addresses.status());
   auto wire_dtype = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
@@ -492,6 +513,7 @@ int Run() {
   options.max_overlapped_steps = absl::GetFlag(FLAGS_max_overlapped_steps);
   options.use_pool = pool;
   options.pool_seed = absl::GetFlag(FLAGS_pool_seed);
+  options.pool_run_id = pool_run_id;
   options.warm_start_epochs = absl::GetFlag(FLAGS_warm_start_epochs);
   options.local_learning_rate = absl::GetFlag(FLAGS_local_learning_rate);
   options.open_source = open_source;

@@ -782,14 +782,14 @@ absl::StatusOr<std::vector<uint64_t>> GrpcParamClient::Versions() {
   return versions;
 }
 
-absl::StatusOr<PoolGrant> GrpcParamClient::FetchBatches(uint64_t num_frames,
-                                                        int batch_size,
-                                                        double epochs,
-                                                        int count) {
+absl::StatusOr<PoolGrant> GrpcParamClient::FetchBatches(
+    const std::string& run_id, uint64_t num_frames, int batch_size,
+    double epochs, int count) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.rpc_timeout);
   asgd::v1::FetchBatchesRequest request;
   request.set_worker_id(options_.worker_id);
+  request.set_run_id(run_id);
   request.set_num_frames(num_frames);
   request.set_batch_size(batch_size);
   request.set_epochs(epochs);

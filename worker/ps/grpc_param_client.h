@@ -87,7 +87,8 @@ class GrpcParamClient final : public ParamClient {
                                    int num_minibatches,
                                    PushKind kind = PushKind::kGradient) override;
   absl::StatusOr<std::vector<uint64_t>> Versions() override;
-  absl::StatusOr<PoolGrant> FetchBatches(uint64_t num_frames, int batch_size,
+  absl::StatusOr<PoolGrant> FetchBatches(const std::string& run_id,
+                                         uint64_t num_frames, int batch_size,
                                          double epochs, int count) override;
 
   // The encoding gradient pushes use.

@@ -50,7 +50,8 @@ class HeldPool : public ParamClient {
   absl::StatusOr<std::vector<uint64_t>> Versions() override {
     return absl::UnimplementedError("pulls only");
   }
-  absl::StatusOr<PoolGrant> FetchBatches(uint64_t, int, double, int) override {
+  absl::StatusOr<PoolGrant> FetchBatches(const std::string&, uint64_t, int,
+                                         double, int) override {
     return absl::UnimplementedError("pulls only");
   }
 

@@ -111,9 +111,12 @@ class ParamClient {
   // Each server's current version.
   virtual absl::StatusOr<std::vector<uint64_t>> Versions() = 0;
 
-  // Up to `count` minibatch ids from the pool on server 0, for a dataset of
-  // `num_frames` frames in batches of `batch_size`, for `epochs` passes.
-  virtual absl::StatusOr<PoolGrant> FetchBatches(uint64_t num_frames,
+  // Up to `count` minibatch ids from the pool on server 0, for the dataset
+  // of run `run_id` (the run's secret, common/pool_run_id.h) of `num_frames`
+  // frames in batches of `batch_size`, for `epochs` passes.
+  // RESOURCE_EXHAUSTED when the pool has no room for a new dataset now.
+  virtual absl::StatusOr<PoolGrant> FetchBatches(const std::string& run_id,
+                                                 uint64_t num_frames,
                                                  int batch_size, double epochs,
                                                  int count) = 0;
 };

@@ -1,6 +1,7 @@
 #include "worker/ps/pool_source.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -8,9 +9,9 @@
 
 namespace asgd {
 
-PoolSource::PoolSource(ParamClient* client, const ExampleSet* data,
-                       uint64_t seed, int examples_per_batch, double epochs)
-    : client_(client),
+PoolSource::PoolSource(PoolFetch fetch, const ExampleSet* data, uint64_t seed,
+                       int examples_per_batch, double epochs)
+    : fetch_(std::move(fetch)),
       data_(data),
       seed_(seed),
       batch_size_(examples_per_batch),
@@ -22,9 +23,8 @@ absl::StatusOr<bool> PoolSource::Next(BatchBuffer* batch) {
   }
   if (queue_.empty()) {
     if (exhausted_) return false;
-    ASGD_ASSIGN_OR_RETURN(PoolGrant grant,
-                          client_->FetchBatches(data_->num_examples(),
-                                                batch_size_, epochs_, 2));
+    ASGD_ASSIGN_OR_RETURN(
+        PoolGrant grant, fetch_(data_->num_examples(), batch_size_, epochs_, 2));
     if (grant.batches_per_epoch < 1) {
       return absl::FailedPreconditionError(
           "the minibatch pool reports no batches per epoch");

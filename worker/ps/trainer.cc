@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/pool_run_id.h"
 #include "common/refusal.h"
 #include "common/status_macros.h"
 #include "worker/data/make_examples.h"
@@ -45,6 +46,9 @@ absl::Status Trainer::ValidateSetup() const {
     return absl::InvalidArgumentError(
         "the shared minibatch pool needs every example in memory, not a "
         "streamed source");
+  }
+  if (options_.use_pool) {
+    ASGD_RETURN_IF_ERROR(ValidatePoolRunId(options_.pool_run_id));
   }
   ASGD_RETURN_IF_ERROR(CheckLoopSetup(loop, *backend_, *train_,
                                       client_->layout().total_size(),
@@ -205,8 +209,12 @@ uint64_t JitterSeed(int worker_index) {
                     static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())));
 }
 
-absl::Status Trainer::BackOff(const absl::Status& error, absl::string_view what) {
-  if (!Transient(error)) return error;
+absl::Status Trainer::BackOff(const absl::Status& error, absl::string_view what,
+                              bool pool_full) {
+  const bool retry =
+      Transient(error) ||
+      (pool_full && error.code() == absl::StatusCode::kResourceExhausted);
+  if (!retry) return error;
   const absl::Time now = clock_->Now();
   if (failures_ == 0) first_failure_ = now;
   if (now - first_failure_ > options_.max_retry_time) {
@@ -232,6 +240,36 @@ absl::Status Trainer::BackOff(const absl::Status& error, absl::string_view what)
   }
   clock_->SleepFor(wait);
   return absl::OkStatus();
+}
+
+absl::StatusOr<PoolGrant> Trainer::FetchWithRetry(uint64_t num_frames,
+                                                  int batch_size,
+                                                  double epochs, int count) {
+  for (;;) {
+    absl::StatusOr<PoolGrant> grant = client_->FetchBatches(
+        options_.pool_run_id, num_frames, batch_size, epochs, count);
+    if (grant.ok()) {
+      if (failures_ > 0 && log_ != nullptr) {
+        *log_ << "worker " << options_.loop.worker_index
+              << ": the minibatch pool answered after " << failures_
+              << " retries" << std::endl;
+      }
+      failures_ = 0;
+      return grant;
+    }
+    const absl::Status& error = grant.status();
+    if (error.code() == absl::StatusCode::kResourceExhausted &&
+        failures_ == 0 && log_ != nullptr) {
+      *log_ << "worker " << options_.loop.worker_index
+            << ": the minibatch pool on server 0 has no room for this run's "
+               "dataset now (other datasets are in use, or this address "
+               "already uses its share); asking again for up to "
+            << absl::FormatDuration(options_.max_retry_time)
+            << ": a dataset unused for a while is forgotten" << std::endl;
+    }
+    ASGD_RETURN_IF_ERROR(
+        BackOff(error, "minibatch pool fetch", /*pool_full=*/true));
+  }
 }
 
 absl::Status Trainer::PullWithRetry(absl::Span<float> params,
@@ -290,8 +328,11 @@ absl::StatusOr<TrainResult> Trainer::Run() {
 
   std::unique_ptr<BatchSource> source;
   if (options_.use_pool) {
-    source = std::make_unique<PoolSource>(client_, train_, options_.pool_seed,
-                                          shape.examples, loop.epochs);
+    source = std::make_unique<PoolSource>(
+        [this](uint64_t num_frames, int batch_size, double epochs, int count) {
+          return FetchWithRetry(num_frames, batch_size, epochs, count);
+        },
+        train_, options_.pool_seed, shape.examples, loop.epochs);
   } else {
     ASGD_ASSIGN_OR_RETURN(
         source, OpenSource(loop.seed * 7919 + loop.worker_index, loop.epochs));

@@ -59,6 +59,7 @@
 #include <cstdint>
 #include <memory>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -100,6 +101,13 @@ struct TrainerOptions {
   int max_overlapped_steps = 1;
   bool use_pool = false;
   uint64_t pool_seed = 1;  // example order of pool epochs (same on all workers)
+  // With use_pool: the run's secret (common/pool_run_id.h), the same on
+  // every worker of the run and known to no one else; required (a pool
+  // without one is refused at start). A pool with no room for the run's
+  // dataset now (RESOURCE_EXHAUSTED: other datasets in use, or this address
+  // already uses its share) is asked again with the backoff below, for up
+  // to max_retry_time, like a server that is away.
+  std::string pool_run_id;
   // When set (not with use_pool), the main loop's and the warm start's
   // minibatches come from sources it opens (e.g. a StreamSource over a
   // Kaldi data directory) instead of a LocalSource over `train`, which then
@@ -155,8 +163,14 @@ class Trainer {
                                       std::vector<float>* params,
                                       std::vector<uint64_t>* versions);
   // After a failed call: OK (and a backoff wait) when `error` is transient
-  // and the retry budget lasts, else `error`.
-  absl::Status BackOff(const absl::Status& error, absl::string_view what);
+  // (or, with `pool_full`, RESOURCE_EXHAUSTED) and the retry budget lasts,
+  // else `error`.
+  absl::Status BackOff(const absl::Status& error, absl::string_view what,
+                       bool pool_full = false);
+  // The next batch ids of this run's pool dataset, with retries (see
+  // TrainerOptions::pool_run_id).
+  absl::StatusOr<PoolGrant> FetchWithRetry(uint64_t num_frames, int batch_size,
+                                           double epochs, int count);
   // Plain SGD on result->params over `source` (at most max_steps steps if
   // > 0), no communication; `phase` names it in messages.
   absl::Status LocalSgd(BatchSource* source, float lr, int64_t max_steps,

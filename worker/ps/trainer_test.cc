@@ -134,8 +134,30 @@ class FakePool : public ParamClient {
     absl::MutexLock lock(&mu_);
     return std::vector<uint64_t>{version_};
   }
-  absl::StatusOr<PoolGrant> FetchBatches(uint64_t, int, double, int) override {
-    return absl::UnimplementedError("no pool in the fake");
+  // One dataset: the ids in order, whatever the run id (recorded).
+  absl::StatusOr<PoolGrant> FetchBatches(const std::string& run_id,
+                                         uint64_t num_frames, int batch_size,
+                                         double epochs, int count) override {
+    absl::MutexLock lock(&mu_);
+    fetch_run_ids_.push_back(run_id);
+    if (!fetch_errors_.empty()) {
+      const absl::Status error = fetch_errors_.front();
+      fetch_errors_.erase(fetch_errors_.begin());
+      log_.push_back("fetch-failed");
+      return error;
+    }
+    if (!fetch_always_.ok()) return fetch_always_;
+    PoolGrant grant;
+    grant.batches_per_epoch = num_frames / batch_size;
+    const auto total = static_cast<uint64_t>(
+        std::ceil(epochs * static_cast<double>(grant.batches_per_epoch)));
+    while (static_cast<int>(grant.batch_ids.size()) < count &&
+           fetch_next_ < total) {
+      grant.batch_ids.push_back(fetch_next_++);
+    }
+    grant.exhausted = fetch_next_ >= total;
+    log_.push_back("fetch");
+    return grant;
   }
 
   // Lets push number `index` (0-based) and all before it complete.
@@ -202,6 +224,12 @@ class FakePool : public ParamClient {
   int fail_pushes_ ABSL_GUARDED_BY(mu_) = 0;
   // Errors the next pushes get, in order.
   std::vector<absl::Status> push_errors_ ABSL_GUARDED_BY(mu_);
+  // The pool: errors the next fetches get, in order; then fetch_always_
+  // (when not OK) or the next ids.
+  std::vector<absl::Status> fetch_errors_ ABSL_GUARDED_BY(mu_);
+  absl::Status fetch_always_ ABSL_GUARDED_BY(mu_);
+  uint64_t fetch_next_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> fetch_run_ids_ ABSL_GUARDED_BY(mu_);
   int max_push_minibatches_ = 0;
   bool hold_pushes_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration hold_at_most_;  // 0: until released
@@ -572,6 +600,101 @@ TEST(TrainerTest, GivesUpWhenTheServerStaysAway) {
   // It kept trying for the whole budget, and not much longer.
   EXPECT_GE(clock.Sleeps(), absl::Seconds(30));
   EXPECT_LT(clock.Sleeps(), absl::Seconds(32));
+}
+
+constexpr char kRunId[] = "trainer-test-run-id-0123456789ab";
+
+TEST(TrainerTest, TheSharedPoolNeedsARunId) {
+  FakeClock clock;
+  FakePool pool;
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.max_steps = 0;
+  o.loop.epochs = 1;
+  o.use_pool = true;
+  for (const std::string& run_id : {std::string(), std::string("short")}) {
+    o.pool_run_id = run_id;
+    auto result = Train(&pool, o);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(result.status().message().find("run id"), absl::string_view::npos)
+        << result.status();
+  }
+  absl::MutexLock lock(&pool.mu_);
+  EXPECT_TRUE(pool.fetch_run_ids_.empty());
+}
+
+// A pool with no room for the run's dataset (RESOURCE_EXHAUSTED) is asked
+// again with the backoff, and the worker trains once there is room.
+TEST(TrainerTest, AFullPoolIsAskedAgainUntilThereIsRoom) {
+  FakeClock clock;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.fetch_errors_.assign(
+        3, absl::ResourceExhaustedError("the minibatch pool already serves"));
+  }
+  RetryCounter counter;
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.max_steps = 0;
+  o.loop.epochs = 1;
+  o.loop.observer = &counter;
+  o.use_pool = true;
+  o.pool_run_id = kRunId;
+  o.initial_backoff = absl::Milliseconds(100);
+  o.max_backoff = absl::Seconds(1);
+  std::ostringstream log;
+  auto result = Train(&pool, o, 0, 1, &log);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->steps, 1000 / 16);  // every batch of the one epoch
+  EXPECT_EQ(counter.retries, 3);
+  // 100, 200 and 400 ms, each ×[0.5, 1].
+  EXPECT_GE(clock.Sleeps(), absl::Milliseconds(350));
+  EXPECT_LE(clock.Sleeps(), absl::Milliseconds(700));
+  EXPECT_NE(log.str().find("no room for this run's dataset"),
+            std::string::npos)
+      << log.str();
+  absl::MutexLock lock(&pool.mu_);
+  for (const std::string& id : pool.fetch_run_ids_) EXPECT_EQ(id, kRunId);
+}
+
+TEST(TrainerTest, GivesUpOnAPoolThatStaysFull) {
+  FakeClock clock;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.fetch_always_ =
+        absl::ResourceExhaustedError("the minibatch pool already serves");
+  }
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.max_steps = 0;
+  o.loop.epochs = 1;
+  o.use_pool = true;
+  o.pool_run_id = kRunId;
+  o.max_retry_time = absl::Minutes(5);
+  auto result = Train(&pool, o);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(result.status().message().find("retries"), absl::string_view::npos)
+      << result.status();
+  EXPECT_GE(clock.Sleeps(), absl::Minutes(5));
+  EXPECT_LT(clock.Sleeps(), absl::Minutes(5) + absl::Seconds(2));
+}
+
+// Any other refusal of the pool is final: a request the pool calls invalid
+// will not become valid.
+TEST(TrainerTest, AnInvalidPoolRequestIsFinal) {
+  FakeClock clock;
+  FakePool pool;
+  {
+    absl::MutexLock lock(&pool.mu_);
+    pool.fetch_errors_ = {absl::InvalidArgumentError("bad pool request")};
+  }
+  TrainerOptions o = BaseOptions(&clock);
+  o.loop.max_steps = 0;
+  o.loop.epochs = 1;
+  o.use_pool = true;
+  o.pool_run_id = kRunId;
+  EXPECT_EQ(Train(&pool, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(clock.Sleeps(), absl::ZeroDuration());
 }
 
 // What the worker does after a failed push depends on the status code and
