@@ -1,7 +1,5 @@
 #include "corpus/corpus_io.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/text_quote.h"
+#include "kaldi/input_stream.h"
 
 namespace asgd::corpus {
 namespace {
@@ -44,45 +43,13 @@ absl::Status ErrnoError(const std::string& path, absl::string_view action,
   return absl::UnavailableError(message);
 }
 
-// InvalidArgument for a path that is not a regular file.
-absl::Status NotRegular(const std::string& path, mode_t mode) {
-  const char* kind = S_ISDIR(mode)    ? "a directory"
-                     : S_ISFIFO(mode) ? "a FIFO"
-                     : S_ISCHR(mode)  ? "a character device"
-                     : S_ISBLK(mode)  ? "a block device"
-                     : S_ISSOCK(mode) ? "a socket"
-                                      : "not a regular file";
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, ": not a regular file (", kind, "); refused without reading it"));
-}
-
-// The whole of a regular file. A FIFO, a device or a directory is refused
-// before it is opened (opening a FIFO for reading blocks until a writer
-// comes), and again on the descriptor, opened without blocking, in case
-// the path changed in between.
+// The whole of a regular file (kaldi::OpenRegular: a FIFO, a device or a
+// directory is refused without blocking).
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoError(path, "open", errno);
-  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return ErrnoError(path, "open", errno);
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const int err = errno;
-    ::close(fd);
-    return S_ISREG(st.st_mode) ? ErrnoError(path, "stat", err)
-                               : NotRegular(path, st.st_mode);
-  }
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoError(path, "open", err);
-  }
+  int64_t size = 0;
+  ASGD_ASSIGN_OR_RETURN(const int fd, kaldi::OpenRegular(path, &size));
   std::string data;
-  data.reserve(static_cast<size_t>(st.st_size));
+  data.reserve(static_cast<size_t>(size));
   char buffer[1 << 16];
   while (true) {
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));

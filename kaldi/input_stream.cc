@@ -126,11 +126,19 @@ absl::Status NotRegular(const std::string& path, mode_t mode) {
                    "); refused without reading it"));
 }
 
-// Opens `path` read-only and checks that it is a regular file. A FIFO, a
-// device or a directory is refused before it is opened (opening a FIFO
-// blocks until a writer comes, a device may do anything), and once more on
-// the descriptor, opened without blocking, in case the path changed in
-// between.
+}  // namespace
+
+absl::Status ErrnoStatus(const std::string& path, absl::string_view action,
+                         int err) {
+  const std::string message =
+      absl::StrCat(path, ": cannot ", action, ": ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(message);
+  if (err == EACCES || err == EPERM) {
+    return absl::PermissionDeniedError(message);
+  }
+  return absl::UnavailableError(message);
+}
+
 absl::StatusOr<int> OpenRegular(const std::string& path, int64_t* size) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, "open", errno);
@@ -157,19 +165,6 @@ absl::StatusOr<int> OpenRegular(const std::string& path, int64_t* size) {
   }
   *size = st.st_size;
   return fd;
-}
-
-}  // namespace
-
-absl::Status ErrnoStatus(const std::string& path, absl::string_view action,
-                         int err) {
-  const std::string message =
-      absl::StrCat(path, ": cannot ", action, ": ", std::strerror(err));
-  if (err == ENOENT) return absl::NotFoundError(message);
-  if (err == EACCES || err == EPERM) {
-    return absl::PermissionDeniedError(message);
-  }
-  return absl::UnavailableError(message);
 }
 
 InputStream::InputStream(std::string name, int64_t size, bool gzip,

@@ -119,6 +119,14 @@ class InputStream {
 absl::Status ErrnoStatus(const std::string& path, absl::string_view action,
                          int err);
 
+// Opens `path` read-only (the descriptor is the caller's to close) and sets
+// `size`, only if it is a regular file: a FIFO, a device or a directory is
+// refused (InvalidArgument naming what it is) before it is opened, since
+// opening a FIFO blocks until a writer comes and a device may do anything,
+// and once more on the descriptor, opened without blocking, in case the
+// path changed in between. Errors of open/stat as ErrnoStatus.
+absl::StatusOr<int> OpenRegular(const std::string& path, int64_t* size);
+
 }  // namespace asgd::kaldi
 
 #endif  // ASGD_KALDI_INPUT_STREAM_H_
