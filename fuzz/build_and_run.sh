@@ -117,7 +117,7 @@ KALDI_SRCS=(kaldi/bad_data.cc kaldi/input_stream.cc kaldi/compressed_matrix.cc
             kaldi/object_reader.cc kaldi/scp.cc kaldi/archive_reader.cc
             kaldi/archive_writer.cc)
 KALDI_HDRS=(kaldi/bad_data.h kaldi/input_stream.h kaldi/compressed_matrix.h
-            kaldi/matrix.h kaldi/object_reader.h kaldi/scp.h
+            kaldi/matrix.h kaldi/object_parser.h kaldi/object_reader.h kaldi/scp.h
             kaldi/archive_reader.h kaldi/archive_writer.h kaldi/test_archive.h)
 PS_FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/codec_fuzzer.cc
               fuzz/make_seeds.cc)

@@ -132,8 +132,9 @@ struct KaldiDataOptions {
   CmvnMode cmvn = CmvnMode::kAuto;
   bool norm_vars = false;
   // Global statistics (2 × (D+1), e.g. PooledCmvnStats of the training
-  // directory) applied after the per-speaker CMVN, means and variances, as
-  // `apply-cmvn --norm-vars=true global.stats` would; empty: none.
+  // directory, pooled_cmvn.h) applied after the per-speaker CMVN, means and
+  // variances, as `apply-cmvn --norm-vars=true global.stats` would; empty:
+  // none.
   DoubleMatrix global_cmvn;
 
   // A feature with |value| above this, as read (after decompression) or
@@ -271,26 +272,6 @@ class KaldiDataSource {
   absl::Status pass_error_;
   KaldiDataStats stats_;
 };
-
-// The statistics of every speaker in `data_dir`/cmvn.scp pooled after each
-// one's own mean is removed (PoolSpeakerCmvnStats): with them as
-// KaldiDataOptions::global_cmvn after per-speaker means, the directory's
-// features have unit variance overall.
-//
-// A speaker whose statistics are bad data (unreadable, not 2 × (D+1) or of
-// another dimension than the first speaker's, a frame count below 1, NaN),
-// or a malformed cmvn.scp line: with kRefuse the error (kBadCmvn or the
-// reader's reason, at cmvn.scp's line, naming the speaker and where the
-// statistics are); with kSkip the speaker is left out of the pool and the
-// error appended to *left_out (when not null). A KaldiDataSource over the
-// same directory then skips that speaker's utterances, each counted under
-// kBadCmvn. No usable speaker at all is kBadCmvn under either policy; a
-// file that cannot be read is an I/O error naming cmvn.scp's line.
-absl::StatusOr<DoubleMatrix> PooledCmvnStats(
-    const std::string& data_dir, const ReadLimits& limits = {},
-    const std::string& scp_base_dir = "",
-    BadDataPolicy policy = BadDataPolicy::kRefuse,
-    std::vector<absl::Status>* left_out = nullptr);
 
 }  // namespace asgd::kaldi
 

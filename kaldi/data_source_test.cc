@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kaldi/pooled_cmvn.h"
 #include "kaldi/test_archive.h"
 #include "kaldi/test_data_dir.h"
 

@@ -10,6 +10,7 @@
 #include "kaldi/archive_reader.h"
 #include "kaldi/archive_writer.h"
 #include "kaldi/data_source.h"
+#include "kaldi/pooled_cmvn.h"
 
 ABSL_FLAG(std::string, kaldi_data, "",
           "A Kaldi data directory to read instead of --corpus: feats.scp "
