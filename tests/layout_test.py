@@ -115,7 +115,7 @@ def self_check():
     short_methods = ("class C {\n" +
                      "  int G() { return 1; }\n" * 130 + "};\n")
     control = "void H() {\n  if (a) {\n" + body + "  }\n}\n"
-    assert [n for _, n in long_functions(long_fn, 120)] == [132], "long"
+    assert [n for _, n in long_functions(long_fn, 120)] == [133], "long"
     assert long_functions(short_methods, 120) == [], "class body"
     assert [n for _, n in long_functions(control, 120)] == [134], "nested"
     assert long_functions("// f() {\n" + body, 120) == [], "comment"
