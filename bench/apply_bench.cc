@@ -41,7 +41,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "bench/bench_util.h"
-#include "server/optimizer.h"
+#include "step/optimizer.h"
 #include "server/param_store.h"
 
 ABSL_FLAG(int64_t, params, int64_t{64} << 20,

@@ -78,7 +78,7 @@
 #include "common/chunking.h"
 #include "common/model_layout.h"
 #include "common/wire_codec.h"
-#include "server/optimizer.h"
+#include "step/optimizer.h"
 #include "server/shard.h"
 #include "server/staging_pool.h"
 #include "server/update_log.h"

@@ -68,7 +68,7 @@
 #include "common/tensor_messages.h"
 #include "proto/asgd.pb.h"
 #include "compression/grad_codec.h"
-#include "server/compressed_apply.h"
+#include "step/compressed_apply.h"
 #include "server/param_store.h"
 
 namespace asgd {

@@ -1,4 +1,12 @@
-#include "server/optimizer.h"
+#include "step/optimizer.h"
+
+// Exact replay (step/optimizer.h): no fast-math, no fused multiply-adds.
+#if defined(__FAST_MATH__)
+#error "step/ must not be built with -ffast-math: replays must be exact"
+#endif
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,28 @@
-// Server-side optimizers, applied by a shard's apply thread to its range.
+// The optimizer step: applied by a server shard's apply thread to its range
+// of the weights, and replayed by a worker on its exact copy of a server's
+// slice (worker/ps/delta_receiver.h). It lives below both sides (step/) so
+// that both run the same code.
+//
+// Exact replay (the invariant delta pulls rest on): the same Optimizer,
+// given the same w, v, g and UpdateContext, produces the same floats bit for
+// bit on every x86-64 machine, in a server and in a worker, because
+//   * every operation is one IEEE-754 float32 operation, rounded to nearest,
+//     done in the order written below (no reassociation, no reduction whose
+//     order depends on the vector width: each element is computed alone);
+//   * no multiply is fused with an add: step/BUILD compiles this package with
+//     -ffp-contract=off (GCC contracts a*b+c into one fma by default in C++
+//     when the target has FMA, e.g. -march=x86-64-v3 or native, and an fma
+//     rounds once where a*b+c rounds twice), and the
+//     "#pragma STDC FP_CONTRACT OFF" in the sources says the same to clang;
+//   * no fast-math: -fno-fast-math in step/BUILD, and the sources refuse to
+//     compile under __FAST_MATH__.
+// What breaks it: building step/ with -ffp-contract=fast (or -ffast-math) on
+// an FMA target, a vectorised loop that changes the order of a reduction
+// over elements, or a device replay (CUDA) that lets nvcc fuse: a CUDA
+// replay must use __fmul_rn/__fadd_rn (or build with -fmad=false) and do
+// the operations in this order. step:exact_replay_test fails when the
+// library's result differs from the separately rounded reference on inputs
+// where a fused multiply-add rounds differently.
 //
 // With g the pushed gradient (already averaged over the worker's
 // minibatches), w the weights, v the momentum buffer and lr_t the scheduled
@@ -28,8 +52,8 @@
 //
 // Thread-safety: an Optimizer is immutable; Apply() may run concurrently on
 // disjoint ranges. The caller owns every buffer.
-#ifndef ASGD_SERVER_OPTIMIZER_H_
-#define ASGD_SERVER_OPTIMIZER_H_
+#ifndef ASGD_STEP_OPTIMIZER_H_
+#define ASGD_STEP_OPTIMIZER_H_
 
 #include <cstdint>
 
@@ -133,4 +157,4 @@ class Optimizer {
 
 }  // namespace asgd
 
-#endif  // ASGD_SERVER_OPTIMIZER_H_
+#endif  // ASGD_STEP_OPTIMIZER_H_

@@ -39,8 +39,8 @@
 //
 // Thread-safety: pure functions over caller-owned buffers; calls on disjoint
 // ranges may run concurrently (as Optimizer::Apply).
-#ifndef ASGD_SERVER_COMPRESSED_APPLY_H_
-#define ASGD_SERVER_COMPRESSED_APPLY_H_
+#ifndef ASGD_STEP_COMPRESSED_APPLY_H_
+#define ASGD_STEP_COMPRESSED_APPLY_H_
 
 #include <cstdint>
 #include <memory>
@@ -50,7 +50,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compression/grad_codec.h"
-#include "server/optimizer.h"
+#include "step/optimizer.h"
 
 namespace asgd {
 
@@ -124,4 +124,4 @@ absl::Status ApplyCompressedBytes(const Optimizer& optimizer,
 
 }  // namespace asgd
 
-#endif  // ASGD_SERVER_COMPRESSED_APPLY_H_
+#endif  // ASGD_STEP_COMPRESSED_APPLY_H_
