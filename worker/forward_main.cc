@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/cli.h"
+#include "common/main_preamble.h"
 #include "common/security_flags.h"
 #include "kaldi/archive_reader.h"
 #include "kaldi/archive_writer.h"
@@ -66,10 +67,7 @@ ABSL_FLAG(int, connect_timeout_s, 30, "Seconds to wait for the servers.");
 namespace asgd {
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "asgd_forward: %s\n", s.ToString().c_str());
-  return 1;
-}
+int Fail(const absl::Status& s) { return ReportFailure("asgd_forward", s); }
 
 int Run() {
   const std::string out_path = absl::GetFlag(FLAGS_out);
