@@ -51,6 +51,13 @@
 // names the step, the epoch and the data, IsNonFiniteStep); the servers
 // never see it. Pushes of earlier minibatches stand.
 //
+// Structure: one loop (per step: prepare the model, draw a minibatch,
+// compute and check its gradient, hand the gradient on, book, log,
+// evaluate) with a step policy: through the pool, the push pipeline
+// (worker/ps/push_pipeline.h) and the model feed (worker/ps/model_feed.h);
+// local SGD (kSgd, the warm start) applies the gradient to the local model.
+// Every retry goes through one RetryPolicy (worker/ps/retry_policy.h).
+//
 // Thread-safety: one Trainer per thread. While Run() executes it uses its
 // ParamClient (from up to two threads, as ParamClient allows) and backend.
 #ifndef ASGD_WORKER_PS_TRAINER_H_
