@@ -52,7 +52,8 @@ class ModelFeed {
   using PullFn = std::function<absl::Status(std::vector<float>* params,
                                             std::vector<uint64_t>* versions)>;
 
-  // `client` (for the background pulls) and `retry` must outlive the feed.
+  // `client` (for the background pulls; may be null without overlap_pulls)
+  // and `retry` must outlive the feed.
   ModelFeed(const ModelFeedOptions& options, ParamClient* client,
             RetryPolicy* retry, PullFn pull);
 
