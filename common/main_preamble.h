@@ -43,9 +43,6 @@ class ProcessMetrics {
 
   // Outlives every family added to it (declare the ProcessMetrics first).
   prometheus::Registry& registry() { return *registry_; }
-  const std::shared_ptr<prometheus::Registry>& shared_registry() const {
-    return registry_;
-  }
   // Serves the registry on host:--metrics_port and writes the port to
   // --metrics_port_file; OK and nothing served with --metrics_port=-1.
   // Unavailable when the port cannot be bound. Once.
@@ -53,7 +50,6 @@ class ProcessMetrics {
   bool serving() const { return endpoint_ != nullptr; }
   // http://<host>:<port>/metrics while serving.
   std::string url() const;
-  int port() const { return endpoint_ != nullptr ? endpoint_->port() : -1; }
 
  private:
   const std::shared_ptr<prometheus::Registry> registry_;
