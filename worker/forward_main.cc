@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -69,6 +70,21 @@ namespace {
 
 int Fail(const absl::Status& s) { return ReportFailure("asgd_forward", s); }
 
+// The log-priors of --priors (floored at --prior_floor), one per class of
+// `spec`.
+absl::StatusOr<std::vector<float>> ReadLogPriors(const std::string& path,
+                                                 const ModelSpec& spec) {
+  auto priors = kaldi::ReadFloatVectorFile(path);
+  if (!priors.ok()) return priors.status();
+  if (static_cast<int>(priors->size()) != spec.num_classes) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s holds %d priors but the model has %d classes", path,
+                        priors->size(), spec.num_classes));
+  }
+  return kaldi::LogPriors(*priors,
+                          static_cast<float>(absl::GetFlag(FLAGS_prior_floor)));
+}
+
 int Run() {
   const std::string out_path = absl::GetFlag(FLAGS_out);
   const std::string priors_path = absl::GetFlag(FLAGS_priors);
@@ -95,15 +111,9 @@ int Run() {
 
   std::vector<float> log_priors;
   if (!priors_path.empty()) {
-    auto priors = kaldi::ReadFloatVectorFile(priors_path);
-    if (!priors.ok()) return Fail(priors.status());
-    if (static_cast<int>(priors->size()) != spec.num_classes) {
-      return Fail(absl::FailedPreconditionError(absl::StrFormat(
-          "%s holds %d priors but the model has %d classes", priors_path,
-          priors->size(), spec.num_classes)));
-    }
-    log_priors = kaldi::LogPriors(
-        *priors, static_cast<float>(absl::GetFlag(FLAGS_prior_floor)));
+    auto read = ReadLogPriors(priors_path, spec);
+    if (!read.ok()) return Fail(read.status());
+    log_priors = *std::move(read);
   }
 
   // Features only: the data needs no alignments.
