@@ -29,8 +29,7 @@
 #include "model/model_presets.h"
 #include "model/model_spec.h"
 #include "model/model_spec_proto.h"
-#include "common/metrics_endpoint.h"
-#include "common/metrics_flags.h"
+#include "common/main_preamble.h"
 #include "common/security_flags.h"
 #include "server/checkpoint.h"
 #include "server/grpc_server.h"
@@ -172,10 +171,7 @@ ABSL_FLAG(int64_t, delta_base_mb, 1024,
 namespace asgd {
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "asgd_server: %s\n", s.ToString().c_str());
-  return 2;
-}
+int Fail(const absl::Status& s) { return ReportFailure("asgd_server", s, 2); }
 
 int Run() {
   if (const std::string probe = absl::GetFlag(FLAGS_health_probe);
@@ -289,11 +285,13 @@ int Run() {
   options.attributes["learning_rate"] = absl::StrCat(options.optimizer.learning_rate);
   options.attributes["sync_workers"] = absl::StrCat(options.sync_workers);
   // Metrics first: the store reports into them from its first update.
-  auto registry = std::make_shared<prometheus::Registry>();
-  AddBuildInfo(*registry, "server");
-  ServerMetrics metrics(*registry, options.server_index, options.num_shards);
-  auto endpoint = StartMetricsFromFlags(absl::GetFlag(FLAGS_host), registry);
-  if (!endpoint.ok()) return Fail(endpoint.status());
+  ProcessMetrics process_metrics("server");
+  ServerMetrics metrics(process_metrics.registry(), options.server_index,
+                        options.num_shards);
+  if (absl::Status s = process_metrics.Serve(absl::GetFlag(FLAGS_host));
+      !s.ok()) {
+    return Fail(s);
+  }
   auto security = SecurityOptionsFromFlags();
   if (!security.ok()) return Fail(security.status());
   if (!security->token.empty() && security->tls_cert.empty()) {
@@ -339,10 +337,9 @@ int Run() {
       static_cast<long long>(store->range().size()), options.num_shards,
       layout.Fingerprint().c_str());
   std::fflush(stdout);
-  if (*endpoint != nullptr) {
-    std::printf("asgd_server %d metrics on http://%s:%d/metrics\n",
-                options.server_index, absl::GetFlag(FLAGS_host).c_str(),
-                (*endpoint)->port());
+  if (process_metrics.serving()) {
+    std::printf("asgd_server %d metrics on %s\n", options.server_index,
+                process_metrics.url().c_str());
   }
   if (restored.has_value()) {
     std::printf("asgd_server %d: restored checkpoint %s at version %llu\n",

@@ -11,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
 #include "common/cli.h"
+#include "common/main_preamble.h"
 #include "common/security_flags.h"
 #include "corpus/corpus_io.h"
 #include "model/cpu_backend.h"
@@ -42,10 +43,7 @@ ABSL_FLAG(int, connect_timeout_s, 30, "Seconds to wait for the servers.");
 namespace asgd {
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "asgd_eval: %s\n", s.ToString().c_str());
-  return 1;
-}
+int Fail(const absl::Status& s) { return ReportFailure("asgd_eval", s); }
 
 int Run() {
   const std::string servers = absl::GetFlag(FLAGS_servers);

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -23,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/cli.h"
+#include "common/main_preamble.h"
 #include "common/security_flags.h"
 #include "kaldi/archive_reader.h"
 #include "kaldi/archive_writer.h"
@@ -66,9 +68,21 @@ ABSL_FLAG(int, connect_timeout_s, 30, "Seconds to wait for the servers.");
 namespace asgd {
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "asgd_forward: %s\n", s.ToString().c_str());
-  return 1;
+int Fail(const absl::Status& s) { return ReportFailure("asgd_forward", s); }
+
+// The log-priors of --priors (floored at --prior_floor), one per class of
+// `spec`.
+absl::StatusOr<std::vector<float>> ReadLogPriors(const std::string& path,
+                                                 const ModelSpec& spec) {
+  auto priors = kaldi::ReadFloatVectorFile(path);
+  if (!priors.ok()) return priors.status();
+  if (static_cast<int>(priors->size()) != spec.num_classes) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s holds %d priors but the model has %d classes", path,
+                        priors->size(), spec.num_classes));
+  }
+  return kaldi::LogPriors(*priors,
+                          static_cast<float>(absl::GetFlag(FLAGS_prior_floor)));
 }
 
 int Run() {
@@ -97,15 +111,9 @@ int Run() {
 
   std::vector<float> log_priors;
   if (!priors_path.empty()) {
-    auto priors = kaldi::ReadFloatVectorFile(priors_path);
-    if (!priors.ok()) return Fail(priors.status());
-    if (static_cast<int>(priors->size()) != spec.num_classes) {
-      return Fail(absl::FailedPreconditionError(absl::StrFormat(
-          "%s holds %d priors but the model has %d classes", priors_path,
-          priors->size(), spec.num_classes)));
-    }
-    log_priors = kaldi::LogPriors(
-        *priors, static_cast<float>(absl::GetFlag(FLAGS_prior_floor)));
+    auto read = ReadLogPriors(priors_path, spec);
+    if (!read.ok()) return Fail(read.status());
+    log_priors = *std::move(read);
   }
 
   // Features only: the data needs no alignments.

@@ -14,16 +14,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "common/cli.h"
-#include "common/metrics_endpoint.h"
-#include "common/metrics_flags.h"
+#include "common/main_preamble.h"
 #include "common/pool_run_id.h"
 #include "common/security_flags.h"
+#include "common/status_macros.h"
 #include "common/wire_codec.h"
 #include "corpus/corpus_io.h"
 #include "model/backend_factory.h"
@@ -31,6 +33,7 @@
 #include "model/cuda/cuda_options.h"
 #include "model/model_file.h"
 #include "worker/data/kaldi_data.h"
+#include "worker/decentralized_flags.h"
 #include "worker/data/make_examples.h"
 #include "worker/data/utterances.h"
 #include "worker/kaldi_flags.h"
@@ -165,48 +168,10 @@ ABSL_FLAG(bool, delta_pulls, true,
           "other servers, the weights come instead). Costs one more model in "
           "memory.");
 
-// The decentralized modes (--mode=adpsgd, --mode=allreduce): the workers
-// serve each other a peer service (see worker/decentralized_worker.h).
-ABSL_FLAG(std::string, topology, "fixed_ring",
-          "adpsgd: who averages with whom: fixed_ring (every step with the "
-          "next worker on the ring) or random_ring (a fresh random pairing "
-          "every step, from --topology_seed and the step number).");
-ABSL_FLAG(uint64_t, topology_seed, 1,
-          "adpsgd random_ring: seed of the pairings; the same on every worker.");
-ABSL_FLAG(bool, delay_by_one, false,
-          "adpsgd: compute each gradient on the previous iteration's weights, "
-          "so the averaging runs entirely beside the computation.");
-ABSL_FLAG(std::string, peer_host, "0.0.0.0",
-          "adpsgd/allreduce: address the peer service listens on.");
-ABSL_FLAG(int, peer_port, 0,
-          "adpsgd/allreduce: port of this worker's peer service; 0 picks a "
-          "free one (printed, and written to --peer_port_file).");
-ABSL_FLAG(std::string, peer_port_file, "",
-          "adpsgd/allreduce: write the peer port here once listening.");
-ABSL_FLAG(std::string, peers, "",
-          "adpsgd/allreduce: every worker's peer address host:port, "
-          "comma-separated, in worker-index order (this worker's included).");
-ABSL_FLAG(std::string, peers_file, "",
-          "adpsgd/allreduce, instead of --peers: wait (up to "
-          "--connect_timeout_s) until this file lists every worker's peer "
-          "address (comma- or newline-separated, in worker-index order). A "
-          "launcher writes it, atomically, once every --peer_port_file exists.");
-ABSL_FLAG(double, peer_timeout_s, 5,
-          "adpsgd: deadline of one averaging exchange; a slow or dead peer is "
-          "skipped for that step and backed off. allreduce waits for its "
-          "neighbours up to --rpc_timeout_s.");
-ABSL_FLAG(double, peer_finish_timeout_s, 1800,
-          "adpsgd/allreduce: at the end, wait at most this long for the other "
-          "workers to finish (they may still average with this one); then "
-          "worker 0 hands its model to the servers.");
-
 namespace asgd {
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "asgd_worker: %s\n", s.ToString().c_str());
-  return 1;
-}
+int Fail(const absl::Status& s) { return ReportFailure("asgd_worker", s); }
 
 void LogBadData(int index, const BadDataReporter& bad_data) {
   std::printf("worker %d: bad data skipped: %s\n", index,
@@ -224,50 +189,25 @@ int RunDecentralized(LoopOptions loop, int num_workers, int64_t lockstep_steps,
                      const SecurityOptions& security) {
   auto mode = ParseDecentralizedMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return Fail(mode.status());
-  auto topology = ParseTopology(absl::GetFlag(FLAGS_topology));
-  if (!topology.ok()) return Fail(topology.status());
-  const std::string peers = absl::GetFlag(FLAGS_peers);
-  const std::string peers_file = absl::GetFlag(FLAGS_peers_file);
-  if (num_workers > 1 && peers.empty() == peers_file.empty()) {
-    return Fail(absl::InvalidArgumentError(
-        "--mode=adpsgd/allreduce with several workers needs exactly one of "
-        "--peers and --peers_file"));
-  }
+  DecentralizedWorkerOptions o;
+  o.num_workers = num_workers;
+  o.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
+  if (absl::Status s = ApplyDecentralizedFlags(&o); !s.ok()) return Fail(s);
   if (*mode == DecentralizedMode::kAllreduce && loop.max_steps == 0) {
     // Lockstep, as --mode=sync.
     loop.max_steps = lockstep_steps;
     loop.epochs = 0;
   }
   DecentralizedMetrics peer_metrics(registry, loop.worker_index);
-  DecentralizedWorkerOptions o;
   o.decentralized.loop = loop;
   o.decentralized.mode = *mode;
-  o.decentralized.delay_by_one = absl::GetFlag(FLAGS_delay_by_one);
-  o.decentralized.adpsgd.topology = *topology;
-  o.decentralized.adpsgd.topology_seed = absl::GetFlag(FLAGS_topology_seed);
   o.decentralized.allreduce_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   o.decentralized.peer_observer = &peer_metrics;
   o.decentralized.open_source = open_source;
   o.local_learning_rate = absl::GetFlag(FLAGS_local_learning_rate);
-  o.num_workers = num_workers;
-  o.peer_host = absl::GetFlag(FLAGS_peer_host);
-  o.peer_port = absl::GetFlag(FLAGS_peer_port);
   o.security = security;
-  o.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
-  o.average_timeout = absl::Seconds(absl::GetFlag(FLAGS_peer_timeout_s));
   o.send_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
-  o.finish_timeout = absl::Seconds(absl::GetFlag(FLAGS_peer_finish_timeout_s));
-  const std::string port_file = absl::GetFlag(FLAGS_peer_port_file);
-  o.resolve_peers =
-      [&](int port) -> absl::StatusOr<std::vector<std::string>> {
-    WritePortFile(port_file, port);
-    if (!peers.empty()) return ParsePeerList(peers);
-    if (!peers_file.empty()) {
-      return WaitForPeersFile(peers_file, num_workers, o.connect_timeout);
-    }
-    return std::vector<std::string>{absl::StrCat(o.peer_host, ":", port)};
-  };
   auto result =
       RunDecentralizedWorker(o, servers, backend, train, heldout, &std::cout);
   if (!result.ok()) return Fail(result.status());
@@ -282,197 +222,228 @@ int RunDecentralized(LoopOptions loop, int num_workers, int64_t lockstep_steps,
   return 0;
 }
 
-int Run() {
-  const int index = absl::GetFlag(FLAGS_worker_index);
-  const int num_workers = absl::GetFlag(FLAGS_num_workers);
-  if (num_workers < 1 || index < 0 || index >= num_workers) {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
-        "--worker_index=%d must be in [0, --num_workers=%d)", index, num_workers)));
-  }
-  const bool kaldi = !KaldiDataFlag().empty();
-  if (absl::GetFlag(FLAGS_corpus).empty() == !kaldi) {
-    return Fail(absl::InvalidArgumentError(
-        "give exactly one of --corpus and --kaldi_data"));
-  }
+// The flags that decide what this worker is, checked before it connects
+// or loads anything.
+struct WorkerSetup {
+  int index = 0;
+  int num_workers = 1;
+  bool kaldi = false;  // --kaldi_data, else --corpus
   KaldiInput kaldi_train, kaldi_heldout;
-  if (kaldi) {
-    auto input = KaldiInputFromFlags(
-        /*need_alignments=*/true, index == 0 ? MissingGlobalCmvn::kComputeAndWrite
-                                             : MissingGlobalCmvn::kCompute);
-    if (!input.ok()) return Fail(input.status());
-    kaldi_train = *input;
-    kaldi_heldout = kaldi_train;
-    kaldi_heldout.data_dir = absl::GetFlag(FLAGS_kaldi_heldout_data);
-    kaldi_heldout.alignments = absl::GetFlag(FLAGS_kaldi_heldout_alignments);
-    if (!kaldi_heldout.data_dir.empty() && kaldi_heldout.alignments.empty()) {
-      return Fail(absl::InvalidArgumentError(
-          "--kaldi_heldout_data needs --kaldi_heldout_alignments"));
-    }
-  }
-  if (absl::GetFlag(FLAGS_batch_size) < 1) {
-    return Fail(absl::InvalidArgumentError("--batch_size must be >= 1"));
-  }
-  // adpsgd and allreduce share the setup below and branch off before the
-  // Trainer; like sgd, they use the servers only for the initial model and
-  // the final hand-over.
-  const bool decentralized = IsDecentralizedMode(absl::GetFlag(FLAGS_mode));
-  auto mode = decentralized ? absl::StatusOr<TrainMode>(TrainMode::kSgd)
-                            : ParseTrainMode(absl::GetFlag(FLAGS_mode));
-  if (!mode.ok()) return Fail(mode.status());
-  const bool pool = absl::GetFlag(FLAGS_minibatch_pool);
-  if (*mode == TrainMode::kSync && pool) {
-    return Fail(absl::InvalidArgumentError(
-        "--mode=sync takes no --minibatch_pool (every worker must run the "
-        "same number of steps)"));
-  }
+  bool decentralized = false;  // adpsgd, allreduce
+  TrainMode mode = TrainMode::kAsgd;
+  bool pool = false;
   std::string pool_run_id;
-  if (pool && !decentralized) {
-    const std::string path = absl::GetFlag(FLAGS_pool_run_id_file);
-    if (path.empty()) {
-      return Fail(absl::InvalidArgumentError(
-          "--minibatch_pool needs --pool_run_id_file: a file with a secret "
-          "shared by this run's workers (e.g. `umask 077; head -c 16 "
-          "/dev/urandom | od -An -tx1 | tr -d ' \\n' > run_id`)"));
-    }
-    auto read = ReadPoolRunIdFile(path, "--pool_run_id_file");
-    if (!read.ok()) return Fail(read.status());
-    pool_run_id = *std::move(read);
-  }
-  auto addresses = ParseServerList(absl::GetFlag(FLAGS_servers));
-  if (!addresses.ok()) return Fail(addresses.status());
-  auto wire_dtype = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
-  if (!wire_dtype.ok()) return Fail(wire_dtype.status());
+  std::vector<std::string> addresses;
+  WireDtype wire_dtype = WireDtype::kFloat32;
   std::optional<PushEncoding> push_encoding;
+};
+
+absl::Status ReadKaldiInputs(WorkerSetup* setup) {
+  auto input = KaldiInputFromFlags(
+      /*need_alignments=*/true, setup->index == 0
+                                    ? MissingGlobalCmvn::kComputeAndWrite
+                                    : MissingGlobalCmvn::kCompute);
+  if (!input.ok()) return input.status();
+  setup->kaldi_train = *input;
+  setup->kaldi_heldout = setup->kaldi_train;
+  setup->kaldi_heldout.data_dir = absl::GetFlag(FLAGS_kaldi_heldout_data);
+  setup->kaldi_heldout.alignments =
+      absl::GetFlag(FLAGS_kaldi_heldout_alignments);
+  if (!setup->kaldi_heldout.data_dir.empty() &&
+      setup->kaldi_heldout.alignments.empty()) {
+    return absl::InvalidArgumentError(
+        "--kaldi_heldout_data needs --kaldi_heldout_alignments");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadPoolRunId() {
+  const std::string path = absl::GetFlag(FLAGS_pool_run_id_file);
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        "--minibatch_pool needs --pool_run_id_file: a file with a secret "
+        "shared by this run's workers (e.g. `umask 077; head -c 16 "
+        "/dev/urandom | od -An -tx1 | tr -d ' \\n' > run_id`)");
+  }
+  return ReadPoolRunIdFile(path, "--pool_run_id_file");
+}
+
+absl::Status ReadTrainingMode(WorkerSetup* setup) {
+  // adpsgd and allreduce share the setup and branch off before the Trainer;
+  // like sgd, they use the servers only for the initial model and the final
+  // hand-over.
+  setup->decentralized = IsDecentralizedMode(absl::GetFlag(FLAGS_mode));
+  if (!setup->decentralized) {
+    ASGD_ASSIGN_OR_RETURN(setup->mode,
+                          ParseTrainMode(absl::GetFlag(FLAGS_mode)));
+  } else {
+    setup->mode = TrainMode::kSgd;
+  }
+  setup->pool = absl::GetFlag(FLAGS_minibatch_pool);
+  if (setup->mode == TrainMode::kSync && setup->pool) {
+    return absl::InvalidArgumentError(
+        "--mode=sync takes no --minibatch_pool (every worker must run the "
+        "same number of steps)");
+  }
+  if (setup->pool && !setup->decentralized) {
+    ASGD_ASSIGN_OR_RETURN(setup->pool_run_id, ReadPoolRunId());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WorkerSetup> ReadSetup() {
+  WorkerSetup setup;
+  setup.index = absl::GetFlag(FLAGS_worker_index);
+  setup.num_workers = absl::GetFlag(FLAGS_num_workers);
+  if (setup.num_workers < 1 || setup.index < 0 ||
+      setup.index >= setup.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--worker_index=%d must be in [0, --num_workers=%d)",
+                        setup.index, setup.num_workers));
+  }
+  setup.kaldi = !KaldiDataFlag().empty();
+  if (absl::GetFlag(FLAGS_corpus).empty() == !setup.kaldi) {
+    return absl::InvalidArgumentError(
+        "give exactly one of --corpus and --kaldi_data");
+  }
+  if (setup.kaldi) ASGD_RETURN_IF_ERROR(ReadKaldiInputs(&setup));
+  if (absl::GetFlag(FLAGS_batch_size) < 1) {
+    return absl::InvalidArgumentError("--batch_size must be >= 1");
+  }
+  ASGD_RETURN_IF_ERROR(ReadTrainingMode(&setup));
+  ASGD_ASSIGN_OR_RETURN(setup.addresses,
+                        ParseServerList(absl::GetFlag(FLAGS_servers)));
+  ASGD_ASSIGN_OR_RETURN(setup.wire_dtype,
+                        ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype)));
   if (const std::string e = absl::GetFlag(FLAGS_push_encoding); !e.empty()) {
-    auto parsed = ParsePushEncoding(e);
-    if (!parsed.ok()) return Fail(parsed.status());
-    push_encoding = *parsed;
+    ASGD_ASSIGN_OR_RETURN(setup.push_encoding, ParsePushEncoding(e));
   }
   // A build without CUDA cannot honour --backend=cuda: say so before
   // connecting or loading the corpus (the plugin itself loads later, after
   // the metrics endpoint).
   if (absl::GetFlag(FLAGS_backend) == "cuda") {
-    if (absl::Status cuda = CudaBuildStatus(); !cuda.ok()) return Fail(cuda);
+    ASGD_RETURN_IF_ERROR(CudaBuildStatus());
   }
-  SetBlasThreads(absl::GetFlag(FLAGS_blas_threads));
+  return setup;
+}
 
-  // Metrics before anything else starts threads or connections.
-  auto registry = std::make_shared<prometheus::Registry>();
-  AddBuildInfo(*registry, "worker");
-  WorkerMetrics metrics(*registry, index);
-  const std::string metrics_host = absl::GetFlag(FLAGS_metrics_host);
-  auto endpoint = StartMetricsFromFlags(metrics_host, registry);
-  if (!endpoint.ok()) return Fail(endpoint.status());
-  if (*endpoint != nullptr) {
-    std::printf("worker %d: metrics on http://%s:%d/metrics\n", index,
-                metrics_host.c_str(), (*endpoint)->port());
-  }
-
-  // Utterances skipped as bad data (--bad_data=skip), logged and counted.
-  BadDataReporter bad_data(&std::cout, absl::StrFormat("worker %d: ", index),
-                           registry.get(), index);
-
-  // The asgd corpus, loaded whole (Kaldi data is read after connecting: how
-  // it is cut depends on the model). Bad features are refused (or skipped)
-  // here, before anything reaches the servers.
-  std::unique_ptr<Utterances> train_utts, heldout_utts;
-  int64_t all_train_frames = 0;
-  int corpus_dim = 0, corpus_classes = 0;
-  if (!kaldi) {
-    auto read_options = CorpusReadOptionsFromFlags();
-    if (!read_options.ok()) return Fail(read_options.status());
-    read_options->on_skip = bad_data.Callback();
-    auto corpus =
-        corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus), *read_options);
-    if (!corpus.ok()) return Fail(corpus.status());
-    // With the pool every worker holds all utterances; otherwise its own
-    // part.
-    train_utts = std::make_unique<Utterances>(
-        Utterances::FromCorpus(corpus->info, corpus->train, pool ? 0 : index,
-                               pool ? 1 : num_workers));
-    heldout_utts = std::make_unique<Utterances>(
-        Utterances::FromCorpus(corpus->info, corpus->heldout));
-    all_train_frames = corpus->train_frames;
-    std::printf(
-        "worker %d: %lld training frames (%s), %lld held-out\n", index,
-        static_cast<long long>(train_utts->num_frames()),
-        pool ? "all, minibatches from the shared pool"
-             : absl::StrFormat("part %d of %d", index, num_workers).c_str(),
-        static_cast<long long>(heldout_utts->num_frames()));
-    corpus_dim = corpus->info.feature_dim;
-    corpus_classes = corpus->info.num_classes;
-  }
-
-  PoolClientOptions client_options;
-  client_options.worker_id = index;
-  auto security = SecurityOptionsFromFlags();
-  if (!security.ok()) return Fail(security.status());
-  client_options.security = *security;
-  client_options.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
-  client_options.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
-  client_options.wire_dtype = *wire_dtype;
-  client_options.push_encoding = push_encoding;
-  client_options.top_k_fraction = absl::GetFlag(FLAGS_top_k_fraction);
-  client_options.streams = absl::GetFlag(FLAGS_streams);
-  client_options.delta_pulls = absl::GetFlag(FLAGS_delta_pulls);
-  auto client = ConnectToPool(*addresses, client_options);
-  if (!client.ok()) return Fail(client.status());
-  const ModelSpec spec = (*client)->model();
-  DataOptions data;
-  data.chunk_frames = absl::GetFlag(FLAGS_chunk_frames);
-  data.left_context = absl::GetFlag(FLAGS_chunk_left_context);
-  data.right_context = absl::GetFlag(FLAGS_chunk_right_context);
+// The training and held-out examples, and what owns what they refer to.
+struct WorkerData {
+  std::unique_ptr<Utterances> train_utts, heldout_utts;  // asgd corpus
+  KaldiWorkerData kaldi;
   std::unique_ptr<ExampleSet> train, heldout;
   OpenBatchSource open_source;  // streamed Kaldi data
-  KaldiWorkerData kaldi_data;
-  if (kaldi) {
-    kaldi_train.on_skip = kaldi_heldout.on_skip = bad_data.Callback();
-    auto prepared = PrepareKaldiWorkerData(kaldi_train, kaldi_heldout, spec,
-                                           data, index, num_workers, pool);
-    if (!prepared.ok()) return Fail(prepared.status());
-    kaldi_data = *std::move(prepared);
-    train = std::move(kaldi_data.train);
-    heldout = std::move(kaldi_data.heldout);
-    open_source = kaldi_data.open_source;
-    all_train_frames = kaldi_data.all_frames;
-    std::printf("worker %d: %s; global CMVN: %s\n", index,
-                kaldi_data.summary.c_str(),
-                kaldi_train.global_cmvn_source.c_str());
-  } else {
-    if (absl::Status s = CheckDataFitsModel(corpus_dim, corpus_classes, spec);
-        !s.ok()) {
-      return Fail(s);
-    }
-    auto made = MakeExamples(spec, train_utts.get(), data);
-    if (!made.ok()) return Fail(made.status());
-    train = *std::move(made);
-    made = MakeExamples(spec, heldout_utts.get(), data);
-    if (!made.ok()) return Fail(made.status());
-    heldout = *std::move(made);
-  }
-  const BatchShape shape = ShapeOfBatch(*train, absl::GetFlag(FLAGS_batch_size));
+  int64_t all_train_frames = 0;
+  int corpus_dim = 0, corpus_classes = 0;
+};
 
+// The asgd corpus, loaded whole (Kaldi data is read after connecting: how it
+// is cut depends on the model). Bad features are refused (or skipped) here,
+// before anything reaches the servers.
+absl::Status LoadAsgdCorpus(const WorkerSetup& setup,
+                            BadDataReporter* bad_data, WorkerData* data) {
+  ASGD_ASSIGN_OR_RETURN(corpus::CorpusReadOptions read_options,
+                        CorpusReadOptionsFromFlags());
+  read_options.on_skip = bad_data->Callback();
+  ASGD_ASSIGN_OR_RETURN(
+      auto corpus, corpus::LoadCorpus(absl::GetFlag(FLAGS_corpus), read_options));
+  const int index = setup.index;
+  // With the pool every worker holds all utterances; otherwise its own part.
+  data->train_utts = std::make_unique<Utterances>(Utterances::FromCorpus(
+      corpus.info, corpus.train, setup.pool ? 0 : index,
+      setup.pool ? 1 : setup.num_workers));
+  data->heldout_utts = std::make_unique<Utterances>(
+      Utterances::FromCorpus(corpus.info, corpus.heldout));
+  data->all_train_frames = corpus.train_frames;
+  std::printf(
+      "worker %d: %lld training frames (%s), %lld held-out\n", index,
+      static_cast<long long>(data->train_utts->num_frames()),
+      setup.pool
+          ? "all, minibatches from the shared pool"
+          : absl::StrFormat("part %d of %d", index, setup.num_workers).c_str(),
+      static_cast<long long>(data->heldout_utts->num_frames()));
+  data->corpus_dim = corpus.info.feature_dim;
+  data->corpus_classes = corpus.info.num_classes;
+  return absl::OkStatus();
+}
+
+PoolClientOptions ClientOptionsFromFlags(const WorkerSetup& setup,
+                                         const SecurityOptions& security) {
+  PoolClientOptions o;
+  o.worker_id = setup.index;
+  o.security = security;
+  o.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
+  o.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
+  o.wire_dtype = setup.wire_dtype;
+  o.push_encoding = setup.push_encoding;
+  o.top_k_fraction = absl::GetFlag(FLAGS_top_k_fraction);
+  o.streams = absl::GetFlag(FLAGS_streams);
+  o.delta_pulls = absl::GetFlag(FLAGS_delta_pulls);
+  return o;
+}
+
+// The examples of the pool's model: Kaldi data cut for it, or the loaded
+// corpus checked against it.
+absl::Status MakeWorkerExamples(WorkerSetup* setup_ptr, const ModelSpec& spec,
+                                BadDataReporter* bad_data, WorkerData* data) {
+  WorkerSetup& setup = *setup_ptr;
+  DataOptions options;
+  options.chunk_frames = absl::GetFlag(FLAGS_chunk_frames);
+  options.left_context = absl::GetFlag(FLAGS_chunk_left_context);
+  options.right_context = absl::GetFlag(FLAGS_chunk_right_context);
+  if (setup.kaldi) {
+    setup.kaldi_train.on_skip = setup.kaldi_heldout.on_skip =
+        bad_data->Callback();
+    ASGD_ASSIGN_OR_RETURN(
+        data->kaldi,
+        PrepareKaldiWorkerData(setup.kaldi_train, setup.kaldi_heldout, spec,
+                               options, setup.index, setup.num_workers,
+                               setup.pool));
+    data->train = std::move(data->kaldi.train);
+    data->heldout = std::move(data->kaldi.heldout);
+    data->open_source = data->kaldi.open_source;
+    data->all_train_frames = data->kaldi.all_frames;
+    std::printf("worker %d: %s; global CMVN: %s\n", setup.index,
+                data->kaldi.summary.c_str(),
+                setup.kaldi_train.global_cmvn_source.c_str());
+    return absl::OkStatus();
+  }
+  ASGD_RETURN_IF_ERROR(
+      CheckDataFitsModel(data->corpus_dim, data->corpus_classes, spec));
+  ASGD_ASSIGN_OR_RETURN(data->train,
+                        MakeExamples(spec, data->train_utts.get(), options));
+  ASGD_ASSIGN_OR_RETURN(data->heldout,
+                        MakeExamples(spec, data->heldout_utts.get(), options));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ModelBackend>> MakeWorkerBackend(
+    const WorkerSetup& setup, const ModelSpec& spec, const BatchShape& shape,
+    const ParamClient& client) {
   CudaOptions cuda_options;
   cuda_options.device = absl::GetFlag(FLAGS_cuda_device);
-  auto math = ParseCudaMathMode(absl::GetFlag(FLAGS_cuda_math));
-  if (!math.ok()) return Fail(math.status());
-  cuda_options.math = *math;
+  ASGD_ASSIGN_OR_RETURN(cuda_options.math,
+                        ParseCudaMathMode(absl::GetFlag(FLAGS_cuda_math)));
   std::string note;
-  auto backend = CreateBackend(absl::GetFlag(FLAGS_backend), spec,
-                               shape.rows(), &note, cuda_options);
-  if (!backend.ok()) return Fail(backend.status());
-  if (!note.empty()) std::printf("worker %d: %s\n", index, note.c_str());
+  ASGD_ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> backend,
+                        CreateBackend(absl::GetFlag(FLAGS_backend), spec,
+                                      shape.rows(), &note, cuda_options));
+  if (!note.empty()) std::printf("worker %d: %s\n", setup.index, note.c_str());
   std::printf(
       "worker %d: connected to %zu servers, model %s, %lld params, backend "
       "%s, minibatches of %d x %d rows\n",
-      index, addresses->size(), DescribeModel(spec).c_str(),
-      static_cast<long long>((*client)->layout().total_size()),
-      std::string((*backend)->name()).c_str(), shape.examples, shape.steps);
+      setup.index, setup.addresses.size(), DescribeModel(spec).c_str(),
+      static_cast<long long>(client.layout().total_size()),
+      std::string(backend->name()).c_str(), shape.examples, shape.steps);
   std::fflush(stdout);
+  return backend;
+}
 
+LoopOptions LoopOptionsFromFlags(const WorkerSetup& setup,
+                                 TrainerObserver* observer) {
   LoopOptions loop;
-  loop.observer = &metrics;
-  loop.worker_index = index;
+  loop.observer = observer;
+  loop.worker_index = setup.index;
   loop.batch_size = absl::GetFlag(FLAGS_batch_size);
   loop.max_steps = absl::GetFlag(FLAGS_max_steps);
   loop.epochs = absl::GetFlag(FLAGS_epochs);
@@ -484,46 +455,50 @@ int Run() {
   loop.eval_frames = absl::GetFlag(FLAGS_eval_frames);
   loop.seed = absl::GetFlag(FLAGS_seed);
   loop.data_source = absl::StrFormat(
-      "%s %s, %s", kaldi ? "Kaldi data" : "corpus",
-      kaldi ? kaldi_train.data_dir : absl::GetFlag(FLAGS_corpus),
-      pool ? std::string("minibatches from the shared pool")
-           : absl::StrFormat("part %d of %d", index, num_workers));
-  // Lockstep modes (sync, allreduce): every worker runs the same number of
-  // steps, from the whole training set's size, so none waits for a finished
-  // one.
-  const int64_t lockstep_steps =
-      LockstepSteps(loop.epochs, all_train_frames, num_workers,
-                    shape.examples * train->max_labelled_steps());
-  if (decentralized) {
-    const int rc = RunDecentralized(loop, num_workers, lockstep_steps,
-                                    *registry, client->get(), backend->get(),
-                                    spec, train.get(), open_source,
-                                    heldout.get(), *security);
-    LogBadData(index, bad_data);
-    return rc;
-  }
+      "%s %s, %s", setup.kaldi ? "Kaldi data" : "corpus",
+      setup.kaldi ? setup.kaldi_train.data_dir : absl::GetFlag(FLAGS_corpus),
+      setup.pool ? std::string("minibatches from the shared pool")
+                 : absl::StrFormat("part %d of %d", setup.index,
+                                   setup.num_workers));
+  return loop;
+}
+
+TrainerOptions TrainerOptionsFromFlags(const WorkerSetup& setup,
+                                       LoopOptions loop,
+                                       const OpenBatchSource& open_source,
+                                       int64_t lockstep_steps) {
+  const TrainMode mode = setup.mode;
   TrainerOptions options;
-  options.mode = *mode;
+  options.mode = mode;
   options.push_every = absl::GetFlag(FLAGS_push_every);
   options.compute_while_pushing =
-      *mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_compute_while_pushing);
-  options.max_minibatches_per_push = absl::GetFlag(FLAGS_max_minibatches_per_push);
+      mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_compute_while_pushing);
+  options.max_minibatches_per_push =
+      absl::GetFlag(FLAGS_max_minibatches_per_push);
   options.overlap_pulls =
-      *mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_overlap_pulls);
+      mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_overlap_pulls);
   options.max_overlapped_steps = absl::GetFlag(FLAGS_max_overlapped_steps);
-  options.use_pool = pool;
+  options.use_pool = setup.pool;
   options.pool_seed = absl::GetFlag(FLAGS_pool_seed);
-  options.pool_run_id = pool_run_id;
+  options.pool_run_id = setup.pool_run_id;
   options.warm_start_epochs = absl::GetFlag(FLAGS_warm_start_epochs);
   options.local_learning_rate = absl::GetFlag(FLAGS_local_learning_rate);
   options.open_source = open_source;
-  if (*mode == TrainMode::kSync) {
+  if (mode == TrainMode::kSync) {
     options.push_every = 1;
     if (loop.max_steps == 0) loop.max_steps = lockstep_steps;
     loop.epochs = 0;
   }
   options.loop = loop;
-  Trainer trainer(client->get(), backend->get(), train.get(), heldout.get(),
+  return options;
+}
+
+// Trains through the pool (asgd, sync, sgd) and logs the summary.
+int RunTrainer(const TrainerOptions& options, ParamClient* client,
+               ModelBackend* backend, const ModelSpec& spec,
+               const WorkerData& data, const BadDataReporter& bad_data) {
+  const int index = options.loop.worker_index;
+  Trainer trainer(client, backend, data.train.get(), data.heldout.get(),
                   options, &std::cout);
   auto result = trainer.Run();
   LogBadData(index, bad_data);
@@ -538,6 +513,68 @@ int Run() {
     std::printf("worker %d: saved model to %s\n", index, path.c_str());
   }
   return 0;
+}
+
+int Run() {
+  auto setup = ReadSetup();
+  if (!setup.ok()) return Fail(setup.status());
+  const int index = setup->index;
+  SetBlasThreads(absl::GetFlag(FLAGS_blas_threads));
+
+  // Metrics before anything else starts threads or connections.
+  ProcessMetrics process_metrics("worker");
+  WorkerMetrics metrics(process_metrics.registry(), index);
+  const std::string metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  if (absl::Status s = process_metrics.Serve(metrics_host); !s.ok()) {
+    return Fail(s);
+  }
+  if (process_metrics.serving()) {
+    std::printf("worker %d: metrics on %s\n", index,
+                process_metrics.url().c_str());
+  }
+  // Utterances skipped as bad data (--bad_data=skip), logged and counted.
+  BadDataReporter bad_data(&std::cout, absl::StrFormat("worker %d: ", index),
+                           &process_metrics.registry(), index);
+
+  WorkerData data;
+  if (!setup->kaldi) {
+    if (absl::Status s = LoadAsgdCorpus(*setup, &bad_data, &data); !s.ok()) {
+      return Fail(s);
+    }
+  }
+  auto security = SecurityOptionsFromFlags();
+  if (!security.ok()) return Fail(security.status());
+  auto client = ConnectToPool(setup->addresses,
+                              ClientOptionsFromFlags(*setup, *security));
+  if (!client.ok()) return Fail(client.status());
+  const ModelSpec spec = (*client)->model();
+  if (absl::Status s = MakeWorkerExamples(&*setup, spec, &bad_data, &data);
+      !s.ok()) {
+    return Fail(s);
+  }
+  const BatchShape shape =
+      ShapeOfBatch(*data.train, absl::GetFlag(FLAGS_batch_size));
+  auto backend = MakeWorkerBackend(*setup, spec, shape, **client);
+  if (!backend.ok()) return Fail(backend.status());
+
+  const LoopOptions loop = LoopOptionsFromFlags(*setup, &metrics);
+  // Lockstep modes (sync, allreduce): every worker runs the same number of
+  // steps, from the whole training set's size, so none waits for a finished
+  // one.
+  const int64_t lockstep_steps =
+      LockstepSteps(loop.epochs, data.all_train_frames, setup->num_workers,
+                    shape.examples * data.train->max_labelled_steps());
+  if (setup->decentralized) {
+    const int rc = RunDecentralized(
+        loop, setup->num_workers, lockstep_steps, process_metrics.registry(),
+        client->get(), backend->get(), spec, data.train.get(),
+        data.open_source, data.heldout.get(), *security);
+    LogBadData(index, bad_data);
+    return rc;
+  }
+  return RunTrainer(
+      TrainerOptionsFromFlags(*setup, loop, data.open_source, lockstep_steps),
+      client->get(), backend->get(), spec, data, bad_data);
 }
 
 }  // namespace

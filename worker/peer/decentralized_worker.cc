@@ -69,10 +69,11 @@ absl::StatusOr<std::vector<std::string>> WaitForPeersFile(
   }
 }
 
-absl::StatusOr<DecentralizedWorkerResult> RunDecentralizedWorker(
-    const DecentralizedWorkerOptions& options, ParamClient* servers,
-    ModelBackend* backend, const ExampleSet* train, const ExampleSet* heldout,
-    std::ostream* log) {
+namespace {
+
+absl::Status CheckWorkerOptions(const DecentralizedWorkerOptions& options,
+                                const ParamClient& servers,
+                                const ModelBackend& backend) {
   const int index = options.decentralized.loop.worker_index;
   const int n = options.num_workers;
   if (n < 1 || index < 0 || index >= n) {
@@ -83,11 +84,101 @@ absl::StatusOr<DecentralizedWorkerResult> RunDecentralizedWorker(
     return absl::InvalidArgumentError(
         "a decentralized run of several workers needs their peer addresses");
   }
-  const ModelLayout& layout = servers->layout();
-  if (ModelParamCount(backend->spec()) != layout.total_size()) {
+  if (ModelParamCount(backend.spec()) != servers.layout().total_size()) {
     return absl::FailedPreconditionError(
         "the backend's model is not the pool's model");
   }
+  return absl::OkStatus();
+}
+
+PeerServerOptions ServerOptionsOf(const DecentralizedWorkerOptions& options,
+                                  const DecentralizedOptions& decentralized,
+                                  const ModelLayout& layout) {
+  PeerServerOptions server_options;
+  server_options.host = options.peer_host;
+  server_options.port = options.peer_port;
+  server_options.group.worker_index = decentralized.loop.worker_index;
+  server_options.group.num_workers = options.num_workers;
+  server_options.group.layout_fingerprint = layout.Fingerprint();
+  server_options.group.mode = DecentralizedModeName(decentralized.mode);
+  if (decentralized.mode == DecentralizedMode::kAdpsgd) {
+    server_options.group.topology = TopologyName(decentralized.adpsgd.topology);
+    server_options.group.topology_seed = decentralized.adpsgd.topology_seed;
+  }
+  server_options.security = options.security;
+  server_options.max_chunk_elements = options.max_chunk_elements;
+  return server_options;
+}
+
+// The other workers: none for one worker, else connected at `addresses`.
+absl::StatusOr<std::unique_ptr<PeerClient>> JoinGroup(
+    const DecentralizedWorkerOptions& options, const PeerGroup& group,
+    const std::vector<std::string>& addresses, const ModelLayout* layout) {
+  if (options.num_workers == 1) {
+    return std::unique_ptr<PeerClient>(std::make_unique<NoPeers>());
+  }
+  GrpcPeerClientOptions client_options;
+  client_options.group = group;
+  client_options.security = options.security;
+  client_options.connect_timeout = options.connect_timeout;
+  client_options.average_timeout = options.average_timeout;
+  client_options.send_timeout = options.send_timeout;
+  client_options.max_chunk_elements = options.max_chunk_elements;
+  ASGD_ASSIGN_OR_RETURN(
+      std::unique_ptr<GrpcPeerClient> peers,
+      GrpcPeerClient::Create(addresses, layout, client_options));
+  return std::unique_ptr<PeerClient>(std::move(peers));
+}
+
+// The closing lines: the held-out evaluation of the final model and the
+// peers' counts.
+absl::Status EvaluateAndLog(const DecentralizedOptions& decentralized,
+                            ModelBackend* backend, const ExampleSet* heldout,
+                            absl::Time train_start, std::ostream* log,
+                            DecentralizedWorkerResult* result) {
+  const int index = decentralized.loop.worker_index;
+  TrainResult& r = result->run.train;
+  auto say = [&](const std::string& line) {
+    if (log != nullptr) *log << line << std::endl;
+  };
+  if (heldout != nullptr && heldout->num_examples() > 0) {
+    ASGD_ASSIGN_OR_RETURN(
+        result->heldout_accuracy,
+        EvaluateAccuracy(backend, r.params, *heldout,
+                         std::max(1, backend->max_rows() / heldout->steps())));
+    r.heldout_accuracy = result->heldout_accuracy;
+    say(absl::StrFormat(
+        "worker %d eval t=%.1f frames=%d version=%d held-out frame accuracy: "
+        "%.1f%%",
+        index, absl::ToDoubleSeconds(absl::Now() - train_start), r.frames,
+        r.steps, 100 * result->heldout_accuracy));
+  }
+  if (decentralized.mode == DecentralizedMode::kAdpsgd) {
+    const AverageStats& a = result->run.averages;
+    say(absl::StrFormat(
+        "worker %d peers: %d averages started (%d failed, %d skipped), %d "
+        "answered, last consensus distance %.4g",
+        index, a.ok + a.failed + a.skipped, a.failed, a.skipped,
+        result->averages_served, a.last_distance));
+  } else {
+    say(absl::StrFormat("worker %d peers: %d allreduces", index,
+                        result->run.allreduces));
+  }
+  LogSummary(log, index, r,
+             absl::StrCat(", mode ", DecentralizedModeName(decentralized.mode)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DecentralizedWorkerResult> RunDecentralizedWorker(
+    const DecentralizedWorkerOptions& options, ParamClient* servers,
+    ModelBackend* backend, const ExampleSet* train, const ExampleSet* heldout,
+    std::ostream* log) {
+  ASGD_RETURN_IF_ERROR(CheckWorkerOptions(options, *servers, *backend));
+  const int index = options.decentralized.loop.worker_index;
+  const int n = options.num_workers;
+  const ModelLayout& layout = servers->layout();
   DecentralizedOptions decentralized = options.decentralized;
   ASGD_ASSIGN_OR_RETURN(decentralized.learning_rate,
                         LocalLearningRate(options.local_learning_rate,
@@ -107,19 +198,8 @@ absl::StatusOr<DecentralizedWorkerResult> RunDecentralizedWorker(
   if (!adpsgd) mailbox.emplace(index, n, layout.total_size());
 
   // 2. The peer service.
-  PeerServerOptions server_options;
-  server_options.host = options.peer_host;
-  server_options.port = options.peer_port;
-  server_options.group.worker_index = index;
-  server_options.group.num_workers = n;
-  server_options.group.layout_fingerprint = layout.Fingerprint();
-  server_options.group.mode = mode;
-  if (adpsgd) {
-    server_options.group.topology = TopologyName(decentralized.adpsgd.topology);
-    server_options.group.topology_seed = decentralized.adpsgd.topology_seed;
-  }
-  server_options.security = options.security;
-  server_options.max_chunk_elements = options.max_chunk_elements;
+  const PeerServerOptions server_options =
+      ServerOptionsOf(options, decentralized, layout);
   ASGD_ASSIGN_OR_RETURN(
       std::unique_ptr<PeerServer> server,
       PeerServer::Start(server_options, &layout, adpsgd ? &model : nullptr,
@@ -137,19 +217,10 @@ absl::StatusOr<DecentralizedWorkerResult> RunDecentralizedWorker(
   if (options.resolve_peers) {
     ASGD_ASSIGN_OR_RETURN(addresses, options.resolve_peers(server->port()));
   }
-  std::unique_ptr<PeerClient> peers;
-  if (n == 1) {
-    peers = std::make_unique<NoPeers>();
-  } else {
-    GrpcPeerClientOptions client_options;
-    client_options.group = server_options.group;
-    client_options.security = options.security;
-    client_options.connect_timeout = options.connect_timeout;
-    client_options.average_timeout = options.average_timeout;
-    client_options.send_timeout = options.send_timeout;
-    client_options.max_chunk_elements = options.max_chunk_elements;
-    ASGD_ASSIGN_OR_RETURN(
-        peers, GrpcPeerClient::Create(addresses, &layout, client_options));
+  ASGD_ASSIGN_OR_RETURN(
+      std::unique_ptr<PeerClient> peers,
+      JoinGroup(options, server_options.group, addresses, &layout));
+  if (n > 1) {
     say(absl::StrFormat("worker %d: all %d workers ready: %s", index, n,
                         absl::StrJoin(addresses, ",")));
   }
@@ -189,30 +260,8 @@ absl::StatusOr<DecentralizedWorkerResult> RunDecentralizedWorker(
         "other workers)",
         waited));
   }
-  if (heldout != nullptr && heldout->num_examples() > 0) {
-    ASGD_ASSIGN_OR_RETURN(
-        result.heldout_accuracy,
-        EvaluateAccuracy(backend, r.params, *heldout,
-                         std::max(1, backend->max_rows() / heldout->steps())));
-    r.heldout_accuracy = result.heldout_accuracy;
-    say(absl::StrFormat(
-        "worker %d eval t=%.1f frames=%d version=%d held-out frame accuracy: "
-        "%.1f%%",
-        index, absl::ToDoubleSeconds(absl::Now() - train_start), r.frames,
-        r.steps, 100 * result.heldout_accuracy));
-  }
-  if (adpsgd) {
-    const AverageStats& a = result.run.averages;
-    say(absl::StrFormat(
-        "worker %d peers: %d averages started (%d failed, %d skipped), %d "
-        "answered, last consensus distance %.4g",
-        index, a.ok + a.failed + a.skipped, a.failed, a.skipped,
-        result.averages_served, a.last_distance));
-  } else {
-    say(absl::StrFormat("worker %d peers: %d allreduces", index,
-                        result.run.allreduces));
-  }
-  LogSummary(log, index, r, absl::StrCat(", mode ", mode));
+  ASGD_RETURN_IF_ERROR(EvaluateAndLog(decentralized, backend, heldout,
+                                      train_start, log, &result));
   return result;
 }
 

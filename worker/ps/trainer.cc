@@ -1,11 +1,8 @@
 #include "worker/ps/trainer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <future>
 #include <memory>
-#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -13,9 +10,43 @@
 #include "common/refusal.h"
 #include "common/status_macros.h"
 #include "worker/data/make_examples.h"
+#include "worker/ps/model_feed.h"
 #include "worker/ps/pool_source.h"
+#include "worker/ps/push_pipeline.h"
 
 namespace asgd {
+namespace {
+
+constexpr char kPullRecovered[] =
+    "the pool answers again; resuming from a fresh pull";
+
+RetryOptions RetryOptionsOf(const TrainerOptions& options) {
+  RetryOptions retry;
+  retry.initial_backoff = options.initial_backoff;
+  retry.max_backoff = options.max_backoff;
+  retry.max_retry_time = options.max_retry_time;
+  retry.jitter_seed = options.jitter_seed;
+  return retry;
+}
+
+// Times the phases of a step: each Lap() reads the clock once and returns
+// the time since the previous reading.
+class Stopwatch {
+ public:
+  explicit Stopwatch(Clock* clock) : clock_(clock), last_(clock->Now()) {}
+  absl::Duration Lap() {
+    const absl::Time now = clock_->Now();
+    const absl::Duration lap = now - last_;
+    last_ = now;
+    return lap;
+  }
+
+ private:
+  Clock* const clock_;
+  absl::Time last_;
+};
+
+}  // namespace
 
 absl::StatusOr<TrainMode> ParseTrainMode(absl::string_view text) {
   if (text == "asgd") return TrainMode::kAsgd;
@@ -24,6 +55,176 @@ absl::StatusOr<TrainMode> ParseTrainMode(absl::string_view text) {
   return absl::InvalidArgumentError(
       absl::StrCat("unknown mode '", text, "' (want asgd, sync or sgd)"));
 }
+
+// What one step of the loop does around drawing a minibatch and computing
+// its gradient on result->params: Prepare() before (bring the model up to
+// date), Consume() after (where the gradient goes), each timing its phases
+// on the step's stopwatch.
+class Trainer::StepPolicy {
+ public:
+  virtual ~StepPolicy() = default;
+  virtual absl::Status Prepare(Stopwatch* watch, PhaseTimes* step,
+                               TrainResult* result) = 0;
+  virtual absl::Status Consume(absl::Span<const float> grad, Stopwatch* watch,
+                               PhaseTimes* step, TrainResult* result) = 0;
+  // Appended to a progress line.
+  virtual std::string ProgressNote() { return ""; }
+  // The version a periodic evaluation reports.
+  virtual uint64_t version() const { return 0; }
+};
+
+// Plain SGD on the local model (w -= lr * g), no communication.
+class Trainer::LocalSgdStep final : public StepPolicy {
+ public:
+  explicit LocalSgdStep(float lr) : lr_(lr) {}
+  absl::Status Prepare(Stopwatch*, PhaseTimes*, TrainResult*) override {
+    return absl::OkStatus();
+  }
+  absl::Status Consume(absl::Span<const float> grad, Stopwatch* watch,
+                       PhaseTimes* step, TrainResult* result) override {
+    std::vector<float>& w = result->params;
+    for (size_t i = 0; i < grad.size(); ++i) w[i] -= lr_ * grad[i];
+    step->compute = absl::ToDoubleSeconds(watch->Lap());
+    return absl::OkStatus();
+  }
+
+ private:
+  const float lr_;
+};
+
+// Through the pool (kAsgd, kSync): the push pipeline takes the gradients,
+// the model feed brings newer models after each push.
+class Trainer::PoolStep final : public StepPolicy {
+ public:
+  PoolStep(Trainer* trainer, std::vector<uint64_t>* versions)
+      : t_(trainer),
+        versions_(versions),
+        feed_(FeedOptions(*t_), t_->client_, &t_->retry_,
+              [t = t_](std::vector<float>* params,
+                       std::vector<uint64_t>* versions) {
+                return t->PullWithRetry(absl::MakeSpan(*params), versions);
+              }),
+        pipeline_(t_->client_->layout().total_size(), PipelineOptions(*t_),
+                  [this](absl::Span<const float> average,
+                         const std::vector<uint64_t>& base, int n) {
+                    absl::StatusOr<PushOutcome> outcome =
+                        t_->Push(average, base, n, PushKind::kGradient);
+                    feed_.PushCompleted();
+                    return outcome;
+                  }) {}
+
+  absl::Status Prepare(Stopwatch* watch, PhaseTimes* step,
+                       TrainResult* result) override {
+    if (pipeline_.Landed()) ASGD_RETURN_IF_ERROR(Settle(result));
+    step->push = absl::ToDoubleSeconds(watch->Lap());
+    // After each completed push the model is refreshed, even while the next
+    // push is already on the wire.
+    ASGD_RETURN_IF_ERROR(feed_.Refresh(&result->params, versions_));
+    step->pull = absl::ToDoubleSeconds(watch->Lap());
+    return absl::OkStatus();
+  }
+
+  absl::Status Consume(absl::Span<const float> grad, Stopwatch* watch,
+                       PhaseTimes* step, TrainResult* result) override {
+    const absl::Duration compute = watch->Lap();
+    step->compute = absl::ToDoubleSeconds(compute);
+    feed_.Computed();
+    t_->Straggle(compute);
+    step->idle = absl::ToDoubleSeconds(watch->Lap());
+    pipeline_.Add(grad, *versions_);
+    if (pipeline_.Due()) {
+      ASGD_RETURN_IF_ERROR(Settle(result));
+      ASGD_RETURN_IF_ERROR(StartPush(result));
+    }
+    step->push += absl::ToDoubleSeconds(watch->Lap());
+    return absl::OkStatus();
+  }
+
+  std::string ProgressNote() override {
+    std::string note = absl::StrCat(" max-staleness ", window_staleness_);
+    window_staleness_ = 0;
+    return note;
+  }
+  uint64_t version() const override {
+    return versions_->empty() ? 0 : (*versions_)[0];
+  }
+
+  // After the loop: the background push, then whatever is still
+  // accumulated (the background pulls stop first: the final pull is the
+  // last word).
+  absl::Status Flush(TrainResult* result) {
+    ASGD_RETURN_IF_ERROR(Settle(result));
+    feed_.StopPrefetching();
+    if (pipeline_.pending() > 0 && t_->options_.mode == TrainMode::kAsgd) {
+      ASGD_RETURN_IF_ERROR(StartPush(result));
+      ASGD_RETURN_IF_ERROR(Settle(result));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  static ModelFeedOptions FeedOptions(const Trainer& t) {
+    ModelFeedOptions o;
+    o.size = t.client_->layout().total_size();
+    o.overlap_pulls =
+        t.options_.overlap_pulls && t.options_.mode == TrainMode::kAsgd;
+    o.max_overlapped_steps = t.options_.max_overlapped_steps;
+    return o;
+  }
+  static PushPipelineOptions PipelineOptions(const Trainer& t) {
+    PushPipelineOptions o;
+    o.push_every = t.options_.push_every;
+    o.background = t.options_.compute_while_pushing;
+    o.max_minibatches =
+        std::max(t.options_.push_every, t.options_.max_minibatches_per_push);
+    if (const int limit = t.client_->max_push_minibatches(); limit > 0) {
+      o.max_minibatches = std::min(o.max_minibatches, limit);
+    }
+    return o;
+  }
+
+  absl::Status StartPush(TrainResult* result) {
+    pipeline_.Start();
+    if (t_->options_.compute_while_pushing) return absl::OkStatus();
+    return Settle(result);
+  }
+
+  // Waits for the push on the wire (if any) and books its outcome.
+  absl::Status Settle(TrainResult* result) {
+    std::optional<absl::StatusOr<PushOutcome>> outcome = pipeline_.Collect();
+    if (!outcome.has_value()) return absl::OkStatus();
+    if (!outcome->ok()) {
+      if (RefusalOf(outcome->status()) != Refusal::kNone) {
+        // A server was overloaded (queues full, push memory in use, too
+        // many pushes from here). Other servers may have applied their
+        // part, so the gradient is not resent: pull and go on.
+        ++result->pushes_busy;
+      } else {
+        // Lost with a server that went away (or refused by one that came
+        // back without it): not resent; pull fresh and go on.
+        ASGD_RETURN_IF_ERROR(t_->retry_.BackOff(outcome->status(), "push"));
+      }
+      feed_.PushLost();
+      return absl::OkStatus();
+    }
+    t_->retry_.Succeeded();
+    if (TrainerObserver* observer = t_->options_.loop.observer) {
+      observer->OnPush(
+          PushReport{(*outcome)->max_staleness, (*outcome)->dropped});
+    }
+    ++result->pushes;
+    result->pushes_dropped += (*outcome)->dropped;
+    window_staleness_ = std::max(window_staleness_, (*outcome)->max_staleness);
+    feed_.PushSettled((*outcome)->pull_required);
+    return absl::OkStatus();
+  }
+
+  Trainer* const t_;
+  std::vector<uint64_t>* const versions_;
+  uint64_t window_staleness_ = 0;
+  ModelFeed feed_;
+  PushPipeline pipeline_;  // last: its push may use feed_ until it is gone
+};
 
 Trainer::Trainer(ParamClient* client, ModelBackend* backend,
                  const ExampleSet* train, const ExampleSet* heldout,
@@ -36,9 +237,8 @@ Trainer::Trainer(ParamClient* client, ModelBackend* backend,
       log_(log),
       reporter_(options.loop, backend, heldout, log),
       clock_(reporter_.clock()),
-      jitter_state_(options.jitter_seed != 0
-                        ? options.jitter_seed
-                        : JitterSeed(options.loop.worker_index)) {}
+      retry_(RetryOptionsOf(options), options.loop.worker_index,
+             options.loop.observer, clock_, log) {}
 
 absl::Status Trainer::ValidateSetup() const {
   const LoopOptions& loop = options_.loop;
@@ -95,41 +295,49 @@ void Trainer::Straggle(absl::Duration compute) {
   }
 }
 
-absl::Status Trainer::LocalSgd(BatchSource* source, float lr, int64_t max_steps,
-                               absl::string_view phase, TrainResult* result) {
-  const BatchShape shape = ShapeOfBatch(*train_, options_.loop.batch_size);
+absl::Status Trainer::TrainLoop(StepPolicy* policy, BatchSource* source,
+                                int64_t max_steps, absl::string_view phase,
+                                TrainResult* result) {
+  const LoopOptions& loop = options_.loop;
+  const BatchShape shape = ShapeOfBatch(*train_, loop.batch_size);
   BatchBuffer batch(shape.examples, shape.steps, train_->input_dim());
   std::vector<float> grad(result->params.size());
   for (;;) {
     if (max_steps > 0 && result->steps >= max_steps) break;
-    if (options_.loop.max_seconds > 0 &&
-        reporter_.Seconds() >= options_.loop.max_seconds) {
-      break;
-    }
-    const absl::Time t0 = clock_->Now();
+    if (loop.max_seconds > 0 && reporter_.Seconds() >= loop.max_seconds) break;
+    Stopwatch watch(clock_);
+    PhaseTimes step;
+    ASGD_RETURN_IF_ERROR(policy->Prepare(&watch, &step, result));
     ASGD_ASSIGN_OR_RETURN(bool more, source->Next(&batch));
     if (!more) break;
-    const absl::Time t1 = clock_->Now();
+    step.data = absl::ToDoubleSeconds(watch.Lap());
     ASGD_ASSIGN_OR_RETURN(
         BatchResult r, backend_->ComputeGradient(result->params, batch.view(),
                                                  absl::MakeSpan(grad)));
-    // The local model is handed to the servers later: nothing non-finite
-    // goes into it.
-    ASGD_RETURN_IF_ERROR(CheckStepFinite(r, grad, batch.view(), options_.loop,
+    // Before the gradient goes anywhere (a push, the local model).
+    ASGD_RETURN_IF_ERROR(CheckStepFinite(r, grad, batch.view(), loop,
                                          result->steps + 1, source->epochs(),
                                          phase));
-    for (size_t i = 0; i < grad.size(); ++i) result->params[i] -= lr * grad[i];
-    const absl::Time t2 = clock_->Now();
-    PhaseTimes step;
-    step.data = absl::ToDoubleSeconds(t1 - t0);
-    step.compute = absl::ToDoubleSeconds(t2 - t1);
+    ASGD_RETURN_IF_ERROR(policy->Consume(grad, &watch, &step, result));
     reporter_.BookStep(r, step, result);
-    reporter_.MaybeLog(*result, source->epochs(), "");
+    if (loop.log_every > 0 && result->steps % loop.log_every == 0) {
+      reporter_.MaybeLog(*result, source->epochs(), policy->ProgressNote());
+    }
     if (reporter_.EvalDue(result->steps)) {
-      ASGD_RETURN_IF_ERROR(reporter_.Evaluate(result->params, 0, false, result));
+      ASGD_RETURN_IF_ERROR(
+          reporter_.Evaluate(result->params, policy->version(), false, result));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status Trainer::LocalSgd(BatchSource* source, int64_t max_steps,
+                               absl::string_view phase, TrainResult* result) {
+  ASGD_ASSIGN_OR_RETURN(float lr,
+                        LocalLearningRate(options_.local_learning_rate,
+                                          client_->attributes()));
+  LocalSgdStep step(lr);
+  return TrainLoop(&step, source, max_steps, phase, result);
 }
 
 absl::Status Trainer::WarmStart(TrainResult* result,
@@ -150,11 +358,10 @@ absl::Status Trainer::WarmStart(TrainResult* result,
     TrainResult warm;
     warm.params = std::move(result->params);
     ASGD_RETURN_IF_ERROR(
-        LocalSgd(source.get(), lr, /*max_steps=*/0, "warm-start", &warm));
+        LocalSgd(source.get(), /*max_steps=*/0, "warm-start", &warm));
     result->params = std::move(warm.params);
     ASGD_RETURN_IF_ERROR(
-        client_->Push(result->params, *versions, 1, PushKind::kAssign)
-            .status());
+        Push(result->params, *versions, 1, PushKind::kAssign).status());
     if (log_ != nullptr) {
       *log_ << "worker 0 warm start done after " << warm.steps
             << " steps; model handed to the servers" << std::endl;
@@ -177,71 +384,6 @@ absl::Status Trainer::WarmStart(TrainResult* result,
   return PullWithRetry(absl::MakeSpan(result->params), versions);
 }
 
-namespace {
-
-// Errors a restarting or briefly unreachable pool produces, by code alone.
-// ABORTED is a push computed from versions a restored server never reached:
-// pull again.
-bool Transient(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kCancelled:
-      return true;
-    default:
-      return false;
-  }
-}
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
-uint64_t JitterSeed(int worker_index) {
-  return SplitMix64(SplitMix64(static_cast<uint64_t>(worker_index)) ^
-                    SplitMix64(static_cast<uint64_t>(getpid())) ^
-                    static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())));
-}
-
-absl::Status Trainer::BackOff(const absl::Status& error, absl::string_view what,
-                              bool pool_full) {
-  const bool retry =
-      Transient(error) ||
-      (pool_full && error.code() == absl::StatusCode::kResourceExhausted);
-  if (!retry) return error;
-  const absl::Time now = clock_->Now();
-  if (failures_ == 0) first_failure_ = now;
-  if (now - first_failure_ > options_.max_retry_time) {
-    return absl::Status(error.code(),
-                        absl::StrCat(error.message(), " (still failing after ",
-                                     absl::FormatDuration(now - first_failure_),
-                                     " of retries)"));
-  }
-  absl::Duration wait = options_.initial_backoff;
-  for (int i = 0; i < failures_ && wait < options_.max_backoff; ++i) wait *= 2;
-  wait = std::min(wait, options_.max_backoff);
-  // Jitter in [0.5, 1], from a per-worker seed: workers that lost the same
-  // server do not return in lockstep, and none waits past max_backoff.
-  jitter_state_ = jitter_state_ * 6364136223846793005ull + 1442695040888963407ull;
-  wait *= 0.5 + 0.5 * static_cast<double>(SplitMix64(jitter_state_) >> 11) *
-                    0x1.0p-53;
-  ++failures_;
-  if (options_.loop.observer != nullptr) options_.loop.observer->OnRpcRetry();
-  if (log_ != nullptr) {
-    *log_ << "worker " << options_.loop.worker_index << ": " << what
-          << " failed (" << error << "); retry " << failures_ << " in "
-          << absl::FormatDuration(wait) << std::endl;
-  }
-  clock_->SleepFor(wait);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<PoolGrant> Trainer::FetchWithRetry(uint64_t num_frames,
                                                   int batch_size,
                                                   double epochs, int count) {
@@ -249,26 +391,22 @@ absl::StatusOr<PoolGrant> Trainer::FetchWithRetry(uint64_t num_frames,
     absl::StatusOr<PoolGrant> grant = client_->FetchBatches(
         options_.pool_run_id, num_frames, batch_size, epochs, count);
     if (grant.ok()) {
-      if (failures_ > 0 && log_ != nullptr) {
-        *log_ << "worker " << options_.loop.worker_index
-              << ": the minibatch pool answered after " << failures_
-              << " retries" << std::endl;
-      }
-      failures_ = 0;
+      retry_.Succeeded(absl::StrCat("the minibatch pool answered after ",
+                                    retry_.failures(), " retries"));
       return grant;
     }
     const absl::Status& error = grant.status();
     if (error.code() == absl::StatusCode::kResourceExhausted &&
-        failures_ == 0 && log_ != nullptr) {
+        retry_.failures() == 0 && log_ != nullptr) {
       *log_ << "worker " << options_.loop.worker_index
             << ": the minibatch pool on server 0 has no room for this run's "
                "dataset now (other datasets are in use, or this address "
                "already uses its share); asking again for up to "
-            << absl::FormatDuration(options_.max_retry_time)
+            << absl::FormatDuration(retry_.max_retry_time())
             << ": a dataset unused for a while is forgotten" << std::endl;
     }
     ASGD_RETURN_IF_ERROR(
-        BackOff(error, "minibatch pool fetch", /*pool_full=*/true));
+        retry_.BackOff(error, "minibatch pool fetch", /*pool_full=*/true));
   }
 }
 
@@ -277,266 +415,75 @@ absl::Status Trainer::PullWithRetry(absl::Span<float> params,
   for (;;) {
     absl::Status s = client_->Pull(params, versions);
     if (s.ok()) {
-      if (failures_ > 0 && log_ != nullptr) {
-        *log_ << "worker " << options_.loop.worker_index
-              << ": the pool answers again; resuming from a fresh pull"
-              << std::endl;
-      }
-      failures_ = 0;
+      retry_.Succeeded(kPullRecovered);
       return s;
     }
-    ASGD_RETURN_IF_ERROR(BackOff(s, "pull"));
+    ASGD_RETURN_IF_ERROR(retry_.BackOff(s, "pull"));
   }
 }
 
-absl::StatusOr<bool> Trainer::TakePrefetched(
-    ModelPrefetcher* prefetcher, bool wait, std::vector<float>* params,
-    std::vector<uint64_t>* versions) {
-  for (;;) {
-    absl::StatusOr<bool> taken = wait ? prefetcher->Wait(params, versions)
-                                      : prefetcher->TakeIfReady(params, versions);
-    if (taken.ok()) {
-      if (*taken && failures_ > 0) {
-        if (log_ != nullptr) {
-          *log_ << "worker " << options_.loop.worker_index
-                << ": the pool answers again; resuming from a fresh pull"
-                << std::endl;
-        }
-        failures_ = 0;
-      }
-      return *taken;
-    }
-    ASGD_RETURN_IF_ERROR(BackOff(taken.status(), "pull"));
-    prefetcher->Request();
-    wait = true;
+absl::StatusOr<PushOutcome> Trainer::Push(absl::Span<const float> values,
+                                          const std::vector<uint64_t>& versions,
+                                          int num_minibatches, PushKind kind) {
+  return client_->Push(values, versions, num_minibatches, kind);
+}
+
+absl::StatusOr<std::unique_ptr<BatchSource>> Trainer::OpenTrainingSource() {
+  const LoopOptions& loop = options_.loop;
+  if (!options_.use_pool) {
+    return OpenSource(loop.seed * 7919 + loop.worker_index, loop.epochs);
   }
+  return std::unique_ptr<BatchSource>(std::make_unique<PoolSource>(
+      [this](uint64_t num_frames, int batch_size, double epochs, int count) {
+        return FetchWithRetry(num_frames, batch_size, epochs, count);
+      },
+      train_, options_.pool_seed,
+      ShapeOfBatch(*train_, loop.batch_size).examples, loop.epochs));
+}
+
+absl::Status Trainer::FinalEvaluation(TrainResult* result,
+                                      std::vector<uint64_t>* versions) {
+  ASGD_RETURN_IF_ERROR(PullWithRetry(absl::MakeSpan(result->params), versions));
+  result->seconds = reporter_.Seconds();
+  if (heldout_ != nullptr && heldout_->num_examples() > 0) {
+    ASGD_RETURN_IF_ERROR(reporter_.Evaluate(
+        result->params, versions->empty() ? 0 : (*versions)[0], true, result));
+    result->heldout_accuracy = result->evals.back().accuracy;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TrainResult> Trainer::Run() {
   ASGD_RETURN_IF_ERROR(ValidateSetup());
-  const LoopOptions& loop = options_.loop;
-  const int64_t total = client_->layout().total_size();
-  const BatchShape shape = ShapeOfBatch(*train_, loop.batch_size);
   TrainResult result;
-  result.params.resize(total);
+  result.params.resize(client_->layout().total_size());
   std::vector<uint64_t> versions;
-
   ASGD_RETURN_IF_ERROR(PullWithRetry(absl::MakeSpan(result.params), &versions));
   if (options_.warm_start_epochs > 0) {
     ASGD_RETURN_IF_ERROR(WarmStart(&result, &versions));
   }
-
-  std::unique_ptr<BatchSource> source;
-  if (options_.use_pool) {
-    source = std::make_unique<PoolSource>(
-        [this](uint64_t num_frames, int batch_size, double epochs, int count) {
-          return FetchWithRetry(num_frames, batch_size, epochs, count);
-        },
-        train_, options_.pool_seed, shape.examples, loop.epochs);
-  } else {
-    ASGD_ASSIGN_OR_RETURN(
-        source, OpenSource(loop.seed * 7919 + loop.worker_index, loop.epochs));
-  }
-  auto staleness = [&] {
-    return absl::StrCat(" max-staleness ", window_staleness_);
-  };
-
+  ASGD_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> source,
+                        OpenTrainingSource());
+  const int64_t max_steps = options_.loop.max_steps;
   if (options_.mode == TrainMode::kSgd) {
-    ASGD_ASSIGN_OR_RETURN(float lr,
-                          LocalLearningRate(options_.local_learning_rate,
-                                            client_->attributes()));
     ASGD_RETURN_IF_ERROR(
-        LocalSgd(source.get(), lr, loop.max_steps, "training", &result));
+        LocalSgd(source.get(), max_steps, "training", &result));
     reporter_.MaybeLog(result, source->epochs(), "", /*force=*/true);
     // Hand the model to the servers so it is evaluated like the others.
     ASGD_RETURN_IF_ERROR(
-        client_->Push(result.params, versions, 1, PushKind::kAssign).status());
+        Push(result.params, versions, 1, PushKind::kAssign).status());
   } else {
-    std::vector<float> grad(total), accum(total, 0.0f), outgoing(total);
-    BatchBuffer batch(shape.examples, shape.steps, train_->input_dim());
-    int accum_n = 0;
-    std::vector<uint64_t> accum_versions;
-    std::optional<std::future<absl::StatusOr<PushOutcome>>> in_flight;
-    bool need_pull = false;  // the model was pulled just above
-    // With overlap_pulls: the background pulls, and whether the last push
-    // was dropped as too stale (the next gradient needs a model pulled after
-    // the drop).
-    std::unique_ptr<ModelPrefetcher> prefetcher;
-    if (options_.overlap_pulls && options_.mode == TrainMode::kAsgd) {
-      prefetcher = std::make_unique<ModelPrefetcher>(client_, total);
-    }
-    bool stale_drop = false;
-    int steps_on_model = 0;  // minibatches computed on the model held now
-
-    // Waits for the background push (if any) and books its outcome.
-    auto collect = [&]() -> absl::Status {
-      if (!in_flight.has_value()) return absl::OkStatus();
-      absl::StatusOr<PushOutcome> outcome = in_flight->get();
-      in_flight.reset();
-      if (!outcome.ok() && RefusalOf(outcome.status()) != Refusal::kNone) {
-        // A server was overloaded (queues full, push memory in use, too many
-        // pushes from here). Other servers may have applied their part, so
-        // the gradient is not resent: pull and go on.
-        ++result.pushes_busy;
-        need_pull = true;
-        return absl::OkStatus();
-      }
-      if (!outcome.ok()) {
-        // Lost with a server that went away (or refused by one that came
-        // back without it): not resent; pull fresh and go on.
-        ASGD_RETURN_IF_ERROR(BackOff(outcome.status(), "push"));
-        need_pull = true;
-        return absl::OkStatus();
-      }
-      failures_ = 0;
-      if (loop.observer != nullptr) {
-        loop.observer->OnPush(
-            PushReport{outcome->max_staleness, outcome->dropped});
-      }
-      ++result.pushes;
-      result.pushes_dropped += outcome->dropped;
-      window_staleness_ = std::max(window_staleness_, outcome->max_staleness);
-      need_pull = true;
-      stale_drop = outcome->pull_required;
-      return absl::OkStatus();
-    };
-    auto start_push = [&]() -> absl::Status {
-      const float inv = 1.0f / accum_n;
-      for (int64_t i = 0; i < total; ++i) {
-        outgoing[i] = accum[i] * inv;
-        accum[i] = 0.0f;
-      }
-      const int n = accum_n;
-      accum_n = 0;
-      const std::vector<uint64_t> base = accum_versions;
-      // With overlapped pulls the next model is asked for the moment the
-      // push completes, from the thread that pushed.
-      auto push = [this, &outgoing, base, n, ahead = prefetcher.get()] {
-        absl::StatusOr<PushOutcome> outcome = client_->Push(outgoing, base, n);
-        if (ahead != nullptr) ahead->Request();
-        return outcome;
-      };
-      if (options_.compute_while_pushing) {
-        in_flight = std::async(std::launch::async, push);
-        return absl::OkStatus();
-      }
-      std::promise<absl::StatusOr<PushOutcome>> done;
-      done.set_value(push());
-      in_flight = done.get_future();
-      return collect();
-    };
-    auto push_ready = [&] {
-      return in_flight.has_value() &&
-             in_flight->wait_for(std::chrono::seconds(0)) ==
-                 std::future_status::ready;
-    };
-
-    for (;;) {
-      if (reporter_.Done(result.steps)) break;
-      const absl::Time t0 = clock_->Now();
-      if (push_ready()) ASGD_RETURN_IF_ERROR(collect());
-      const absl::Time t1 = clock_->Now();
-      // After each completed push the model is refreshed, even while the
-      // next push is already on the wire: at once, or (overlapped) as soon as
-      // the background pull has landed.
-      if (prefetcher != nullptr) {
-        bool taken;
-        if (stale_drop) {
-          // A model pulled before the drop may be waiting: take it, then
-          // wait for the one asked for after it.
-          ASGD_ASSIGN_OR_RETURN(taken, TakePrefetched(prefetcher.get(), true,
-                                                      &result.params,
-                                                      &versions));
-          if (prefetcher->pull_in_flight()) {
-            ASGD_ASSIGN_OR_RETURN(taken, TakePrefetched(prefetcher.get(), true,
-                                                        &result.params,
-                                                        &versions));
-          }
-          stale_drop = false;
-        } else {
-          // Ahead of the pull on the wire by max_overlapped_steps: wait.
-          const bool wait =
-              steps_on_model >= options_.max_overlapped_steps &&
-              prefetcher->pull_in_flight();
-          ASGD_ASSIGN_OR_RETURN(taken, TakePrefetched(prefetcher.get(), wait,
-                                                      &result.params,
-                                                      &versions));
-        }
-        if (taken) steps_on_model = 0;
-        need_pull = false;
-      } else if (need_pull) {
-        ASGD_RETURN_IF_ERROR(
-            PullWithRetry(absl::MakeSpan(result.params), &versions));
-        need_pull = false;
-      }
-      const absl::Time t2 = clock_->Now();
-      ASGD_ASSIGN_OR_RETURN(bool more, source->Next(&batch));
-      if (!more) break;
-      const absl::Time t3 = clock_->Now();
-      ASGD_ASSIGN_OR_RETURN(
-          BatchResult r, backend_->ComputeGradient(result.params, batch.view(),
-                                                   absl::MakeSpan(grad)));
-      // Before the gradient joins anything that is pushed.
-      ASGD_RETURN_IF_ERROR(CheckStepFinite(r, grad, batch.view(), loop,
-                                           result.steps + 1, source->epochs(),
-                                           "training"));
-      const absl::Time t4 = clock_->Now();
-      ++steps_on_model;
-      Straggle(t4 - t3);
-      const absl::Time t5 = clock_->Now();
-      if (accum_n == 0) accum_versions = versions;  // oldest model in the sum
-      for (int64_t i = 0; i < total; ++i) accum[i] += grad[i];
-      ++accum_n;
-
-      if (accum_n >= options_.push_every) {
-        const bool busy = in_flight.has_value() && !push_ready();
-        int cap =
-            std::max(options_.push_every, options_.max_minibatches_per_push);
-        if (client_->max_push_minibatches() > 0) {
-          cap = std::min(cap, client_->max_push_minibatches());
-        }
-        if (!(busy && options_.compute_while_pushing && accum_n < cap)) {
-          ASGD_RETURN_IF_ERROR(collect());
-          ASGD_RETURN_IF_ERROR(start_push());
-        }
-      }
-      const absl::Time t6 = clock_->Now();
-      PhaseTimes step;
-      step.push = absl::ToDoubleSeconds((t1 - t0) + (t6 - t5));
-      step.pull = absl::ToDoubleSeconds(t2 - t1);
-      step.data = absl::ToDoubleSeconds(t3 - t2);
-      step.compute = absl::ToDoubleSeconds(t4 - t3);
-      step.idle = absl::ToDoubleSeconds(t5 - t4);
-      reporter_.BookStep(r, step, &result);
-      if (loop.log_every > 0 && result.steps % loop.log_every == 0) {
-        reporter_.MaybeLog(result, source->epochs(), staleness());
-        window_staleness_ = 0;
-      }
-      if (reporter_.EvalDue(result.steps)) {
-        ASGD_RETURN_IF_ERROR(reporter_.Evaluate(
-            result.params, versions.empty() ? 0 : versions[0], false, &result));
-      }
-    }
-    // Flush: the background push, then whatever is still accumulated (the
-    // background pulls stop first: the final pull below is the last word).
-    const absl::Time t0 = clock_->Now();
-    ASGD_RETURN_IF_ERROR(collect());
-    prefetcher.reset();
-    if (accum_n > 0 && options_.mode == TrainMode::kAsgd) {
-      ASGD_RETURN_IF_ERROR(start_push());
-      ASGD_RETURN_IF_ERROR(collect());
-    }
-    result.phases.push += absl::ToDoubleSeconds(clock_->Now() - t0);
-    reporter_.MaybeLog(result, source->epochs(), staleness(), /*force=*/true);
+    PoolStep step(this, &versions);
+    ASGD_RETURN_IF_ERROR(
+        TrainLoop(&step, source.get(), max_steps, "training", &result));
+    const absl::Time flush_start = clock_->Now();
+    ASGD_RETURN_IF_ERROR(step.Flush(&result));
+    result.phases.push += absl::ToDoubleSeconds(clock_->Now() - flush_start);
+    reporter_.MaybeLog(result, source->epochs(), step.ProgressNote(),
+                       /*force=*/true);
   }
   // Evaluate the freshest model the pool has.
-  ASGD_RETURN_IF_ERROR(PullWithRetry(absl::MakeSpan(result.params), &versions));
-  result.seconds = reporter_.Seconds();
-  if (heldout_ != nullptr && heldout_->num_examples() > 0) {
-    ASGD_RETURN_IF_ERROR(reporter_.Evaluate(
-        result.params, versions.empty() ? 0 : versions[0], true, &result));
-    result.heldout_accuracy = result.evals.back().accuracy;
-  }
+  ASGD_RETURN_IF_ERROR(FinalEvaluation(&result, &versions));
   return result;
 }
 

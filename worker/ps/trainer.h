@@ -51,6 +51,13 @@
 // names the step, the epoch and the data, IsNonFiniteStep); the servers
 // never see it. Pushes of earlier minibatches stand.
 //
+// Structure: one loop (per step: prepare the model, draw a minibatch,
+// compute and check its gradient, hand the gradient on, book, log,
+// evaluate) with a step policy: through the pool, the push pipeline
+// (worker/ps/push_pipeline.h) and the model feed (worker/ps/model_feed.h);
+// local SGD (kSgd, the warm start) applies the gradient to the local model.
+// Every retry goes through one RetryPolicy (worker/ps/retry_policy.h).
+//
 // Thread-safety: one Trainer per thread. While Run() executes it uses its
 // ParamClient (from up to two threads, as ParamClient allows) and backend.
 #ifndef ASGD_WORKER_PS_TRAINER_H_
@@ -69,8 +76,8 @@
 #include "worker/data/batch_source.h"
 #include "worker/data/examples.h"
 #include "worker/loop/loop.h"
-#include "worker/ps/model_prefetcher.h"
 #include "worker/ps/param_client.h"
+#include "worker/ps/retry_policy.h"  // JitterSeed
 
 namespace asgd {
 
@@ -137,9 +144,6 @@ struct TrainerOptions {
   uint64_t jitter_seed = 0;
 };
 
-// A jitter seed that differs between workers and between runs.
-uint64_t JitterSeed(int worker_index);
-
 class Trainer {
  public:
   // `heldout` may be null. The backend's model must be the pool's, and its
@@ -152,36 +156,48 @@ class Trainer {
   absl::StatusOr<TrainResult> Run();
 
  private:
+  // One training loop, two step policies (trainer.cc): PoolStep (the
+  // push pipeline and the model feed: kAsgd, kSync) and LocalSgdStep
+  // (plain SGD on the local model: kSgd, warm start).
+  class StepPolicy;
+  class PoolStep;
+  class LocalSgdStep;
+
   absl::Status ValidateSetup() const;
-  // Pull with retries (see TrainerOptions::max_retry_time).
+  // Steps on result->params with the minibatches of `source` until the
+  // data ends, max_steps steps (if > 0) or the time budget; `phase` names
+  // the steps in messages.
+  absl::Status TrainLoop(StepPolicy* policy, BatchSource* source,
+                         int64_t max_steps, absl::string_view phase,
+                         TrainResult* result);
+  // The trainer's one pull: the whole model, with retries.
   absl::Status PullWithRetry(absl::Span<float> params,
                              std::vector<uint64_t>* versions);
-  // Takes the prefetched model if one landed (with `wait`: waits for the
-  // pull in flight or requested); true when it took one. A failed pull is
-  // retried through the prefetcher with the same backoff as PullWithRetry.
-  absl::StatusOr<bool> TakePrefetched(ModelPrefetcher* prefetcher, bool wait,
-                                      std::vector<float>* params,
-                                      std::vector<uint64_t>* versions);
-  // After a failed call: OK (and a backoff wait) when `error` is transient
-  // (or, with `pool_full`, RESOURCE_EXHAUSTED) and the retry budget lasts,
-  // else `error`.
-  absl::Status BackOff(const absl::Status& error, absl::string_view what,
-                       bool pool_full = false);
+  // The trainer's one push (not retried: a server that got it may have
+  // applied it).
+  absl::StatusOr<PushOutcome> Push(absl::Span<const float> values,
+                                   const std::vector<uint64_t>& versions,
+                                   int num_minibatches, PushKind kind);
   // The next batch ids of this run's pool dataset, with retries (see
   // TrainerOptions::pool_run_id).
   absl::StatusOr<PoolGrant> FetchWithRetry(uint64_t num_frames, int batch_size,
                                            double epochs, int count);
   // Plain SGD on result->params over `source` (at most max_steps steps if
   // > 0), no communication; `phase` names it in messages.
-  absl::Status LocalSgd(BatchSource* source, float lr, int64_t max_steps,
+  absl::Status LocalSgd(BatchSource* source, int64_t max_steps,
                         absl::string_view phase, TrainResult* result);
   absl::Status WarmStart(TrainResult* result, std::vector<uint64_t>* versions);
+  // The main loop's minibatches: the shared pool's, or this worker's own.
+  absl::StatusOr<std::unique_ptr<BatchSource>> OpenTrainingSource();
   // The minibatches of this worker's own data (open_source, or a
   // LocalSource over train_).
   absl::StatusOr<std::unique_ptr<BatchSource>> OpenSource(uint64_t seed,
                                                           double epochs) const;
   // Idles (slowdown - 1) × `compute` when the worker is a straggler.
   void Straggle(absl::Duration compute);
+  // The held-out evaluation of the freshest model the pool has.
+  absl::Status FinalEvaluation(TrainResult* result,
+                               std::vector<uint64_t>* versions);
 
   ParamClient* const client_;
   ModelBackend* const backend_;
@@ -191,12 +207,7 @@ class Trainer {
   std::ostream* const log_;
   LoopReporter reporter_;
   Clock* const clock_;
-
-  // Retry state: consecutive failures and when the first of them happened.
-  int failures_ = 0;
-  absl::Time first_failure_;
-  uint64_t jitter_state_;
-  uint64_t window_staleness_ = 0;
+  RetryPolicy retry_;
 };
 
 }  // namespace asgd
