@@ -60,8 +60,8 @@
 #include "common/wire_codec.h"
 #include "compression/grad_codec.h"
 #include "compression/grad_encoder.h"
-#include "server/compressed_apply.h"
-#include "server/optimizer.h"
+#include "step/compressed_apply.h"
+#include "step/optimizer.h"
 
 ABSL_FLAG(int, input_dim, 440, "Model inputs.");
 ABSL_FLAG(std::string, hidden, "2048,2048,2048,2048,2048",

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "server/optimizer.h"
+#include "step/optimizer.h"
 
 namespace asgd {
 namespace {

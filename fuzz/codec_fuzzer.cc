@@ -1,5 +1,5 @@
 // libFuzzer target: the compressed gradient decoders (compression/grad_codec.h)
-// and the fused decode + apply (server/compressed_apply.h).
+// and the fused decode + apply (step/compressed_apply.h).
 //
 // Encoding (ByteReader, front to back; missing bytes read as 0):
 //   u8 flags: bit 0: encode mode (else parse mode); bits 1-2: optimizer (0:
@@ -30,8 +30,8 @@
 
 #include "compression/grad_codec.h"
 #include "fuzz/fuzz_common.h"
-#include "server/compressed_apply.h"
-#include "server/optimizer.h"
+#include "step/compressed_apply.h"
+#include "step/optimizer.h"
 
 namespace asgd {
 namespace fuzz {

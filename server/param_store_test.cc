@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "compression/grad_codec.h"
 #include "gtest/gtest.h"
-#include "server/compressed_apply.h"
+#include "step/compressed_apply.h"
 
 namespace asgd {
 namespace {

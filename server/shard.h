@@ -32,8 +32,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "server/compressed_apply.h"
-#include "server/optimizer.h"
+#include "step/compressed_apply.h"
+#include "step/optimizer.h"
 
 namespace asgd {
 

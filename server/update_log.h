@@ -31,7 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/wire_codec.h"
-#include "server/compressed_apply.h"
+#include "step/compressed_apply.h"
 
 namespace asgd {
 

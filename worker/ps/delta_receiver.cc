@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "compression/grad_codec.h"
-#include "server/compressed_apply.h"
-#include "server/optimizer.h"
+#include "step/compressed_apply.h"
+#include "step/optimizer.h"
 
 namespace asgd {
 

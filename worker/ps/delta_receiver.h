@@ -6,11 +6,11 @@
 // followed by the updates b+1 .. v. Each update is a DeltaUpdate header and
 // its compressed chunks (1-bit or top-k), laid end to end over the slice; it
 // is replayed with the server's own arithmetic (Optimizer::Apply on the
-// decoded chunk, server/compressed_apply.h), so the copy ends bit for bit
+// decoded chunk, step/compressed_apply.h), so the copy ends bit for bit
 // equal to the server's weights at v. Every field is checked: versions must
 // follow one another and end at the reply's version, chunks must tile the
 // slice, parse (grad_codec.h) within the server's chunk limit, and leave the
-// copy finite and within kMaxMagnitude (server/optimizer.h); the learning
+// copy finite and within kMaxMagnitude (step/optimizer.h); the learning
 // rate and decay must be finite and in range.
 //
 // On any error the copy is partly updated: the caller must treat it as lost
@@ -28,7 +28,7 @@
 #include "common/chunking.h"
 #include "common/model_layout.h"
 #include "common/tensor_messages.h"
-#include "server/optimizer.h"
+#include "step/optimizer.h"
 
 namespace asgd {
 

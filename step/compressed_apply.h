@@ -1,5 +1,13 @@
 // Fused decode + optimizer step for compressed gradient chunks
-// (compression/grad_codec.h), for a shard's apply thread.
+// (compression/grad_codec.h), for a shard's apply thread and for a worker's
+// replay of the same updates (worker/ps/delta_receiver.h).
+//
+// Exact replay: the conditions of step/optimizer.h hold here too. Decoding
+// does no arithmetic (each element takes a float32 the chunk carries: a
+// reconstruction value, a top-k value or 0), and the step is
+// Optimizer::Apply itself, so the server's apply and the worker's replay of
+// one update leave the same bits as long as neither side contracts
+// multiply-adds, uses fast-math or changes the order of the operations.
 //
 // The result is bit for bit what decoding the chunk to float32 and calling
 // Optimizer::Apply on it gives:
@@ -39,8 +47,8 @@
 //
 // Thread-safety: pure functions over caller-owned buffers; calls on disjoint
 // ranges may run concurrently (as Optimizer::Apply).
-#ifndef ASGD_SERVER_COMPRESSED_APPLY_H_
-#define ASGD_SERVER_COMPRESSED_APPLY_H_
+#ifndef ASGD_STEP_COMPRESSED_APPLY_H_
+#define ASGD_STEP_COMPRESSED_APPLY_H_
 
 #include <cstdint>
 #include <memory>
@@ -50,7 +58,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compression/grad_codec.h"
-#include "server/optimizer.h"
+#include "step/optimizer.h"
 
 namespace asgd {
 
@@ -124,4 +132,4 @@ absl::Status ApplyCompressedBytes(const Optimizer& optimizer,
 
 }  // namespace asgd
 
-#endif  // ASGD_SERVER_COMPRESSED_APPLY_H_
+#endif  // ASGD_STEP_COMPRESSED_APPLY_H_

@@ -1,4 +1,10 @@
-#include "server/optimizer.h"
+#include "step/optimizer.h"
+
+// The exact-replay invariant (step/optimizer.h): the step's float arithmetic
+// must not be compiled with fast-math.
+#if defined(__FAST_MATH__)
+#error "step/ must not be compiled with -ffast-math: it breaks exact replay (see step/optimizer.h)"
+#endif
 
 #include <algorithm>
 #include <cmath>

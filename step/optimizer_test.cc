@@ -1,4 +1,4 @@
-#include "server/optimizer.h"
+#include "step/optimizer.h"
 
 #include <cmath>
 #include <random>

@@ -1,4 +1,4 @@
-#include "server/compressed_apply.h"
+#include "step/compressed_apply.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include "compression/grad_codec.h"
 #include "gtest/gtest.h"
-#include "server/optimizer.h"
+#include "step/optimizer.h"
 
 namespace asgd {
 namespace {

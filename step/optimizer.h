@@ -1,4 +1,39 @@
-// Server-side optimizers, applied by a shard's apply thread to its range.
+// The optimizer step: applied by a server shard's apply thread to its range,
+// and replayed by a worker on its copy of the model (delta pulls,
+// worker/ps/delta_receiver.h).
+//
+// Exact replay. The worker's replay of an update is bit for bit the server's
+// apply: given the same inputs (w, v, g, backup, options, step and scale),
+// Apply() leaves the same float32 bits on every build and machine, because
+// both sides run this code, the same IEEE 754 float32 operations in the same
+// order, each product and each sum rounded on its own. That holds only while
+//   - no multiply-add is contracted into a fused multiply-add (one rounding
+//     instead of two). GCC (-ffp-contract=fast) and Clang (-ffp-contract=on)
+//     contract by default as soon as the target has FMA (-march=x86-64-v3 or
+//     native, -mfma, AArch64), so the step libraries build with
+//     -ffp-contract=off (step/BUILD);
+//   - no fast-math: -ffast-math (-Ofast, -fassociative-math, ...) lets the
+//     compiler reorder sums and take other vector paths. The step libraries
+//     build with -fno-fast-math, and their sources refuse to compile when
+//     __FAST_MATH__ is defined;
+//   - the operations run in the order written below: another association of
+//     the same terms (a different summation order, a rewrite that is equal
+//     in exact arithmetic) gives other floats;
+//   - the floating-point environment is the default one: round to nearest,
+//     subnormals kept (no flush-to-zero; a program linked with -ffast-math
+//     sets FTZ/DAZ for the whole process);
+//   - both sides use the same float32 learning rate (LearningRate());
+//   - code that replays on a GPU keeps the same rules: nvcc contracts
+//     a * b + c into an FMA by default, so device code must use __fmul_rn /
+//     __fadd_rn (or build with -fmad=false), without --use_fast_math or
+//     -ftz=true.
+// step/exact_replay_test.cc checks it where it breaks: on inputs where a
+// fused step gives another float, Apply() must give the separately rounded
+// one (exact_replay_fma_test shows that a contracted build fails that).
+// Within one build the vectorized loops, their scalar remainders and the
+// special cases below compute the same values as the general loop.
+//
+// The step.
 //
 // With g the pushed gradient (already averaged over the worker's
 // minibatches), w the weights, v the momentum buffer and lr_t the scheduled
@@ -28,8 +63,8 @@
 //
 // Thread-safety: an Optimizer is immutable; Apply() may run concurrently on
 // disjoint ranges. The caller owns every buffer.
-#ifndef ASGD_SERVER_OPTIMIZER_H_
-#define ASGD_SERVER_OPTIMIZER_H_
+#ifndef ASGD_STEP_OPTIMIZER_H_
+#define ASGD_STEP_OPTIMIZER_H_
 
 #include <cstdint>
 
@@ -133,4 +168,4 @@ class Optimizer {
 
 }  // namespace asgd
 
-#endif  // ASGD_SERVER_OPTIMIZER_H_
+#endif  // ASGD_STEP_OPTIMIZER_H_
