@@ -3,7 +3,7 @@
 // The exact-replay invariant (step/optimizer.h): the step's float arithmetic
 // must not be compiled with fast-math.
 #if defined(__FAST_MATH__)
-#error "step/ must not be compiled with -ffast-math: it breaks exact replay (see step/optimizer.h)"
+#error "-ffast-math breaks exact replay (see step/optimizer.h)"
 #endif
 
 #include <algorithm>

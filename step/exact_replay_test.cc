@@ -75,8 +75,8 @@ TEST(ExactReplayTest, CompressedApplyIsSeparatelyRounded) {
     CaseArrays a = exact_replay::ToArrays(cases);
     std::vector<float> residual(kElements, 0.0f);
     std::string bytes;
-    ASSERT_TRUE(EncodeTopK(a.g, kElements, absl::MakeSpan(residual), &bytes)
-                    .ok());
+    ASSERT_TRUE(
+        EncodeTopK(a.g, kElements, absl::MakeSpan(residual), &bytes).ok());
     const absl::StatusOr<CompressedChunk> chunk =
         ParseCompressedChunk(bytes, CodecLimits{});
     ASSERT_TRUE(chunk.ok()) << chunk.status();
