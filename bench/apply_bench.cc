@@ -41,8 +41,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "bench/bench_util.h"
-#include "step/optimizer.h"
 #include "server/param_store.h"
+#include "step/optimizer.h"
 
 ABSL_FLAG(int64_t, params, int64_t{64} << 20,
           "Parameters per buffer (floats); memcpy copies 4x this many bytes.");

@@ -78,10 +78,10 @@
 #include "common/chunking.h"
 #include "common/model_layout.h"
 #include "common/wire_codec.h"
-#include "step/optimizer.h"
 #include "server/shard.h"
 #include "server/staging_pool.h"
 #include "server/update_log.h"
+#include "step/optimizer.h"
 
 namespace asgd {
 

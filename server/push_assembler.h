@@ -68,8 +68,8 @@
 #include "common/tensor_messages.h"
 #include "proto/asgd.pb.h"
 #include "compression/grad_codec.h"
-#include "step/compressed_apply.h"
 #include "server/param_store.h"
+#include "step/compressed_apply.h"
 
 namespace asgd {
 

@@ -19,9 +19,9 @@
 #include "gtest/gtest.h"
 #include "proto/asgd.pb.h"
 #include "compression/grad_codec.h"
-#include "step/compressed_apply.h"
 #include "server/param_store.h"
 #include "server/push_test_cases.h"
+#include "step/compressed_apply.h"
 
 namespace asgd {
 namespace {

@@ -1,11 +1,9 @@
 #include "step/compressed_apply.h"
 
-// Exact replay (step/optimizer.h): no fast-math, no fused multiply-adds.
+// The exact-replay invariant (step/optimizer.h): the step's float arithmetic
+// must not be compiled with fast-math.
 #if defined(__FAST_MATH__)
-#error "step/ must not be built with -ffast-math: replays must be exact"
-#endif
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
+#error "-ffast-math breaks exact replay (see step/optimizer.h)"
 #endif
 
 #include <algorithm>

@@ -1,5 +1,13 @@
 // Fused decode + optimizer step for compressed gradient chunks
-// (compression/grad_codec.h), for a shard's apply thread.
+// (compression/grad_codec.h), for a shard's apply thread and for a worker's
+// replay of the same updates (worker/ps/delta_receiver.h).
+//
+// Exact replay: the conditions of step/optimizer.h hold here too. Decoding
+// does no arithmetic (each element takes a float32 the chunk carries: a
+// reconstruction value, a top-k value or 0), and the step is
+// Optimizer::Apply itself, so the server's apply and the worker's replay of
+// one update leave the same bits as long as neither side contracts
+// multiply-adds, uses fast-math or changes the order of the operations.
 //
 // The result is bit for bit what decoding the chunk to float32 and calling
 // Optimizer::Apply on it gives:

@@ -1,28 +1,39 @@
-// The optimizer step: applied by a server shard's apply thread to its range
-// of the weights, and replayed by a worker on its exact copy of a server's
-// slice (worker/ps/delta_receiver.h). It lives below both sides (step/) so
-// that both run the same code.
+// The optimizer step: applied by a server shard's apply thread to its range,
+// and replayed by a worker on its copy of the model (delta pulls,
+// worker/ps/delta_receiver.h).
 //
-// Exact replay (the invariant delta pulls rest on): the same Optimizer,
-// given the same w, v, g and UpdateContext, produces the same floats bit for
-// bit on every x86-64 machine, in a server and in a worker, because
-//   * every operation is one IEEE-754 float32 operation, rounded to nearest,
-//     done in the order written below (no reassociation, no reduction whose
-//     order depends on the vector width: each element is computed alone);
-//   * no multiply is fused with an add: step/BUILD compiles this package with
-//     -ffp-contract=off (GCC contracts a*b+c into one fma by default in C++
-//     when the target has FMA, e.g. -march=x86-64-v3 or native, and an fma
-//     rounds once where a*b+c rounds twice), and the
-//     "#pragma STDC FP_CONTRACT OFF" in the sources says the same to clang;
-//   * no fast-math: -fno-fast-math in step/BUILD, and the sources refuse to
-//     compile under __FAST_MATH__.
-// What breaks it: building step/ with -ffp-contract=fast (or -ffast-math) on
-// an FMA target, a vectorised loop that changes the order of a reduction
-// over elements, or a device replay (CUDA) that lets nvcc fuse: a CUDA
-// replay must use __fmul_rn/__fadd_rn (or build with -fmad=false) and do
-// the operations in this order. step:exact_replay_test fails when the
-// library's result differs from the separately rounded reference on inputs
-// where a fused multiply-add rounds differently.
+// Exact replay. The worker's replay of an update is bit for bit the server's
+// apply: given the same inputs (w, v, g, backup, options, step and scale),
+// Apply() leaves the same float32 bits on every build and machine, because
+// both sides run this code, the same IEEE 754 float32 operations in the same
+// order, each product and each sum rounded on its own. That holds only while
+//   - no multiply-add is contracted into a fused multiply-add (one rounding
+//     instead of two). GCC (-ffp-contract=fast) and Clang (-ffp-contract=on)
+//     contract by default as soon as the target has FMA (-march=x86-64-v3 or
+//     native, -mfma, AArch64), so the step libraries build with
+//     -ffp-contract=off (step/BUILD);
+//   - no fast-math: -ffast-math (-Ofast, -fassociative-math, ...) lets the
+//     compiler reorder sums and take other vector paths. The step libraries
+//     build with -fno-fast-math, and their sources refuse to compile when
+//     __FAST_MATH__ is defined;
+//   - the operations run in the order written below: another association of
+//     the same terms (a different summation order, a rewrite that is equal
+//     in exact arithmetic) gives other floats;
+//   - the floating-point environment is the default one: round to nearest,
+//     subnormals kept (no flush-to-zero; a program linked with -ffast-math
+//     sets FTZ/DAZ for the whole process);
+//   - both sides use the same float32 learning rate (LearningRate());
+//   - code that replays on a GPU keeps the same rules: nvcc contracts
+//     a * b + c into an FMA by default, so device code must use __fmul_rn /
+//     __fadd_rn (or build with -fmad=false), without --use_fast_math or
+//     -ftz=true.
+// step/exact_replay_test.cc checks it where it breaks: on inputs where a
+// fused step gives another float, Apply() must give the separately rounded
+// one (exact_replay_fma_test shows that a contracted build fails that).
+// Within one build the vectorized loops, their scalar remainders and the
+// special cases below compute the same values as the general loop.
+//
+// The step.
 //
 // With g the pushed gradient (already averaged over the worker's
 // minibatches), w the weights, v the momentum buffer and lr_t the scheduled

@@ -116,6 +116,7 @@ def asgd_cuda_targets():
             "//third_party:absl",
             "//third_party:gtest",
         ],
+        visibility = ["//visibility:private"],
     )
 
     for name in _CUDA_TESTS:

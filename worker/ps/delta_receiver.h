@@ -6,9 +6,8 @@
 // followed by the updates b+1 .. v. Each update is a DeltaUpdate header and
 // its compressed chunks (1-bit or top-k), laid end to end over the slice; it
 // is replayed with the server's own arithmetic (Optimizer::Apply on the
-// decoded chunk, step/compressed_apply.h; the exact-replay rules are in
-// step/optimizer.h), so the copy ends bit for bit equal to the server's
-// weights at v. Every field is checked: versions must
+// decoded chunk, step/compressed_apply.h), so the copy ends bit for bit
+// equal to the server's weights at v. Every field is checked: versions must
 // follow one another and end at the reply's version, chunks must tile the
 // slice, parse (grad_codec.h) within the server's chunk limit, and leave the
 // copy finite and within kMaxMagnitude (step/optimizer.h); the learning
