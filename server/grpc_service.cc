@@ -21,8 +21,10 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
       pool_(pool),
       metrics_(metrics),
       options_(options),
-      watchdog_(options.push_progress_timeout),
-      idle_watchdog_(options.stream_idle_timeout),
+      watchdog_(options.push_progress_timeout, options.clock,
+                /*start_thread=*/options.clock == nullptr),
+      idle_watchdog_(options.stream_idle_timeout, options.clock,
+                     /*start_thread=*/options.clock == nullptr),
       admission_(CallLimits{options.max_pushes_per_peer, options.max_calls}) {
   const ModelLayout& layout = store->layout();
   for (size_t t = 0; t < layout.tensors().size(); ++t) {

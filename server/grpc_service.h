@@ -77,6 +77,11 @@ struct GrpcServiceOptions {
   // Memory for the consistent copies of the weights that delta pulls send
   // (server/delta_pulls.h); beyond it a delta pull gets plain weights.
   int64_t max_delta_base_mb = 1024;
+  // The time of the progress and idle watchdogs. Null: absl::Now, each
+  // watchdog checked by its own thread. Set (tests): no threads; nothing
+  // expires until the caller moves its clock and calls watchdog()->Poll()
+  // or idle_watchdog()->Poll() (server/manual_clock.h).
+  StreamWatchdog::Clock clock;
 };
 
 class GrpcParameterService final : public ParameterServerBase {
