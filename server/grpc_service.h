@@ -4,67 +4,17 @@
 //
 // Every method is raw: requests are parsed here (a request that does not
 // parse gets INVALID_ARGUMENT with a message, not gRPC's bare UNIMPLEMENTED),
-// and Pull and Push chunks are encoded and decoded straight to and from gRPC
+// and pull and push chunks are encoded and decoded straight to and from gRPC
 // byte buffers by common/tensor_wire.h (the same protobuf bytes; any asgd.v1
 // client works), so a chunk is copied once on each side instead of three
 // times.
 //
-// Admission (call_admission.h), for every call and stream before any work
-// is done for it: at most max_calls calls alive on the server (until gRPC
-// is done with them), else UNAVAILABLE with Refusal SERVER_LIMIT at once;
-// at most max_pushes_per_peer calls of each kind (pushes, pull streams,
-// pulls, other calls) in flight from one client address, else UNAVAILABLE
-// with Refusal PEER_LIMIT at once. A refusal holds nothing, so a client that
-// opens and resets calls as fast as it can (HTTP/2 "rapid reset") makes the
-// server refuse them, not hold them. A call the server ends because its
-// client reads nothing (a pull, or a push stream's reply, that makes no
-// progress for push_progress_timeout) is also cancelled (RST_STREAM), since
-// its status could never reach that client; and any call that gRPC still
-// holds push_progress_timeout after its status was sent is cancelled, so
-// that what a client that stops reading leaves queued is freed.
-//
-// Push lifecycle (one reactor per stream, one read in flight): admission
-// -> each message is decoded and
-// goes to a PushAssembler (push_assembler.h: header, then chunks staged into
-// a buffer taken from the store's capped pool when the first chunk arrives,
-// then the commit) -> on the commit, Submit() to the store -> Finish when
-// every shard applied it. Any invalid message finishes the call with
-// INVALID_ARGUMENT at once and discards the staging buffer; no staging memory
-// left finishes it with UNAVAILABLE (Refusal PUSH_MEMORY); a stream that ends
-// before its commit is never applied. Until its commit, a stream that
-// receives no message for push_progress_timeout is ended by the server
-// (DEADLINE_EXCEEDED, counted as "stalled"), so stalled clients hold neither
-// memory nor a slot for long.
-//
-// Pull lifecycle: admission, then read the version, then stream the
-// server's range chunk by chunk, one write in flight, each chunk copied from
-// the live weights (or from a snapshot kept as the worker's backup model when
-// DC-ASGD is on), under the progress watchdog (a client that reads nothing
-// for push_progress_timeout is ended with DEADLINE_EXCEEDED and cancelled).
-// A delta request gets INVALID_ARGUMENT: delta pulls are PullStream's.
-//
-// PushStream lifecycle (one reactor per stream, one read and one write in
-// flight): admission as Push (the stream holds one of its address's
-// max_pushes_per_peer places while it is open) -> idle: waiting for a push's
-// first message, watched by the idle watchdog (stream_idle_timeout: the
-// stream is ended with OK) -> receiving: a fresh PushAssembler takes the
-// push's messages exactly as on a Push call, under the progress watchdog ->
-// applying: the committed push is submitted, no deadline -> replying: one
-// PushReply is written, under the progress watchdog (a client that does not
-// read it is ended and cancelled) -> idle again. Any error, refusal or non-finite
-// refusal ends the stream with that status, as on a Push call. The reactor
-// reads nothing while a push is applied or answered, so a client cannot run
-// ahead of the server on one stream (HTTP/2 flow control holds it back).
-//
-// PullStream lifecycle: admission (its own per-address count, the same cap)
-// -> idle (waiting for a PullRequest, idle watchdog) -> writing the pull's
-// chunks and its end-of-pull message, one write in flight, under the
-// progress watchdog (a client that stops reading for push_progress_timeout
-// is ended with DEADLINE_EXCEEDED) -> idle again. An invalid request ends the
-// stream with INVALID_ARGUMENT. A delta request (server/delta_pulls.h) is
-// answered with updates, or with a consistent base and updates (waiting,
-// under the progress watchdog, while the shards copy the base; the callback
-// reaches the reactor through its State), or with plain weights.
+// Each method's reactor has its own file, with its lifecycle:
+// grpc_push_reactor.h (Push), grpc_pull_reactor.h (Pull),
+// grpc_push_stream_reactor.h (PushStream), grpc_pull_stream_reactor.h
+// (PullStream), grpc_unary_reactor.h (DescribeModel, FetchBatches); what a
+// pull sends is server/pull_writer.h, and the admission and cancelling every
+// call shares is server/grpc_call.h.
 //
 // Shutdown: BeginShutdown() ends every idle stream at once (UNAVAILABLE,
 // "server shutting down"), and a stream that finishes its push or pull
@@ -127,6 +77,11 @@ struct GrpcServiceOptions {
   // Memory for the consistent copies of the weights that delta pulls send
   // (server/delta_pulls.h); beyond it a delta pull gets plain weights.
   int64_t max_delta_base_mb = 1024;
+  // The time of the progress and idle watchdogs. Null: absl::Now, each
+  // watchdog checked by its own thread. Set (tests): no threads; nothing
+  // expires until the caller moves its clock and calls watchdog()->Poll()
+  // or idle_watchdog()->Poll() (server/manual_clock.h).
+  StreamWatchdog::Clock clock;
 };
 
 class GrpcParameterService final : public ParameterServerBase {

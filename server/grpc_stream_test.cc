@@ -19,6 +19,7 @@
 #include "prometheus/registry.h"
 #include "proto/asgd.grpc.pb.h"
 #include "server/grpc_server.h"
+#include "server/manual_clock.h"
 #include "server/model_options.h"
 #include "server/push_test_cases.h"
 #include "server/server_metrics.h"
@@ -96,6 +97,32 @@ class StreamTest : public ::testing::Test {
     return true;
   }
 
+  // Waits (bounded) until `watchdog` watches `n` streams.
+  static bool AwaitWatched(StreamWatchdog* watchdog, int n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (watchdog->watched() != n) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(5));  // polling a condition, bounded
+    }
+    return true;
+  }
+
+  // Moves the manual clock on by `timeout` and polls `watchdog` until it
+  // expired `n` streams in all (bounded): a message still on its way when
+  // the clock moves counts as progress at the new time.
+  bool ExpireAfter(StreamWatchdog* watchdog, absl::Duration timeout, int n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    int expired = 0;
+    while (expired < n) {
+      if (absl::Now() > deadline) return false;
+      clock_.Advance(timeout);
+      expired += watchdog->Poll();
+      if (expired < n) absl::SleepFor(absl::Milliseconds(5));  // bounded
+    }
+    return expired == n;
+  }
+
+  ManualClock clock_;  // outlives server_
   prometheus::Registry registry_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<GrpcServer> server_;
@@ -271,25 +298,32 @@ TEST_F(StreamTest, CompressedPushesToAServerThatTakesNoneAreRefused) {
 
 // The progress deadline runs from a push's first message to its commit: a
 // push that stalls is ended (DEADLINE_EXCEEDED, nothing applied), while a
-// stream that waits between two pushes for longer than that is not.
+// stream that waits between two pushes for longer than that is not. The
+// watchdogs run on a manual clock.
 TEST_F(StreamTest, AStalledPushIsEndedButAStreamBetweenPushesIsNot) {
   GrpcServiceOptions service;
-  service.push_progress_timeout = absl::Milliseconds(300);
+  service.clock = clock_.AsFunction();
   Start(service);
+  StreamWatchdog* progress = server_->service()->watchdog();
   PushStreamCall waiting(stub_.get());
   PushReply reply;
   ASSERT_TRUE(waiting.Push(FloatPush(0.25f, 0), &reply));
   // Another stream starts a push and stalls half way.
-  const absl::Time start = absl::Now();
   PushStreamCall stalled(stub_.get());
   std::vector<PushChunk> msgs = FloatPush(0.25f, 1);
   ASSERT_TRUE(stalled.stream->Write(msgs[0]));
   ASSERT_TRUE(stalled.stream->Write(msgs[1]));
+  ASSERT_TRUE(AwaitWatched(progress, 1));
+  // Not before its timeout...
+  clock_.Advance(service.push_progress_timeout - absl::Milliseconds(1));
+  EXPECT_EQ(progress->Poll(), 0);
+  // ...but once it passed (a message still in flight when the clock moved
+  // counts as progress then: move it on until the watchdog expires it).
+  ASSERT_TRUE(ExpireAfter(progress, service.push_progress_timeout, 1));
   EXPECT_FALSE(stalled.stream->Read(&reply));
   const grpc::Status status = stalled.stream->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
       << status.error_message();
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
   EXPECT_EQ(Rejected(RejectReason::kStalled), 1u);
   EXPECT_EQ(store()->version(), 1u);
   // The first stream sat between pushes all that time: it still works.
@@ -302,13 +336,19 @@ TEST_F(StreamTest, AStalledPushIsEndedButAStreamBetweenPushesIsNot) {
 // and its slot among the address's pushes comes back.
 TEST_F(StreamTest, IdleStreamsAreClosedAndTheirSlotFreed) {
   GrpcServiceOptions service;
-  service.stream_idle_timeout = absl::Milliseconds(200);
+  service.clock = clock_.AsFunction();
   service.max_pushes_per_peer = 1;
   Start(service);
+  StreamWatchdog* idle = server_->service()->idle_watchdog();
   PushStreamCall call(stub_.get());
   PushReply reply;
   ASSERT_TRUE(call.Push(FloatPush(0.25f, 0), &reply));
-  EXPECT_FALSE(call.stream->Read(&reply));  // until the server closes it
+  ASSERT_TRUE(AwaitWatched(idle, 1));  // idle again after the reply
+  clock_.Advance(service.stream_idle_timeout - absl::Milliseconds(1));
+  EXPECT_EQ(idle->Poll(), 0);
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(idle->Poll(), 1);
+  EXPECT_FALSE(call.stream->Read(&reply));  // the server closed it
   EXPECT_TRUE(call.stream->Finish().ok());
   ASSERT_TRUE(AwaitPushesInFlight(0));
   PushStreamCall next(stub_.get());

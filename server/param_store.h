@@ -376,6 +376,16 @@ class ParamStore {
       std::shared_ptr<const std::vector<float>> backup,
       std::function<void(uint64_t version, absl::Status error)> on_applied)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
+  // Submit's checks that need no lock: sizes, header, finite values (a
+  // compressed push under synchronous training is decoded here); counts a
+  // refusal.
+  absl::Status CheckPush(PushRequest* request);
+  // Submit's asynchronous gradient step at `staleness`: its scale and
+  // bound, the worker's DC-ASGD backup, then EnqueueLocked.
+  absl::Status SubmitGradientLocked(PushRequest request, uint64_t staleness,
+                                    UpdateBound bound,
+                                    std::function<void(const PushResult&)> done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
   absl::Status SubmitSyncLocked(PushRequest& request,
                                 std::function<void(const PushResult&)>& done,
                                 bool* dropped)

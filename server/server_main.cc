@@ -8,13 +8,14 @@
 #include <malloc.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
-#include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,11 +27,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "common/cli.h"
+#include "common/main_preamble.h"
+#include "common/security_flags.h"
+#include "common/status_macros.h"
 #include "model/model_presets.h"
 #include "model/model_spec.h"
 #include "model/model_spec_proto.h"
-#include "common/main_preamble.h"
-#include "common/security_flags.h"
 #include "server/checkpoint.h"
 #include "server/grpc_server.h"
 #include "server/health_probe.h"
@@ -173,71 +175,75 @@ namespace {
 
 int Fail(const absl::Status& s) { return ReportFailure("asgd_server", s, 2); }
 
-int Run() {
-  if (const std::string probe = absl::GetFlag(FLAGS_health_probe);
-      !probe.empty()) {
-    // The security flags, read as a client's: --tls_ca (and --tls_cert,
-    // --tls_key for mutual TLS, --tls_server_name) when the server uses TLS.
-    auto security = SecurityOptionsFromFlags();
-    absl::Status s = security.ok()
-                         ? ProbeHealth(probe, absl::Seconds(3), *security)
-                         : security.status();
-    if (!s.ok()) {
-      std::fprintf(stderr, "%s\n", s.ToString().c_str());
-      return 1;
-    }
-    std::printf("%s SERVING\n", probe.c_str());
-    return 0;
+// --health_probe: asks a running server's health service, as a client
+// would (--tls_ca, and --tls_cert, --tls_key for mutual TLS,
+// --tls_server_name when the server uses TLS); the exit status says.
+int RunHealthProbe(const std::string& probe) {
+  auto security = SecurityOptionsFromFlags();
+  absl::Status s = security.ok()
+                       ? ProbeHealth(probe, absl::Seconds(3), *security)
+                       : security.status();
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
   }
-  absl::StatusOr<ModelSpec> spec;
+  std::printf("%s SERVING\n", probe.c_str());
+  return 0;
+}
+
+// The model: --model_config, or a preset shaped by the flags.
+absl::StatusOr<ModelSpec> ModelFromFlags() {
   if (const std::string config = absl::GetFlag(FLAGS_model_config);
       !config.empty()) {
-    spec = ReadModelConfig(config);
-  } else {
-    ModelShapeOptions shape;
-    shape.kind = absl::GetFlag(FLAGS_model);
-    shape.feature_dim = absl::GetFlag(FLAGS_feature_dim);
-    shape.context = absl::GetFlag(FLAGS_context);
-    shape.num_classes = absl::GetFlag(FLAGS_num_classes);
-    shape.hidden = absl::GetFlag(FLAGS_hidden);
-    shape.activation = absl::GetFlag(FLAGS_activation);
-    shape.conv_filters = absl::GetFlag(FLAGS_conv_filters);
-    shape.lstm_layers = absl::GetFlag(FLAGS_lstm_layers);
-    shape.lstm_cells = absl::GetFlag(FLAGS_lstm_cells);
-    shape.lstm_projection = absl::GetFlag(FLAGS_lstm_projection);
-    shape.cell_clip = static_cast<float>(absl::GetFlag(FLAGS_cell_clip));
-    spec = PresetModel(shape);
+    return ReadModelConfig(config);
   }
-  if (!spec.ok()) {
-    std::fprintf(stderr, "asgd_server: %s\n", spec.status().ToString().c_str());
-    return 2;
-  }
+  ModelShapeOptions shape;
+  shape.kind = absl::GetFlag(FLAGS_model);
+  shape.feature_dim = absl::GetFlag(FLAGS_feature_dim);
+  shape.context = absl::GetFlag(FLAGS_context);
+  shape.num_classes = absl::GetFlag(FLAGS_num_classes);
+  shape.hidden = absl::GetFlag(FLAGS_hidden);
+  shape.activation = absl::GetFlag(FLAGS_activation);
+  shape.conv_filters = absl::GetFlag(FLAGS_conv_filters);
+  shape.lstm_layers = absl::GetFlag(FLAGS_lstm_layers);
+  shape.lstm_cells = absl::GetFlag(FLAGS_lstm_cells);
+  shape.lstm_projection = absl::GetFlag(FLAGS_lstm_projection);
+  shape.cell_clip = static_cast<float>(absl::GetFlag(FLAGS_cell_clip));
+  return PresetModel(shape);
+}
 
-  ParamStoreOptions options;
-  SetModel(*spec, &options);
-  options.server_index = absl::GetFlag(FLAGS_server_index);
-  options.num_servers = absl::GetFlag(FLAGS_num_servers);
-  options.num_shards = absl::GetFlag(FLAGS_num_shards);
-  options.optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  options.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
-  options.optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
-  options.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  options.optimizer.dc_lambda = absl::GetFlag(FLAGS_dc_lambda);
-  options.optimizer.step_size = absl::GetFlag(FLAGS_lr_step_size);
-  options.optimizer.gamma = absl::GetFlag(FLAGS_lr_gamma);
-  options.sync_workers = absl::GetFlag(FLAGS_sync_workers);
+// The store's training options (optimizer, schedule, scales) from the flags.
+absl::Status TrainingOptionsFromFlags(ParamStoreOptions* options) {
+  options->server_index = absl::GetFlag(FLAGS_server_index);
+  options->num_servers = absl::GetFlag(FLAGS_num_servers);
+  options->num_shards = absl::GetFlag(FLAGS_num_shards);
+  options->optimizer.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  options->optimizer.momentum = absl::GetFlag(FLAGS_momentum);
+  options->optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
+  options->optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  options->optimizer.dc_lambda = absl::GetFlag(FLAGS_dc_lambda);
+  options->optimizer.step_size = absl::GetFlag(FLAGS_lr_step_size);
+  options->optimizer.gamma = absl::GetFlag(FLAGS_lr_gamma);
+  options->sync_workers = absl::GetFlag(FLAGS_sync_workers);
   auto schedule = ParseLrSchedule(absl::GetFlag(FLAGS_lr_schedule));
-  if (!schedule.ok()) return Fail(schedule.status());
-  options.optimizer.schedule = *schedule;
+  if (!schedule.ok()) return schedule.status();
+  options->optimizer.schedule = *schedule;
   auto mb_scale = ParseMinibatchLrScale(absl::GetFlag(FLAGS_minibatch_lr_scale));
-  if (!mb_scale.ok()) return Fail(mb_scale.status());
-  options.minibatch_lr_scale = *mb_scale;
+  if (!mb_scale.ok()) return mb_scale.status();
+  options->minibatch_lr_scale = *mb_scale;
   auto st_scale = ParseStalenessLrScale(absl::GetFlag(FLAGS_staleness_lr_scale));
-  if (!st_scale.ok()) return Fail(st_scale.status());
-  options.staleness_lr_scale = *st_scale;
-  options.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
-  options.max_staleness = absl::GetFlag(FLAGS_max_staleness);
-  options.max_push_minibatches = absl::GetFlag(FLAGS_max_push_minibatches);
+  if (!st_scale.ok()) return st_scale.status();
+  options->staleness_lr_scale = *st_scale;
+  options->queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
+  options->max_staleness = absl::GetFlag(FLAGS_max_staleness);
+  options->max_push_minibatches = absl::GetFlag(FLAGS_max_push_minibatches);
+  return absl::OkStatus();
+}
+
+// The bounds (memory, timeouts, calls) from the flags, checked, into the
+// store's and the service's options.
+absl::Status LimitsFromFlags(ParamStoreOptions* options,
+                             GrpcServiceOptions* service_options) {
   const int64_t push_memory_mb = absl::GetFlag(FLAGS_push_memory_mb);
   const int64_t dc_memory_mb = absl::GetFlag(FLAGS_dc_memory_mb);
   const int64_t delta_log_mb = absl::GetFlag(FLAGS_delta_log_mb);
@@ -251,11 +257,11 @@ int Run() {
       !(progress_s > 0 && progress_s <= 86400) ||
       !(idle_s > 0 && idle_s <= 86400) ||
       absl::GetFlag(FLAGS_max_pushes_per_peer) < 0) {
-    return Fail(absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(
         "--push_memory_mb must be >= 1, --dc_memory_mb, --delta_log_mb and "
         "--delta_base_mb >= 0, "
         "--push_progress_timeout_s and --stream_idle_timeout_s in (0, 86400] "
-        "and --max_pushes_per_peer >= 0"));
+        "and --max_pushes_per_peer >= 0");
   }
   const double max_change = absl::GetFlag(FLAGS_max_change);
   const int64_t grpc_memory_mb = absl::GetFlag(FLAGS_grpc_memory_mb);
@@ -263,25 +269,155 @@ int Run() {
       absl::GetFlag(FLAGS_max_calls) < 0 ||
       absl::GetFlag(FLAGS_max_streams_per_connection) < 1 ||
       grpc_memory_mb < 64 || grpc_memory_mb > (int64_t{1} << 30)) {
-    return Fail(absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(
         "--max_change must be finite and >= 0, --max_calls >= 0, "
-        "--max_streams_per_connection >= 1 and --grpc_memory_mb >= 64"));
+        "--max_streams_per_connection >= 1 and --grpc_memory_mb >= 64");
   }
-  options.max_change = max_change;
-  options.compressed_pushes = absl::GetFlag(FLAGS_compressed_pushes);
-  options.push_memory_bytes = push_memory_mb << 20;
-  options.dc_memory_bytes = dc_memory_mb << 20;
-  options.delta_log_bytes = delta_log_mb << 20;
-  GrpcServiceOptions service_options;
-  service_options.max_delta_base_mb = delta_base_mb;
-  service_options.push_progress_timeout = absl::Seconds(progress_s);
-  service_options.stream_idle_timeout = absl::Seconds(idle_s);
-  service_options.max_pushes_per_peer =
+  options->max_change = max_change;
+  options->compressed_pushes = absl::GetFlag(FLAGS_compressed_pushes);
+  options->push_memory_bytes = push_memory_mb << 20;
+  options->dc_memory_bytes = dc_memory_mb << 20;
+  options->delta_log_bytes = delta_log_mb << 20;
+  service_options->max_delta_base_mb = delta_base_mb;
+  service_options->push_progress_timeout = absl::Seconds(progress_s);
+  service_options->stream_idle_timeout = absl::Seconds(idle_s);
+  service_options->max_pushes_per_peer =
       absl::GetFlag(FLAGS_max_pushes_per_peer);
-  service_options.max_calls = absl::GetFlag(FLAGS_max_calls);
-  service_options.max_streams_per_connection =
+  service_options->max_calls = absl::GetFlag(FLAGS_max_calls);
+  service_options->max_streams_per_connection =
       absl::GetFlag(FLAGS_max_streams_per_connection);
-  service_options.grpc_memory_bytes = grpc_memory_mb << 20;
+  service_options->grpc_memory_bytes = grpc_memory_mb << 20;
+  return absl::OkStatus();
+}
+
+// The checkpoint an earlier run of this server left in `dir`, if any (none
+// when `dir` is empty).
+absl::StatusOr<std::optional<StoreSnapshot>> RestoreCheckpoint(
+    const std::string& dir, const ParamStoreOptions& options) {
+  if (dir.empty()) return std::optional<StoreSnapshot>();
+  ASGD_RETURN_IF_ERROR(PrepareCheckpointDir(dir));
+  auto layout = ModelLayout::Create(options.tensors, options.num_servers,
+                                    options.num_shards, options.model_id);
+  if (!layout.ok()) return layout.status();
+  auto read = ReadCheckpoint(dir, *layout, options.server_index,
+                             options.optimizer.momentum > 0);
+  if (!read.ok()) return read.status();
+  return std::optional<StoreSnapshot>(*std::move(read));
+}
+
+// The lines that say the server is up (and where its metrics are).
+void PrintStarted(const ParamStoreOptions& options, const ModelSpec& spec,
+                  const ParamStore& store, int port,
+                  const ProcessMetrics& metrics) {
+  const ModelLayout& layout = store.layout();
+  std::printf(
+      "asgd_server %d/%d listening on %s:%d (model %s, %lld params, this "
+      "server %lld in %d shards, fingerprint %s)\n",
+      options.server_index, options.num_servers,
+      absl::GetFlag(FLAGS_host).c_str(), port, DescribeModel(spec).c_str(),
+      static_cast<long long>(layout.total_size()),
+      static_cast<long long>(store.range().size()), options.num_shards,
+      layout.Fingerprint().c_str());
+  std::fflush(stdout);
+  if (metrics.serving()) {
+    std::printf("asgd_server %d metrics on %s\n", options.server_index,
+                metrics.url().c_str());
+  }
+}
+
+// Writes one checkpoint of `store`; a failure is reported and training goes
+// on (the next checkpoint tries again).
+void WriteOneCheckpoint(const std::string& dir, int server_index,
+                        ParamStore* store, ServerMetrics* metrics) {
+  const absl::Time start = absl::Now();
+  auto snapshot = store->TakeSnapshot();
+  absl::Status s = snapshot.status();
+  if (s.ok()) {
+    s = WriteCheckpoint(dir, store->layout(), server_index, *snapshot);
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "asgd_server %d: checkpoint failed: %s\n",
+                 server_index, s.ToString().c_str());
+    return;
+  }
+  metrics->OnCheckpoint(absl::Now());
+  std::printf("asgd_server %d: checkpoint at version %llu (%.0f ms)\n",
+              server_index, static_cast<unsigned long long>(snapshot->version),
+              absl::ToDoubleMilliseconds(absl::Now() - start));
+  std::fflush(stdout);
+}
+
+// One status line.
+void PrintStatus(const ParamStore& store, int server_index) {
+  const ParamStoreStats st = store.stats();
+  uint64_t rejected = 0;
+  for (uint64_t r : st.rejected) rejected += r;
+  std::printf(
+      "asgd_server %d: version %llu, pushes applied %llu, dropped stale "
+      "%llu, rejected %llu, pulls %llu (%llu as updates), staged "
+      "%.1f of %lld MiB\n",
+      server_index, static_cast<unsigned long long>(store.version()),
+      static_cast<unsigned long long>(st.pushes_applied),
+      static_cast<unsigned long long>(st.pushes_dropped_stale),
+      static_cast<unsigned long long>(rejected),
+      static_cast<unsigned long long>(st.pulls),
+      static_cast<unsigned long long>(st.update_pulls),
+      st.staging_bytes / double(1 << 20),
+      static_cast<long long>(st.staging_bytes_max >> 20));
+  std::fflush(stdout);
+}
+
+// Waits for SIGINT or SIGTERM (blocked in main() before any thread started),
+// waking up to print status every `log_every` seconds and to run
+// `checkpoint` every `checkpoint_every` seconds (0: never).
+void ServeUntilSignal(const ParamStore& store, int server_index, int log_every,
+                      int checkpoint_every,
+                      const std::function<void()>& checkpoint) {
+  absl::Time next_checkpoint = absl::Now() + absl::Seconds(checkpoint_every);
+  absl::Time next_log = absl::Now() + absl::Seconds(log_every);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  for (;;) {
+    absl::Time wake = absl::Now() + absl::Hours(1);
+    if (log_every > 0) wake = std::min(wake, next_log);
+    if (checkpoint_every > 0) wake = std::min(wake, next_checkpoint);
+    const timespec timeout =
+        absl::ToTimespec(std::max(wake - absl::Now(), absl::Milliseconds(1)));
+    const int sig = sigtimedwait(&set, nullptr, &timeout);
+    if (sig == SIGINT || sig == SIGTERM) {
+      std::printf("asgd_server %d: signal %d, shutting down\n", server_index,
+                  sig);
+      return;
+    }
+    if (checkpoint_every > 0 && absl::Now() >= next_checkpoint) {
+      checkpoint();
+      next_checkpoint = absl::Now() + absl::Seconds(checkpoint_every);
+    }
+    if (log_every > 0 && absl::Now() >= next_log) {
+      next_log = absl::Now() + absl::Seconds(log_every);
+      PrintStatus(store, server_index);
+    }
+  }
+}
+
+int Run() {
+  if (const std::string probe = absl::GetFlag(FLAGS_health_probe);
+      !probe.empty()) {
+    return RunHealthProbe(probe);
+  }
+  absl::StatusOr<ModelSpec> spec = ModelFromFlags();
+  if (!spec.ok()) return Fail(spec.status());
+  ParamStoreOptions options;
+  SetModel(*spec, &options);
+  if (absl::Status s = TrainingOptionsFromFlags(&options); !s.ok()) {
+    return Fail(s);
+  }
+  GrpcServiceOptions service_options;
+  if (absl::Status s = LimitsFromFlags(&options, &service_options); !s.ok()) {
+    return Fail(s);
+  }
   options.attributes["learning_rate"] = absl::StrCat(options.optimizer.learning_rate);
   options.attributes["sync_workers"] = absl::StrCat(options.sync_workers);
   // Metrics first: the store reports into them from its first update.
@@ -300,26 +436,13 @@ int Run() {
                  "clients send the token in clear text (they refuse to "
                  "unless started with --allow_cleartext_token)\n");
   }
-  // A checkpoint from an earlier run of this server, if any.
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  std::optional<StoreSnapshot> restored;
-  if (!checkpoint_dir.empty()) {
-    if (absl::Status s = PrepareCheckpointDir(checkpoint_dir); !s.ok()) {
-      return Fail(s);
-    }
-    auto layout = ModelLayout::Create(options.tensors, options.num_servers,
-                                      options.num_shards, options.model_id);
-    if (!layout.ok()) return Fail(layout.status());
-    auto read =
-        ReadCheckpoint(checkpoint_dir, *layout, options.server_index,
-                       options.optimizer.momentum > 0);
-    if (!read.ok()) return Fail(read.status());
-    restored = *std::move(read);
-  }
+  auto restored = RestoreCheckpoint(checkpoint_dir, options);
+  if (!restored.ok()) return Fail(restored.status());
   auto server = GrpcServer::Start(
       options, InitialParams(*spec, absl::GetFlag(FLAGS_seed)),
       absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics, *security,
-      restored.has_value() ? &*restored : nullptr, service_options);
+      restored->has_value() ? &**restored : nullptr, service_options);
   if (!server.ok()) {
     std::fprintf(stderr, "asgd_server: %s\n",
                  server.status().ToString().c_str());
@@ -327,100 +450,25 @@ int Run() {
   }
   ParamStore* store = (*server)->store();
   const int port = (*server)->port();
-  const ModelLayout& layout = store->layout();
-  std::printf(
-      "asgd_server %d/%d listening on %s:%d (model %s, %lld params, this "
-      "server %lld in %d shards, fingerprint %s)\n",
-      options.server_index, options.num_servers,
-      absl::GetFlag(FLAGS_host).c_str(), port, DescribeModel(*spec).c_str(),
-      static_cast<long long>(layout.total_size()),
-      static_cast<long long>(store->range().size()), options.num_shards,
-      layout.Fingerprint().c_str());
-  std::fflush(stdout);
-  if (process_metrics.serving()) {
-    std::printf("asgd_server %d metrics on %s\n", options.server_index,
-                process_metrics.url().c_str());
-  }
-  if (restored.has_value()) {
+  PrintStarted(options, *spec, *store, port, process_metrics);
+  if (restored->has_value()) {
     std::printf("asgd_server %d: restored checkpoint %s at version %llu\n",
                 options.server_index,
                 CheckpointPath(checkpoint_dir, options.server_index,
-                               options.num_servers).c_str(),
-                static_cast<unsigned long long>(restored->version));
+                               options.num_servers)
+                    .c_str(),
+                static_cast<unsigned long long>((*restored)->version));
   }
   std::fflush(stdout);
   WritePortFile(absl::GetFlag(FLAGS_port_file), port);
 
-  auto checkpoint = [&]() {
-    const absl::Time start = absl::Now();
-    auto snapshot = store->TakeSnapshot();
-    absl::Status s = snapshot.status();
-    if (s.ok()) {
-      s = WriteCheckpoint(checkpoint_dir, layout, options.server_index,
-                          *snapshot);
-    }
-    if (!s.ok()) {
-      // Training goes on; the next checkpoint tries again.
-      std::fprintf(stderr, "asgd_server %d: checkpoint failed: %s\n",
-                   options.server_index, s.ToString().c_str());
-      return;
-    }
-    metrics.OnCheckpoint(absl::Now());
-    std::printf("asgd_server %d: checkpoint at version %llu (%.0f ms)\n",
-                options.server_index,
-                static_cast<unsigned long long>(snapshot->version),
-                absl::ToDoubleMilliseconds(absl::Now() - start));
-    std::fflush(stdout);
+  auto checkpoint = [&] {
+    WriteOneCheckpoint(checkpoint_dir, options.server_index, store, &metrics);
   };
-  const int checkpoint_every =
-      checkpoint_dir.empty() ? 0 : absl::GetFlag(FLAGS_checkpoint_every_s);
-  absl::Time next_checkpoint = absl::Now() + absl::Seconds(checkpoint_every);
-  absl::Time next_log = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_log_every_s));
-
-  // Signals were blocked in main() before any thread started; wait for one
-  // here, waking up to print status.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  const int log_every = absl::GetFlag(FLAGS_log_every_s);
-  for (;;) {
-    absl::Time wake = absl::Now() + absl::Hours(1);
-    if (log_every > 0) wake = std::min(wake, next_log);
-    if (checkpoint_every > 0) wake = std::min(wake, next_checkpoint);
-    const timespec timeout =
-        absl::ToTimespec(std::max(wake - absl::Now(), absl::Milliseconds(1)));
-    const int sig = sigtimedwait(&set, nullptr, &timeout);
-    if (sig == SIGINT || sig == SIGTERM) {
-      std::printf("asgd_server %d: signal %d, shutting down\n",
-                  options.server_index, sig);
-      break;
-    }
-    if (checkpoint_every > 0 && absl::Now() >= next_checkpoint) {
-      checkpoint();
-      next_checkpoint = absl::Now() + absl::Seconds(checkpoint_every);
-    }
-    if (log_every > 0 && absl::Now() >= next_log) {
-      next_log = absl::Now() + absl::Seconds(log_every);
-      const ParamStoreStats st = store->stats();
-      uint64_t rejected = 0;
-      for (uint64_t r : st.rejected) rejected += r;
-      std::printf(
-          "asgd_server %d: version %llu, pushes applied %llu, dropped stale "
-          "%llu, rejected %llu, pulls %llu (%llu as updates), staged "
-          "%.1f of %lld MiB\n",
-          options.server_index,
-          static_cast<unsigned long long>(store->version()),
-          static_cast<unsigned long long>(st.pushes_applied),
-          static_cast<unsigned long long>(st.pushes_dropped_stale),
-          static_cast<unsigned long long>(rejected),
-          static_cast<unsigned long long>(st.pulls),
-          static_cast<unsigned long long>(st.update_pulls),
-          st.staging_bytes / double(1 << 20),
-          static_cast<long long>(st.staging_bytes_max >> 20));
-      std::fflush(stdout);
-    }
-  }
+  ServeUntilSignal(
+      *store, options.server_index, absl::GetFlag(FLAGS_log_every_s),
+      checkpoint_dir.empty() ? 0 : absl::GetFlag(FLAGS_checkpoint_every_s),
+      checkpoint);
   // Let in-flight calls finish (bounded), checkpoint what the queues hold,
   // then stop the apply threads.
   (*server)->StopServing(absl::Seconds(5));
