@@ -22,7 +22,7 @@
 //
 //   CallAdmission admission({.per_peer = 16, .total = 512});
 //   if (!admission.Enter()) { ... refuse: SERVER_LIMIT ... }
-//   switch (admission.Admit(CallKind::kPull, PeerAddress(context->peer()))) ...
+//   switch (admission.Admit(CallKind::kPullStream, PeerAddress(context->peer()))) ...
 //   ... admission.Release(kind, address) when the status is sent,
 //   ... admission.Leave() in OnDone.
 //
@@ -42,8 +42,8 @@
 namespace asgd {
 
 // What a call counts against, per client address.
-enum class CallKind { kPush = 0, kPullStream, kPull, kOther };
-inline constexpr int kNumCallKinds = 4;
+enum class CallKind { kPush = 0, kPullStream, kOther };
+inline constexpr int kNumCallKinds = 3;
 
 struct CallLimits {
   // Calls of one kind in flight from one address; 0: no limit.

@@ -12,21 +12,21 @@ namespace {
 
 TEST(CallAdmissionTest, EachKindHasItsOwnPlacesPerAddress) {
   CallAdmission a({/*per_peer=*/2, /*total=*/0});
-  EXPECT_TRUE(a.Admit(CallKind::kPull, "ipv4:10.0.0.1"));
-  EXPECT_TRUE(a.Admit(CallKind::kPull, "ipv4:10.0.0.1"));
-  EXPECT_FALSE(a.Admit(CallKind::kPull, "ipv4:10.0.0.1"));
+  EXPECT_TRUE(a.Admit(CallKind::kPullStream, "ipv4:10.0.0.1"));
+  EXPECT_TRUE(a.Admit(CallKind::kPullStream, "ipv4:10.0.0.1"));
+  EXPECT_FALSE(a.Admit(CallKind::kPullStream, "ipv4:10.0.0.1"));
   // Another kind, another address: their own places.
   EXPECT_TRUE(a.Admit(CallKind::kPush, "ipv4:10.0.0.1"));
-  EXPECT_TRUE(a.Admit(CallKind::kPull, "ipv4:10.0.0.2"));
-  EXPECT_EQ(a.open(CallKind::kPull), 3);
+  EXPECT_TRUE(a.Admit(CallKind::kPullStream, "ipv4:10.0.0.2"));
+  EXPECT_EQ(a.open(CallKind::kPullStream), 3);
   EXPECT_EQ(a.addresses(), 2);
-  a.Release(CallKind::kPull, "ipv4:10.0.0.1");
-  EXPECT_TRUE(a.Admit(CallKind::kPull, "ipv4:10.0.0.1"));
+  a.Release(CallKind::kPullStream, "ipv4:10.0.0.1");
+  EXPECT_TRUE(a.Admit(CallKind::kPullStream, "ipv4:10.0.0.1"));
   // A refused call took nothing: releasing what was admitted empties it.
-  for (int i = 0; i < 2; ++i) a.Release(CallKind::kPull, "ipv4:10.0.0.1");
-  a.Release(CallKind::kPull, "ipv4:10.0.0.2");
+  for (int i = 0; i < 2; ++i) a.Release(CallKind::kPullStream, "ipv4:10.0.0.1");
+  a.Release(CallKind::kPullStream, "ipv4:10.0.0.2");
   a.Release(CallKind::kPush, "ipv4:10.0.0.1");
-  EXPECT_EQ(a.open(CallKind::kPull), 0);
+  EXPECT_EQ(a.open(CallKind::kPullStream), 0);
   EXPECT_EQ(a.addresses(), 0);
   // Releasing what was never admitted changes nothing.
   a.Release(CallKind::kOther, "ipv4:10.0.0.9");
@@ -64,13 +64,13 @@ TEST(CallAdmissionTest, ConcurrentCallsNeverPassTheBounds) {
         int m = most.load();
         while (now > m && !most.compare_exchange_weak(m, now)) {
         }
-        if (a.Admit(CallKind::kPull, "one")) {
+        if (a.Admit(CallKind::kPullStream, "one")) {
           const int p = ++per_peer_inside;
           int pm = per_peer_most.load();
           while (p > pm && !per_peer_most.compare_exchange_weak(pm, p)) {
           }
           --per_peer_inside;
-          a.Release(CallKind::kPull, "one");
+          a.Release(CallKind::kPullStream, "one");
         }
         --inside;
         a.Leave();
@@ -81,7 +81,7 @@ TEST(CallAdmissionTest, ConcurrentCallsNeverPassTheBounds) {
   EXPECT_LE(most.load(), 6);
   EXPECT_LE(per_peer_most.load(), 4);
   EXPECT_EQ(a.alive(), 0);
-  EXPECT_EQ(a.open(CallKind::kPull), 0);
+  EXPECT_EQ(a.open(CallKind::kPullStream), 0);
 }
 
 TEST(CallAdmissionTest, PeerAddressDropsThePort) {

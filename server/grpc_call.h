@@ -116,8 +116,6 @@ class CallPlace {
         return "pushes";
       case CallKind::kPullStream:
         return "pull streams";
-      case CallKind::kPull:
-        return "pulls";
       case CallKind::kOther:
         return "calls";
     }

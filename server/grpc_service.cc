@@ -3,12 +3,11 @@
 #include <memory>
 #include <string>
 
+#include "common/protocol.h"
 #include "common/tensor_wire.h"
 #include "compression/grad_codec.h"
 #include "proto/asgd.pb.h"
-#include "server/grpc_pull_reactor.h"
 #include "server/grpc_pull_stream_reactor.h"
-#include "server/grpc_push_reactor.h"
 #include "server/grpc_push_stream_reactor.h"
 #include "server/grpc_unary_reactor.h"
 
@@ -66,6 +65,7 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
         static_cast<uint64_t>(store->options().max_compressed_chunk_elements));
   }
   description_.set_streams(true);
+  description_.set_protocol_version(kProtocolVersion);
   description_.set_max_push_minibatches(
       static_cast<uint32_t>(store->options().max_push_minibatches));
   if (!description_.mutable_model()->ParseFromString(
@@ -83,10 +83,6 @@ int GrpcParameterService::pushes_in_flight() const {
 
 int GrpcParameterService::pull_streams_open() const {
   return admission_.open(CallKind::kPullStream);
-}
-
-int GrpcParameterService::pulls_in_flight() const {
-  return admission_.open(CallKind::kPull);
 }
 
 void GrpcParameterService::BeginShutdown() {
@@ -111,11 +107,6 @@ grpc::ServerUnaryReactor* GrpcParameterService::DescribeModel(
   }
   reactor->Answer(status);
   return reactor;
-}
-
-grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcParameterService::Pull(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return NewPullReactor(this, store_, metrics_, context, request);
 }
 
 grpc::ServerUnaryReactor* GrpcParameterService::FetchBatches(
@@ -150,11 +141,6 @@ grpc::ServerUnaryReactor* GrpcParameterService::FetchBatches(
   }
   reactor->Answer(status);
   return reactor;
-}
-
-grpc::ServerReadReactor<grpc::ByteBuffer>* GrpcParameterService::Push(
-    grpc::CallbackServerContext* context, grpc::ByteBuffer* reply) {
-  return NewPushReactor(this, store_, metrics_, context, reply);
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*

@@ -9,8 +9,12 @@
 // client works), so a chunk is copied once on each side instead of three
 // times.
 //
+// One transport per direction: pushes travel on long-lived PushStreams and
+// pulls on PullStreams. The per-call Push and Pull of earlier versions are
+// not served (proto/asgd.proto: a client that calls them gets gRPC's
+// UNIMPLEMENTED; ModelDescription.protocol_version says which a server has).
+//
 // Each method's reactor has its own file, with its lifecycle:
-// grpc_push_reactor.h (Push), grpc_pull_reactor.h (Pull),
 // grpc_push_stream_reactor.h (PushStream), grpc_pull_stream_reactor.h
 // (PullStream), grpc_unary_reactor.h (DescribeModel, FetchBatches); what a
 // pull sends is server/pull_writer.h, and the admission and cancelling every
@@ -47,13 +51,10 @@ namespace asgd {
 
 using ParameterServerBase =
     asgd::v1::ParameterServer::WithRawCallbackMethod_DescribeModel<
-        asgd::v1::ParameterServer::WithRawCallbackMethod_Pull<
-            asgd::v1::ParameterServer::WithRawCallbackMethod_Push<
-                asgd::v1::ParameterServer::WithRawCallbackMethod_FetchBatches<
-                    asgd::v1::ParameterServer::WithRawCallbackMethod_PushStream<
-                        asgd::v1::ParameterServer::
-                            WithRawCallbackMethod_PullStream<
-                                asgd::v1::ParameterServer::Service>>>>>>;
+        asgd::v1::ParameterServer::WithRawCallbackMethod_FetchBatches<
+            asgd::v1::ParameterServer::WithRawCallbackMethod_PushStream<
+                asgd::v1::ParameterServer::WithRawCallbackMethod_PullStream<
+                    asgd::v1::ParameterServer::Service>>>>;
 
 struct GrpcServiceOptions {
   // A push that receives no message for this long before its commit (and a
@@ -96,15 +97,6 @@ class GrpcParameterService final : public ParameterServerBase {
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* reply) override;
 
-  // Request: asgd.v1.PullRequest; stream of asgd.v1.PullChunk.
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* Pull(
-      grpc::CallbackServerContext* context,
-      const grpc::ByteBuffer* request) override;
-
-  // Stream of asgd.v1.PushChunk; reply: asgd.v1.PushReply.
-  grpc::ServerReadReactor<grpc::ByteBuffer>* Push(
-      grpc::CallbackServerContext* context, grpc::ByteBuffer* reply) override;
-
   // Request: asgd.v1.FetchBatchesRequest; reply: asgd.v1.FetchBatchesReply.
   grpc::ServerUnaryReactor* FetchBatches(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer* request,
@@ -118,12 +110,10 @@ class GrpcParameterService final : public ParameterServerBase {
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PullStream(
       grpc::CallbackServerContext* context) override;
 
-  // Push calls and PushStreams in flight (admitted, not yet finished).
+  // PushStreams open (admitted, not yet finished).
   int pushes_in_flight() const;
   // PullStreams open.
   int pull_streams_open() const;
-  // Per-call pulls in flight.
-  int pulls_in_flight() const;
   // Calls alive (admitted, gRPC not done with them).
   int calls_alive() const { return admission_.alive(); }
 

@@ -2,6 +2,7 @@
 // port 0: each gets INVALID_ARGUMENT, is counted, and leaves the weights
 // unchanged. Plus a valid push, a pull round trip and a broken stream.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -91,16 +92,37 @@ class GrpcServiceTest : public ::testing::Test {
     return msgs;
   }
 
+  // One push on its own PushStream: its reply, then the stream's status
+  // (an invalid push ends the stream with the push's error).
   grpc::Status Send(const std::vector<PushChunk>& msgs, PushReply* reply) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(10));
-    auto writer = stub_->Push(&ctx, reply);
+    auto stream = stub_->PushStream(&ctx);
     for (const PushChunk& m : msgs) {
-      if (!writer->Write(m)) break;  // server already finished the call
+      if (!stream->Write(m)) break;  // server already ended the stream
     }
-    writer->WritesDone();
-    return writer->Finish();
+    stream->WritesDone();
+    stream->Read(reply);
+    return stream->Finish();
+  }
+
+  // One pull on its own PullStream: `on_chunk` gets every chunk message of
+  // the reply (not the end-of-pull message), then the stream's status.
+  grpc::Status PullOnce(
+      const asgd::v1::PullRequest& request,
+      const std::function<void(const asgd::v1::PullChunk&)>& on_chunk) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    auto stream = stub_->PullStream(&ctx);
+    stream->Write(request);
+    stream->WritesDone();
+    asgd::v1::PullChunk chunk;
+    while (stream->Read(&chunk)) {
+      if (!chunk.end_of_pull()) on_chunk(chunk);
+    }
+    return stream->Finish();
   }
 
   uint64_t Rejected(RejectReason r) {
@@ -135,20 +157,17 @@ TEST_F(GrpcServiceTest, DescribeModelReportsLayout) {
 }
 
 TEST_F(GrpcServiceTest, PullReturnsTheWeightsAndVersion) {
-  grpc::ClientContext ctx;
-  auto reader = stub_->Pull(&ctx, {});
-  asgd::v1::PullChunk chunk;
   std::vector<float> got(store()->range().size());
   ChunkAssembler assembler(&store()->layout(), store()->range(), 64, got.data(),
                            true);
-  while (reader->Read(&chunk)) {
-    EXPECT_EQ(chunk.model_version(), 0u);
-    ASSERT_TRUE(assembler
-                    .Add(chunk.chunk().tensor(), chunk.chunk().offset(),
-                         chunk.chunk().data())
-                    .ok());
-  }
-  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(PullOnce({}, [&](const asgd::v1::PullChunk& chunk) {
+                EXPECT_EQ(chunk.model_version(), 0u);
+                EXPECT_TRUE(assembler
+                                .Add(chunk.chunk().tensor(),
+                                     chunk.chunk().offset(),
+                                     chunk.chunk().data())
+                                .ok());
+              }).ok());
   ASSERT_TRUE(assembler.Finish(assembler.chunks_received()).ok());
   EXPECT_EQ(got, store()->Snapshot());
 }
@@ -227,8 +246,7 @@ TEST_F(GrpcServiceTest, StreamBrokenHalfWayIsNotApplied) {
   std::vector<PushChunk> msgs = ValidPush(0.25f, 0);
   {
     grpc::ClientContext ctx;
-    PushReply reply;
-    auto writer = stub_->Push(&ctx, &reply);
+    auto writer = stub_->PushStream(&ctx);
     for (size_t i = 0; i < msgs.size() / 2; ++i)
       ASSERT_TRUE(writer->Write(msgs[i]));
     // Wait (bounded) until the server has the stream: a call cancelled
@@ -289,24 +307,22 @@ TEST_F(GrpcServiceTest, UpdateThatWouldMakeTheModelNonFiniteIsRefused) {
 
 // A bfloat16 pull is the weights rounded to bfloat16, in half the bytes.
 TEST_F(GrpcServiceTest, Bf16PullIsTheRoundedWeights) {
-  grpc::ClientContext ctx;
   asgd::v1::PullRequest request;
   request.set_dtype(asgd::v1::BFLOAT16);
-  auto reader = stub_->Pull(&ctx, request);
-  asgd::v1::PullChunk chunk;
   std::vector<float> got(store()->range().size());
   ChunkAssembler assembler(&store()->layout(), store()->range(), 64, got.data(),
                            true);
   int64_t bytes = 0;
-  while (reader->Read(&chunk)) {
-    EXPECT_EQ(chunk.chunk().dtype(), asgd::v1::BFLOAT16);
-    bytes += chunk.chunk().data().size();
-    ASSERT_TRUE(assembler
-                    .Add(chunk.chunk().tensor(), chunk.chunk().offset(),
-                         chunk.chunk().data(), chunk.chunk().dtype())
-                    .ok());
-  }
-  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(PullOnce(request, [&](const asgd::v1::PullChunk& chunk) {
+                EXPECT_EQ(chunk.chunk().dtype(), asgd::v1::BFLOAT16);
+                bytes += chunk.chunk().data().size();
+                EXPECT_TRUE(assembler
+                                .Add(chunk.chunk().tensor(),
+                                     chunk.chunk().offset(),
+                                     chunk.chunk().data(),
+                                     chunk.chunk().dtype())
+                                .ok());
+              }).ok());
   ASSERT_TRUE(assembler.Finish(assembler.chunks_received()).ok());
   EXPECT_EQ(bytes, 2 * store()->range().size());
   const std::vector<float> weights = store()->Snapshot();
@@ -341,39 +357,64 @@ TEST_F(GrpcServiceTest, Bf16PushIsAppliedToFloat32Weights) {
 }
 
 TEST_F(GrpcServiceTest, PullOfAnUnknownEncodingIsInvalid) {
-  grpc::ClientContext ctx;
   asgd::v1::PullRequest request;
   request.set_dtype(static_cast<asgd::v1::WireDtype>(9));
-  auto reader = stub_->Pull(&ctx, request);
-  asgd::v1::PullChunk chunk;
-  EXPECT_FALSE(reader->Read(&chunk));
-  const grpc::Status status = reader->Finish();
+  int chunks = 0;
+  const grpc::Status status =
+      PullOnce(request, [&](const asgd::v1::PullChunk&) { ++chunks; });
+  EXPECT_EQ(chunks, 0);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("dtype 9"), std::string::npos)
       << status.error_message();
 }
 
-// Delta pulls are PullStream's: the per-call Pull refuses a delta request
-// instead of answering it with weights.
-TEST_F(GrpcServiceTest, DeltaRequestOnPullIsInvalid) {
-  for (int i = 0; i < 8; ++i) {
+// The per-call Push and Pull of protocol version 1 are retired: an old
+// client that calls them gets UNIMPLEMENTED and changes nothing, and the
+// server goes on serving the streams; DescribeModel says which protocol it
+// speaks.
+TEST_F(GrpcServiceTest, RetiredPerCallPushAndPullAreUnimplemented) {
+  auto channel = grpc::CreateChannel(server_->local_address(),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  const std::vector<float> before = store()->Snapshot();
+  std::string push_bytes;
+  ASSERT_TRUE(ValidPush(0.25f, 0)[0].SerializeToString(&push_bytes));
+  for (const char* method :
+       {"/asgd.v1.ParameterServer/Push", "/asgd.v1.ParameterServer/Pull"}) {
     grpc::ClientContext ctx;
-    asgd::v1::PullRequest request;
-    request.set_delta(true);
-    auto reader = stub_->Pull(&ctx, request);
-    asgd::v1::PullChunk chunk;
-    EXPECT_FALSE(reader->Read(&chunk));
-    const grpc::Status status = reader->Finish();
-    ASSERT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
-        << i << ": " << status.error_message();
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    grpc::CompletionQueue cq;
+    auto call = generic.PrepareCall(&ctx, method, &cq);
+    void* tag;
+    bool ok;
+    call->StartCall(reinterpret_cast<void*>(1));
+    cq.Next(&tag, &ok);
+    grpc::Slice slice(push_bytes);
+    call->WriteLast(grpc::ByteBuffer(&slice, 1), grpc::WriteOptions(),
+                    reinterpret_cast<void*>(2));
+    cq.Next(&tag, &ok);
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(3));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+        << method << ": " << status.error_message();
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
   }
-  // A plain pull still works.
+  EXPECT_EQ(store()->Snapshot(), before);
   grpc::ClientContext ctx;
-  auto reader = stub_->Pull(&ctx, asgd::v1::PullRequest());
-  asgd::v1::PullChunk chunk;
+  asgd::v1::ModelDescription d;
+  ASSERT_TRUE(stub_->DescribeModel(&ctx, {}, &d).ok());
+  EXPECT_EQ(d.protocol_version(), 2u);
+  EXPECT_TRUE(d.streams());
+  PushReply reply;
+  ASSERT_TRUE(Send(ValidPush(0.25f, 0), &reply).ok());
+  EXPECT_EQ(reply.result(), PushReply::APPLIED);
   int chunks = 0;
-  while (reader->Read(&chunk)) ++chunks;
-  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_TRUE(
+      PullOnce({}, [&](const asgd::v1::PullChunk&) { ++chunks; }).ok());
   EXPECT_GT(chunks, 0);
 }
 
@@ -386,7 +427,8 @@ TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
   const std::vector<float> before = store()->Snapshot();
   const std::string garbage("\x0b\xff\xff\xff", 4);  // a group, truncated
   for (const char* method :
-       {"/asgd.v1.ParameterServer/Push", "/asgd.v1.ParameterServer/Pull",
+       {"/asgd.v1.ParameterServer/PushStream",
+        "/asgd.v1.ParameterServer/PullStream",
         "/asgd.v1.ParameterServer/DescribeModel",
         "/asgd.v1.ParameterServer/FetchBatches"}) {
     grpc::ClientContext ctx;
@@ -452,15 +494,14 @@ TEST_F(PushAdmissionTest, StalledStreamsAreEndedAndExtraOnesRefusedAtOnce) {
   const std::vector<float> before = server_->store()->Snapshot();
   struct Stream {
     grpc::ClientContext ctx;
-    PushReply reply;
-    std::unique_ptr<grpc::ClientWriter<PushChunk>> writer;
+    std::unique_ptr<grpc::ClientReaderWriter<PushChunk, PushReply>> writer;
   };
   std::vector<std::unique_ptr<Stream>> streams;
   for (int i = 0; i < 3; ++i) {
     auto s = std::make_unique<Stream>();
     s->ctx.set_deadline(std::chrono::system_clock::now() +
                         std::chrono::seconds(30));
-    s->writer = stub->Push(&s->ctx, &s->reply);
+    s->writer = stub->PushStream(&s->ctx);
     PushChunk header;
     header.mutable_header()->set_num_minibatches(1);
     s->writer->Write(header);  // then nothing

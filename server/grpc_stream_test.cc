@@ -197,15 +197,15 @@ TEST_F(StreamTest, ManyPushesOnOneStreamEachGetTheirReply) {
   EXPECT_EQ(server_->service()->pushes_in_flight(), 0);
 }
 
-// 1-bit and top-k pushes, on a stream and on Push calls, move the weights by
-// exactly the learning rate times the gradient they decode to, and are
-// counted by encoding with their wire bytes.
+// 1-bit and top-k pushes, on a long-lived stream and each on a fresh one,
+// move the weights by exactly the learning rate times the gradient they
+// decode to, and are counted by encoding with their wire bytes.
 TEST_F(StreamTest, CompressedPushesApplyTheirDecodedGradient) {
   Start();
   PushStreamCall call(stub_.get());
   uint64_t version = 0;
   for (PushEncoding encoding : {PushEncoding::kOneBit, PushEncoding::kTopK}) {
-    for (bool on_stream : {true, false}) {
+    for (bool on_open_stream : {true, false}) {
       const std::vector<float> before = store()->Snapshot();
       std::vector<float> decoded;
       const std::vector<PushChunk> msgs =
@@ -213,14 +213,12 @@ TEST_F(StreamTest, CompressedPushesApplyTheirDecodedGradient) {
       int64_t bytes = 0;
       for (const PushChunk& m : msgs) bytes += m.chunk().data().size();
       PushReply reply;
-      if (on_stream) {
+      if (on_open_stream) {
         ASSERT_TRUE(call.Push(msgs, &reply));
       } else {
-        grpc::ClientContext ctx;
-        auto writer = stub_->Push(&ctx, &reply);
-        for (const PushChunk& m : msgs) writer->Write(m);
-        writer->WritesDone();
-        ASSERT_TRUE(writer->Finish().ok());
+        PushStreamCall fresh(stub_.get());
+        ASSERT_TRUE(fresh.Push(msgs, &reply));
+        EXPECT_TRUE(fresh.Close().ok());
       }
       ASSERT_EQ(reply.result(), PushReply::APPLIED);
       ++version;

@@ -18,8 +18,6 @@ using prometheus::Histogram;
 const char* MethodName(RpcMethod m) {
   switch (m) {
     case RpcMethod::kDescribeModel: return "DescribeModel";
-    case RpcMethod::kPull: return "Pull";
-    case RpcMethod::kPush: return "Push";
     case RpcMethod::kFetchBatches: return "FetchBatches";
     case RpcMethod::kPushStream: return "PushStream";
     case RpcMethod::kPullStream: return "PullStream";
@@ -281,7 +279,6 @@ void ServerMetrics::OnShardApplied(int shard, double seconds) {
 
 void ServerMetrics::OnRpcStarted(RpcMethod method) {
   rpc_started_[static_cast<int>(method)]->Increment();
-  if (method == RpcMethod::kPush) pushes_received_.Increment();
 }
 
 void ServerMetrics::OnRpcHandled(RpcMethod method, int code, double seconds) {

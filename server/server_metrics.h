@@ -32,8 +32,6 @@ namespace asgd {
 
 enum class RpcMethod {
   kDescribeModel = 0,
-  kPull,
-  kPush,
   kFetchBatches,
   kPushStream,
   kPullStream,
