@@ -4,9 +4,11 @@ library, no gRPC client, so nothing on the client side softens them), each
 with the bound that holds it: the server's memory (VmRSS), how its calls end,
 and whether it still answers and still applies honest pushes.
 
-  1. rapid reset: N Pull calls opened and reset at once on one connection
-     (HTTP/2 "rapid reset"); the same on PullStream and DescribeModel.
-  2. zero window: M Pull calls on connections that grant no flow-control
+  1. rapid reset: N PullStream calls opened and reset at once on one
+     connection (HTTP/2 "rapid reset"); the same on DescribeModel and on the
+     retired per-call Pull (answered UNIMPLEMENTED).
+  2. zero window: M pull streams (one request each) on connections that
+     grant no flow-control
      window, from several local addresses; the server cuts them off at the
      progress timeout (RST_STREAM), and memory comes back.
   3. a PushStream that never reads its replies: the push is applied, the
@@ -450,7 +452,8 @@ def rapid_reset(server, method, n, messages):
 
 
 def zero_window_pulls(server, n, sources):
-    """n Pulls spread over `sources` on connections that grant no window."""
+    """n pull streams (one request each) spread over `sources` on connections
+    that grant no window."""
     base = server.rss()
     peak = Peak(server.proc.pid)
     conns = [Conn(server.port, source=s, window=0, ack=False) for s in sources]
@@ -458,7 +461,7 @@ def zero_window_pulls(server, n, sources):
     t0 = time.time()
     for i in range(n):
         k = i % len(conns)
-        sids[k].append(conns[k].open("Pull", [pull_request()]))
+        sids[k].append(conns[k].open("PullStream", [pull_request()]))
         if i % 100 == 99:
             for c in conns:
                 c.flush()
@@ -488,7 +491,7 @@ def zero_window_pulls(server, n, sources):
     for c in conns:
         c.close()
     after = settle(server)
-    print(f"{n} zero-window Pulls from {len(sources)} addresses: peak "
+    print(f"{n} zero-window pull streams from {len(sources)} addresses: peak "
           f"+{held_peak:.0f} MB, {refused} refused (PEER_LIMIT), {cut_off} "
           f"ended by the server at the progress timeout (DEADLINE_EXCEEDED, "
           f"CANCELLED or RST_STREAM), {other} ended otherwise, {open_left} never ended, "
@@ -530,11 +533,12 @@ def push_stream_never_reads(server, model):
 
 
 def tiny_stalled_pushes(server, model, honest_pushes=20):
-    """16 Push calls that send ~62 bytes and stall (127.0.0.1), then
-    `honest_pushes` whole pushes from 127.0.0.2, one at a time."""
+    """16 push streams that send ~62 bytes and stall (127.0.0.1), then
+    `honest_pushes` whole pushes from 127.0.0.2, one at a time, each on its
+    own stream."""
     attacker = Conn(server.port)
     for _ in range(16):
-        attacker.open("Push", tiny_push_start(model), end=False)
+        attacker.open("PushStream", tiny_push_start(model), end=False)
     attacker.flush()
     attacker.poll(0.5)
     refused_attacks = len(attacker.ended)  # all should be held, not ended
@@ -544,7 +548,7 @@ def tiny_stalled_pushes(server, model, honest_pushes=20):
     for k in range(honest_pushes):
         version = describe(server.port)["version"]
         c = Conn(server.port, source="127.0.0.2")
-        sid = c.open("Push", push_messages(model, version))
+        sid = c.open("PushStream", push_messages(model, version))
         c.flush()
         deadline = time.time() + 20
         while sid not in c.ended and time.time() < deadline:
@@ -594,13 +598,13 @@ def main():
                     [f"--push_memory_mb={push_memory_mb}"], legacy)
     try:
         # 1. Rapid reset.
-        grown = rapid_reset(server, "Pull", resets, [pull_request()])
-        check(f"{resets} reset Pull calls hold < {GROWTH_BOUND_MB} MB more",
-              grown < GROWTH_BOUND_MB, f"+{grown:.0f} MB")
-        check("the server answers after the Pull resets",
+        grown = rapid_reset(server, "PullStream", resets, [pull_request()])
+        check(f"{resets} reset PullStream calls hold < {GROWTH_BOUND_MB} MB "
+              f"more", grown < GROWTH_BOUND_MB, f"+{grown:.0f} MB")
+        check("the server answers after the PullStream resets",
               healthy(path, server.port) and describe(server.port) is not None)
-        for method, msgs in (("PullStream", [pull_request()]),
-                             ("DescribeModel", [b""])):
+        for method, msgs in (("DescribeModel", [b""]),
+                             ("Pull", [pull_request()])):
             g = rapid_reset(server, method, resets // 5, msgs)
             check(f"{resets // 5} reset {method} calls hold < "
                   f"{GROWTH_BOUND_MB} MB more", g < GROWTH_BOUND_MB,
@@ -613,7 +617,7 @@ def main():
                         ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"]):
             held, refused, cut, left, after = zero_window_pulls(
                 server, zero, sources)
-            check(f"{zero} zero-window Pulls from {len(sources)} address(es) "
+            check(f"{zero} zero-window pull streams from {len(sources)} address(es) "
                   f"hold < {GROWTH_BOUND_MB} MB more",
                   held < GROWTH_BOUND_MB, f"+{held:.0f} MB")
             check(f"at most 16 pulls per address admitted ({len(sources)} "

@@ -135,27 +135,32 @@ class SecurityTest : public ::testing::Test {
     return stub->DescribeModel(WithDeadline(&ctx), {}, &d);
   }
 
-  // Reads the whole pull stream; `chunks` counts what arrived.
+  // One pull on a PullStream of its own; `chunks` counts the chunks that
+  // arrived.
   static grpc::Status Pull(asgd::v1::ParameterServer::Stub* stub,
                            int* chunks = nullptr) {
     grpc::ClientContext ctx;
-    auto reader = stub->Pull(WithDeadline(&ctx), {});
+    auto reader = stub->PullStream(WithDeadline(&ctx));
+    reader->Write(asgd::v1::PullRequest());
+    reader->WritesDone();
     asgd::v1::PullChunk chunk;
     int n = 0;
-    while (reader->Read(&chunk)) ++n;
+    while (reader->Read(&chunk)) n += chunk.end_of_pull() ? 0 : 1;
     if (chunks != nullptr) *chunks = n;
     return reader->Finish();
   }
 
+  // One push on a PushStream of its own: its reply, the stream's status.
   static grpc::Status Send(asgd::v1::ParameterServer::Stub* stub,
                            const std::vector<PushChunk>& msgs,
                            PushReply* reply) {
     grpc::ClientContext ctx;
-    auto writer = stub->Push(WithDeadline(&ctx), reply);
+    auto writer = stub->PushStream(WithDeadline(&ctx));
     for (const PushChunk& m : msgs) {
-      if (!writer->Write(m)) break;  // the server already finished the call
+      if (!writer->Write(m)) break;  // the server already ended the stream
     }
     writer->WritesDone();
+    writer->Read(reply);
     return writer->Finish();
   }
 

@@ -128,6 +128,7 @@ class SoakTest : public ::testing::Test {
         g_server_path,
         {"--hidden=256", "--num_shards=2", "--log_every_s=10",
          absl::StrCat("--push_progress_timeout_s=", kProgressTimeoutS),
+         absl::StrCat("--stream_idle_timeout_s=", kProgressTimeoutS),
          "--max_pushes_per_peer=64"},
         dir);
     const int port = server_.WaitForPort(absl::Seconds(60));
@@ -188,11 +189,12 @@ void PushLoop(const std::string& address, const Plan& plan, uint64_t worker_id,
     SetDeadline(&ctx, std::chrono::seconds(30));
     WaitForConnection(&ctx);
     PushReply reply;
-    auto writer = stub->Push(&ctx, &reply);
+    auto writer = stub->PushStream(&ctx);  // one push per stream
     for (const PushChunk& m : msgs) {
-      if (!writer->Write(m)) break;  // the server finished the call early
+      if (!writer->Write(m)) break;  // the server ended the stream early
     }
     writer->WritesDone();
+    writer->Read(&reply);
     const grpc::Status s = writer->Finish();
     if (!s.ok()) {
       c.Error(absl::StrCat("push: ", s.error_code(), " ", s.error_message()));
@@ -210,8 +212,9 @@ void PushLoop(const std::string& address, const Plan& plan, uint64_t worker_id,
 
 // One staller: opens a push stream, sends a header (or, every other time,
 // nothing) and waits until the server ends the stream, over and over. The
-// server must end each one with DEADLINE_EXCEEDED within the progress
-// timeout plus slack.
+// server must end each one within the progress timeout plus slack: a
+// stalled push with DEADLINE_EXCEEDED, a stream that never started a push
+// with OK (idle; the server's idle timeout equals the progress timeout).
 void StallLoop(const std::string& address, uint64_t worker_id,
                const std::atomic<bool>& stop, Counters& c) {
   auto stub = NewStub(address);
@@ -219,10 +222,10 @@ void StallLoop(const std::string& address, uint64_t worker_id,
     grpc::ClientContext ctx;
     SetDeadline(&ctx, std::chrono::seconds(60));
     WaitForConnection(&ctx);
-    PushReply reply;
-    auto writer = stub->Push(&ctx, &reply);
+    auto writer = stub->PushStream(&ctx);
     const absl::Time start = absl::Now();  // the stream is open
-    if (i % 2 == 0) {
+    const bool sends_header = i % 2 == 0;
+    if (sends_header) {
       PushChunk header;
       header.mutable_header()->set_worker_id(worker_id);
       header.mutable_header()->set_num_minibatches(1);
@@ -230,7 +233,10 @@ void StallLoop(const std::string& address, uint64_t worker_id,
     }
     const grpc::Status s = writer->Finish();  // waits for the server
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED ||
+    const grpc::StatusCode expected = sends_header
+                                          ? grpc::StatusCode::DEADLINE_EXCEEDED
+                                          : grpc::StatusCode::OK;
+    if (s.error_code() != expected ||
         seconds > kProgressTimeoutS + kStallSlackS) {
       c.Error(absl::StrCat("stalled push: ", s.error_code(), " ",
                            s.error_message(), " after ", seconds, " s"));
@@ -255,11 +261,14 @@ void PullLoop(const std::string& address, const Plan& plan, uint64_t worker_id,
     grpc::ClientContext ctx;
     SetDeadline(&ctx, std::chrono::seconds(30));
     WaitForConnection(&ctx);
-    auto reader = stub->Pull(&ctx, request);
+    auto reader = stub->PullStream(&ctx);  // one pull per stream
+    reader->Write(request);
+    reader->WritesDone();
     asgd::v1::PullChunk chunk;
     int64_t bytes = 0;
     size_t chunks = 0;
     while (reader->Read(&chunk)) {
+      if (chunk.end_of_pull()) continue;
       bytes += chunk.chunk().data().size();
       ++chunks;
     }
