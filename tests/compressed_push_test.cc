@@ -1,6 +1,6 @@
 // The worker's gRPC client against real servers on port 0: compressed
 // pushes negotiated from DescribeModel, applied through the real push path
-// (1-bit and top-k, on the long-lived streams and on one call per push), the
+// (1-bit and top-k, on the long-lived streams), the
 // error-feedback residual handed back when a push is refused, dropped, or
 // misses its deadline, and the streams reused, reopened after the server
 // closed them as idle, and bounded by deadlines.
@@ -58,12 +58,11 @@ class CompressedPushTest : public ::testing::Test {
   }
 
   absl::StatusOr<std::unique_ptr<GrpcParamClient>> Connect(
-      PushEncoding encoding, bool streams = true,
+      PushEncoding encoding,
       absl::Duration rpc_timeout = absl::Seconds(30)) {
     PoolClientOptions o;
     o.push_encoding = encoding;
     o.top_k_fraction = 0.05;
-    o.streams = streams;
     o.rpc_timeout = rpc_timeout;
     o.connect_timeout = absl::Seconds(30);
     return GrpcParamClient::Create(addresses_, o);
@@ -102,11 +101,9 @@ TEST_F(CompressedPushTest, ClientsUseOnlyWhatEveryServerAccepts) {
               absl::string_view::npos)
         << refused.status();
   }
-  // Float pushes still work with such a server, and so does an old client:
-  // one that never asks for compression or streams.
-  auto plain = Connect(PushEncoding::kFloat32, /*streams=*/false);
+  // Float pushes still work with such a server.
+  auto plain = Connect(PushEncoding::kFloat32);
   ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_FALSE((*plain)->uses_streams());
   std::vector<float> params((*plain)->layout().total_size());
   std::vector<uint64_t> versions;
   ASSERT_TRUE((*plain)->Pull(absl::MakeSpan(params), &versions).ok());
@@ -123,15 +120,13 @@ TEST_F(CompressedPushTest, ClientsUseOnlyWhatEveryServerAccepts) {
 
 // Through the client, both servers and their shards: every push moves the
 // model by the learning rate times what it decoded to, which is the gradient
-// plus the residual before minus the residual after (error feedback), on
-// streams and on one call per push alike.
+// plus the residual before minus the residual after (error feedback).
 TEST_F(CompressedPushTest, CompressedPushesApplyWhatTheyCarry) {
   Start();
   for (PushEncoding encoding : {PushEncoding::kOneBit, PushEncoding::kTopK}) {
-    for (bool streams : {true, false}) {
-      auto client = Connect(encoding, streams);
+    {
+      auto client = Connect(encoding);
       ASSERT_TRUE(client.ok()) << client.status();
-      EXPECT_EQ((*client)->uses_streams(), streams);
       EXPECT_EQ((*client)->push_encoding(), encoding);
       const int64_t n = (*client)->layout().total_size();
       std::vector<float> params(n);
@@ -174,7 +169,7 @@ TEST_F(CompressedPushTest, PushesThatAreNotAppliedGoBackIntoTheResidual) {
   settings.max_staleness = 1;
   settings.service.max_pushes_per_peer = 1;
   Start(settings);
-  auto client = Connect(PushEncoding::kOneBit, /*streams=*/false);
+  auto client = Connect(PushEncoding::kOneBit);
   ASSERT_TRUE(client.ok()) << client.status();
   const int64_t n = (*client)->layout().total_size();
   std::vector<float> params(n);
@@ -245,7 +240,7 @@ TEST_F(CompressedPushTest, AStreamOperationPastItsDeadlineIsCancelled) {
   settings.num_servers = 1;
   settings.sync_workers = 2;
   Start(settings);
-  auto client = Connect(PushEncoding::kOneBit, /*streams=*/true,
+  auto client = Connect(PushEncoding::kOneBit,
                         /*rpc_timeout=*/absl::Milliseconds(300));
   ASSERT_TRUE(client.ok()) << client.status();
   const int64_t n = (*client)->layout().total_size();
@@ -276,7 +271,6 @@ TEST_F(CompressedPushTest, StreamsAreReusedAndReopenedAfterAnIdleClose) {
   Start(settings);
   auto client = Connect(PushEncoding::kFloat32);
   ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE((*client)->uses_streams());
   const int64_t n = (*client)->layout().total_size();
   std::vector<float> params(n);
   std::vector<uint64_t> versions;

@@ -155,11 +155,8 @@ ABSL_FLAG(bool, overlap_pulls, true,
 ABSL_FLAG(int, max_overlapped_steps, 1,
           "With --overlap_pulls: the most minibatches computed on one model "
           "while the next one is on the wire.");
-ABSL_FLAG(bool, streams, true,
-          "One long-lived push stream and pull stream per server (when the "
-          "servers offer them) instead of one call per push and per pull.");
 ABSL_FLAG(bool, delta_pulls, true,
-          "With --streams and float32 pulls: keep an exact copy of each "
+          "With float32 pulls: keep an exact copy of each "
           "server's slice and pull only the compressed updates applied since "
           "(servers with plain SGD log them; after float32 pushes, or from "
           "other servers, the weights come instead). Costs one more model in "
@@ -413,7 +410,6 @@ int Run() {
   client_options.wire_dtype = *wire_dtype;
   client_options.push_encoding = push_encoding;
   client_options.top_k_fraction = absl::GetFlag(FLAGS_top_k_fraction);
-  client_options.streams = absl::GetFlag(FLAGS_streams);
   client_options.delta_pulls = absl::GetFlag(FLAGS_delta_pulls);
   auto client = ConnectToPool(*addresses, client_options);
   if (!client.ok()) return Fail(client.status());

@@ -4,7 +4,9 @@
 //
 // The model is one flat float vector in ModelLayout order; the client splits
 // pushes and assembles pulls across the pool's servers. Versions are per
-// server: versions[i] is server i's version.
+// server: versions[i] is server i's version. A pull hands each server's
+// slice to a PullSink (pull_sink.h), so where the model lives (host memory,
+// a device) is the caller's business; Pull(span) is the host-memory form.
 //
 // Errors: a server that refused a call because it is overloaded returns
 // Unavailable carrying a Refusal (common/refusal.h); a push computed from
@@ -32,13 +34,10 @@
 #include "common/security_options.h"
 #include "common/wire_codec.h"
 #include "model/model_spec.h"
+#include "worker/ps/encoded_push.h"
+#include "worker/ps/pull_sink.h"
 
 namespace asgd {
-
-enum class PushKind {
-  kGradient,  // an optimizer step on the servers
-  kAssign,    // replace the servers' weights (warm start, SGD hand-over)
-};
 
 // Minibatch ids from the shared pool (see proto FetchBatchesRequest).
 struct PoolGrant {
@@ -72,10 +71,7 @@ struct PoolClientOptions {
   std::optional<PushEncoding> push_encoding;
   // kTopK: the share of each chunk's elements sent, in (0, 0.25].
   double top_k_fraction = 0.01;
-  // One long-lived PushStream and PullStream per server when the servers
-  // offer them (else, and when false, one call per push and per pull).
-  bool streams = true;
-  // Delta pulls (with streams and float32 pulls, from servers that offer
+  // Delta pulls (with float32 pulls, from servers that offer
   // them): the client keeps an exact copy of each server's slice (one more
   // model in memory) and a pull fetches only the compressed updates applied
   // since, replayed on the copy with the server's arithmetic (bit for bit
@@ -96,10 +92,17 @@ class ParamClient {
   // 0 when the pool does not say.
   virtual int max_push_minibatches() const { return 0; }
 
-  // Fetches the whole model into `params` (layout().total_size() floats) and
-  // each server's version into `versions`.
-  virtual absl::Status Pull(absl::Span<float> params,
+  // Fetches the whole model into `sink` (of layout().total_size() floats),
+  // each server's slice committed as it completes, and each server's
+  // version into `versions`.
+  virtual absl::Status Pull(PullSink* sink,
                             std::vector<uint64_t>* versions) = 0;
+  // The same into host memory: `params` holds layout().total_size() floats.
+  absl::Status Pull(absl::Span<float> params,
+                    std::vector<uint64_t>* versions) {
+    HostPullSink sink(params);
+    return Pull(&sink, versions);
+  }
 
   // Sends `gradient` (the average over `num_minibatches` minibatches),
   // computed from the model of `versions`, to every server.
