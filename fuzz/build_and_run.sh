@@ -106,12 +106,14 @@ LIB_SRCS=(common/chunking.cc common/model_layout.cc common/wire_codec.cc
           common/tensor_messages.cc common/refusal.cc common/text_quote.cc
           server/push_assembler.cc server/param_store.cc server/shard.cc
           server/optimizer.cc server/staging_pool.cc compression/grad_codec.cc
+          compression/grad_codec_one_bit.cc compression/grad_codec_top_k.cc
           server/compressed_apply.cc server/update_log.cc)
 HDRS=(common/chunking.h common/model_layout.h common/status_macros.h
       common/wire_codec.h common/tensor_messages.h common/refusal.h
       common/text_quote.h server/push_assembler.h server/param_store.h
       server/shard.h server/optimizer.h server/staging_pool.h
-      fuzz/fuzz_common.h compression/grad_codec.h server/compressed_apply.h
+      fuzz/fuzz_common.h compression/grad_codec.h
+      compression/grad_codec_internal.h server/compressed_apply.h
       server/update_log.h)
 KALDI_SRCS=(kaldi/bad_data.cc kaldi/input_stream.cc kaldi/compressed_matrix.cc
             kaldi/object_reader.cc kaldi/scp.cc kaldi/archive_reader.cc
