@@ -20,6 +20,7 @@
 #include "tests/test_pool.h"
 #include "worker/data/toy_task.h"
 #include "worker/ps/grpc_param_client.h"
+#include "worker/ps/push_encoder.h"
 
 namespace asgd {
 namespace {
@@ -158,6 +159,58 @@ TEST_F(CompressedPushTest, CompressedPushesApplyWhatTheyCarry) {
       EXPECT_GT(kept, 0);
     }
   }
+}
+
+// The interface in encoded parts: the caller's own encoder (and residual)
+// makes each server's part, the client only carries them, and the caller
+// settles each part with the reply; the servers apply what the parts decode
+// to.
+TEST_F(CompressedPushTest, EncodedPushesFromTheCallersOwnEncoder) {
+  Start();
+  auto client = Connect(PushEncoding::kFloat32);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const ModelLayout& layout = (*client)->layout();
+  const int64_t n = layout.total_size();
+  std::vector<float> params(n);
+  std::vector<uint64_t> versions;
+  ASSERT_TRUE((*client)->Pull(absl::MakeSpan(params), &versions).ok());
+  PushEncoderOptions o;
+  o.push_encoding = PushEncoding::kOneBit;
+  o.max_chunk_elements = 4096;
+  o.compressed_chunk_elements = 4096;
+  auto encoder = PushEncoder::Create(layout, o);
+  ASSERT_TRUE(encoder.ok()) << encoder.status();
+  const std::vector<float> g = Gradient(n, 0.02f);
+  std::vector<ServerPush> parts;
+  for (int s = 0; s < 2; ++s) {
+    auto part = (*encoder)->Encode(s, g, PushKind::kGradient);
+    ASSERT_TRUE(part.ok()) << part.status();
+    parts.push_back(*std::move(part));
+  }
+  const std::vector<float> before = Model();
+  auto replies = (*client)->PushEncoded(parts, versions, 1);
+  ASSERT_EQ(replies.size(), 2u);
+  std::vector<float> residual;
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_TRUE(replies[s].ok()) << replies[s].status();
+    EXPECT_TRUE(replies[s]->applied);
+    (*encoder)->Settle(s, parts[s], replies[s]->applied);
+    const std::vector<float> r = (*encoder)->Residual(s);
+    residual.insert(residual.end(), r.begin(), r.end());
+  }
+  const std::vector<float> after = Model();
+  ASSERT_EQ(static_cast<int64_t>(residual.size()), n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(after[i], before[i] - kLearningRate * (g[i] - residual[i]),
+                1e-6 * (1 + std::fabs(before[i])))
+        << i;
+  }
+  // One part per server, or nothing is sent.
+  parts.pop_back();
+  for (const auto& r : (*client)->PushEncoded(parts, versions, 1)) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(Model(), after);
 }
 
 // A push a server does not apply goes back into that server's residual, so

@@ -40,16 +40,19 @@ struct ServerPush {
   std::vector<EncodedChunk> chunks;
 
   bool compressed() const { return IsCompressed(encoding); }
-  // Tensor data bytes on the wire.
-  int64_t data_bytes() const {
-    int64_t n = 0;
-    for (const EncodedChunk& c : chunks) {
-      n += compressed() ? static_cast<int64_t>(c.bytes.size())
-                        : c.ref.count *
-                              WireBytes(static_cast<WireDtype>(encoding));
-    }
-    return n;
+  // Tensor data bytes of chunk `c` on the wire.
+  int64_t data_bytes(const EncodedChunk& c) const {
+    return compressed()
+               ? static_cast<int64_t>(c.bytes.size())
+               : c.ref.count * WireBytes(static_cast<WireDtype>(encoding));
   }
+};
+
+// A server's answer to its part of a push.
+struct ServerPushReply {
+  bool applied = false;        // false: dropped as too stale
+  uint64_t staleness = 0;      // versions between the push's and the server's
+  bool pull_required = false;  // pull before the next push
 };
 
 }  // namespace asgd

@@ -166,11 +166,14 @@ asgd::v1::PushChunk PushHeaderMessage(uint64_t worker_id, uint64_t version,
   return msg;
 }
 
-absl::StatusOr<asgd::v1::PushReply> ParsePushReply(
-    const grpc::ByteBuffer& buffer) {
+absl::StatusOr<ServerPushReply> ParsePushReply(const grpc::ByteBuffer& buffer) {
   asgd::v1::PushReply reply;
   ASGD_RETURN_IF_ERROR(ParseFromByteBuffer(buffer, &reply, "push reply"));
-  return reply;
+  ServerPushReply out;
+  out.applied = reply.result() == asgd::v1::PushReply::APPLIED;
+  out.staleness = reply.staleness();
+  out.pull_required = reply.pull_required();
+  return out;
 }
 
 asgd::v1::PushChunk PushCommitMessage(uint64_t version, uint64_t chunks) {
@@ -437,7 +440,7 @@ absl::Status GrpcParamClient::Pull(PullSink* sink,
   return status;
 }
 
-absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
+absl::StatusOr<ServerPushReply> GrpcParamClient::PushTo(
     int server_index, const ServerPush& push, uint64_t version,
     int num_minibatches) {
   Server& server = *servers_[server_index];
@@ -452,13 +455,15 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
     RawCall& call = OpenStream(server, /*pull=*/false, deadline).call();
     bool ok = call.Write(header, deadline);
     for (size_t i = 0; ok && i < push.chunks.size(); ++i) {
+      push_bytes_.fetch_add(push.data_bytes(push.chunks[i]),
+                            std::memory_order_relaxed);
       ok = call.Write(ChunkMessage(layout_, push, push.chunks[i], version),
                       deadline);
     }
     if (ok) ok = call.Write(commit, deadline);
     grpc::ByteBuffer reply_buffer;
     if (call.Read(&reply_buffer, deadline)) {
-      absl::StatusOr<asgd::v1::PushReply> reply = ParsePushReply(reply_buffer);
+      absl::StatusOr<ServerPushReply> reply = ParsePushReply(reply_buffer);
       if (!reply.ok()) server.push_stream.reset();
       return reply;
     }
@@ -476,17 +481,40 @@ absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::PushTo(
   }
 }
 
-absl::StatusOr<asgd::v1::PushReply> GrpcParamClient::EncodeAndPush(
+absl::StatusOr<ServerPushReply> GrpcParamClient::EncodeAndPush(
     int server, absl::Span<const float> gradient, uint64_t version,
     int num_minibatches, PushKind kind) {
   ASGD_ASSIGN_OR_RETURN(const ServerPush push,
                         encoder_->Encode(server, gradient, kind));
-  push_bytes_.fetch_add(push.data_bytes(), std::memory_order_relaxed);
-  absl::StatusOr<asgd::v1::PushReply> reply =
+  absl::StatusOr<ServerPushReply> reply =
       PushTo(server, push, version, num_minibatches);
-  encoder_->Settle(server, push,
-                   reply.ok() && reply->result() == asgd::v1::PushReply::APPLIED);
+  encoder_->Settle(server, push, reply.ok() && reply->applied);
   return reply;
+}
+
+std::vector<absl::StatusOr<ServerPushReply>> GrpcParamClient::PushEncoded(
+    const std::vector<ServerPush>& parts,
+    const std::vector<uint64_t>& versions, int num_minibatches) {
+  const size_t n = servers_.size();
+  if (parts.size() != n || versions.size() != n) {
+    return std::vector<absl::StatusOr<ServerPushReply>>(
+        n, absl::InvalidArgumentError("push parts or versions wrong size"));
+  }
+  std::vector<std::future<absl::StatusOr<ServerPushReply>>> futures;
+  for (size_t s = 1; s < n; ++s) {
+    futures.push_back(std::async(std::launch::async, [&, s] {
+      return PushTo(s, parts[s], versions[s], num_minibatches);
+    }));
+  }
+  std::vector<absl::StatusOr<ServerPushReply>> replies;
+  replies.push_back(PushTo(0, parts[0], versions[0], num_minibatches));
+  for (auto& f : futures) replies.push_back(f.get());
+  for (size_t s = 0; s < n; ++s) {
+    if (!replies[s].ok()) {
+      replies[s] = WithServer(servers_[s]->address, replies[s].status());
+    }
+  }
+  return replies;
 }
 
 absl::StatusOr<PushOutcome> GrpcParamClient::Push(
@@ -497,13 +525,13 @@ absl::StatusOr<PushOutcome> GrpcParamClient::Push(
       static_cast<int>(versions.size()) != n) {
     return absl::InvalidArgumentError("push gradient or versions wrong size");
   }
-  std::vector<std::future<absl::StatusOr<asgd::v1::PushReply>>> futures;
+  std::vector<std::future<absl::StatusOr<ServerPushReply>>> futures;
   for (int s = 1; s < n; ++s) {
     futures.push_back(std::async(std::launch::async, [=] {
       return EncodeAndPush(s, gradient, versions[s], num_minibatches, kind);
     }));
   }
-  std::vector<absl::StatusOr<asgd::v1::PushReply>> replies;
+  std::vector<absl::StatusOr<ServerPushReply>> replies;
   replies.push_back(
       EncodeAndPush(0, gradient, versions[0], num_minibatches, kind));
   for (auto& f : futures) replies.push_back(f.get());
@@ -512,18 +540,14 @@ absl::StatusOr<PushOutcome> GrpcParamClient::Push(
     if (!replies[s].ok()) {
       return WithServer(servers_[s]->address, replies[s].status());
     }
-    const auto& r = *replies[s];
-    if (r.result() == asgd::v1::PushReply::APPLIED) {
-      ++outcome.applied;
-    } else {
-      ++outcome.dropped;
-    }
-    outcome.pull_required |= r.pull_required();
-    outcome.max_staleness = std::max<uint64_t>(outcome.max_staleness,
-                                               r.staleness());
+    const ServerPushReply& r = *replies[s];
+    ++(r.applied ? outcome.applied : outcome.dropped);
+    outcome.pull_required |= r.pull_required;
+    outcome.max_staleness = std::max(outcome.max_staleness, r.staleness);
   }
   return outcome;
 }
+
 absl::StatusOr<std::vector<uint64_t>> GrpcParamClient::Versions() {
   std::vector<uint64_t> versions;
   for (const auto& server : servers_) {

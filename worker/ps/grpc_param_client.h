@@ -86,6 +86,9 @@ class GrpcParamClient final : public ParamClient {
                                    const std::vector<uint64_t>& versions,
                                    int num_minibatches,
                                    PushKind kind = PushKind::kGradient) override;
+  std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
+      const std::vector<ServerPush>& parts,
+      const std::vector<uint64_t>& versions, int num_minibatches) override;
   absl::StatusOr<std::vector<uint64_t>> Versions() override;
   absl::StatusOr<PoolGrant> FetchBatches(const std::string& run_id,
                                          uint64_t num_frames, int batch_size,
@@ -136,14 +139,15 @@ class GrpcParamClient final : public ParamClient {
   ClientStream& OpenStream(Server& server, bool pull, absl::Time deadline);
   absl::StatusOr<uint64_t> PullFrom(int server, PullSink* sink);
   // Sends `push` to `server` and returns its reply.
-  absl::StatusOr<asgd::v1::PushReply> PushTo(int server, const ServerPush& push,
-                                             uint64_t version,
-                                             int num_minibatches);
+  absl::StatusOr<ServerPushReply> PushTo(int server, const ServerPush& push,
+                                         uint64_t version, int num_minibatches);
   // Encodes server `server`'s part of `gradient`, sends it and settles it
   // with the encoder (restored unless applied).
-  absl::StatusOr<asgd::v1::PushReply> EncodeAndPush(
-      int server, absl::Span<const float> gradient, uint64_t version,
-      int num_minibatches, PushKind kind);
+  absl::StatusOr<ServerPushReply> EncodeAndPush(int server,
+                                                absl::Span<const float> gradient,
+                                                uint64_t version,
+                                                int num_minibatches,
+                                                PushKind kind);
 
   const PoolClientOptions options_;
   const ModelLayout layout_;

@@ -43,6 +43,13 @@ class HeldPool : public ParamClient {
     *versions = {version_};
     return sink->Commit({0, sink->size()});
   }
+  // The trainer pushes host gradients (Push); encoded pushes are not used.
+  std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
+      const std::vector<ServerPush>& parts, const std::vector<uint64_t>&,
+      int) override {
+    return std::vector<absl::StatusOr<ServerPushReply>>(
+        parts.size(), absl::UnimplementedError("not used by the trainer"));
+  }
   absl::StatusOr<PushOutcome> Push(absl::Span<const float>,
                                    const std::vector<uint64_t>&, int,
                                    PushKind) override {

@@ -104,9 +104,24 @@ class ParamClient {
     return Pull(&sink, versions);
   }
 
-  // Sends `gradient` (the average over `num_minibatches` minibatches),
-  // computed from the model of `versions`, to every server.
-  // With kAssign, `gradient` holds weights that replace the model.
+  // Sends each server its encoded part of a push: parts[i] to server i
+  // (PushEncoder, push_encoder.h, makes them; all of one kind), computed
+  // from the model of `versions`, over `num_minibatches` minibatches.
+  // Returns each server's reply or error, in server order; the caller hands
+  // each part's fate back to its encoder (PushEncoder::Settle), which
+  // restores a part that was not applied into that server's residual.
+  // InvalidArgument (for every server) when parts or versions do not have
+  // one entry per server.
+  virtual std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
+      const std::vector<ServerPush>& parts,
+      const std::vector<uint64_t>& versions, int num_minibatches) = 0;
+
+  // Host-memory form: encodes `gradient` (the average over
+  // `num_minibatches` minibatches, layout().total_size() floats) with the
+  // client's own PushEncoder (PoolClientOptions' encodings, its residual),
+  // sends it as PushEncoded does and settles each part. With kAssign,
+  // `gradient` holds weights that replace the model. The first server's
+  // error, if any, else the servers' replies summed up.
   virtual absl::StatusOr<PushOutcome> Push(
       absl::Span<const float> gradient, const std::vector<uint64_t>& versions,
       int num_minibatches, PushKind kind = PushKind::kGradient) = 0;

@@ -75,6 +75,13 @@ class FakePool : public ParamClient {
     pull_versions_.push_back(version_);
     return sink->Commit({0, sink->size()});
   }
+  // The trainer pushes host gradients (Push); encoded pushes are not used.
+  std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
+      const std::vector<ServerPush>& parts, const std::vector<uint64_t>&,
+      int) override {
+    return std::vector<absl::StatusOr<ServerPushReply>>(
+        parts.size(), absl::UnimplementedError("not used by the trainer"));
+  }
   absl::StatusOr<PushOutcome> Push(absl::Span<const float> g,
                                    const std::vector<uint64_t>& versions,
                                    int n, PushKind kind) override {
