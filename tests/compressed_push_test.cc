@@ -119,6 +119,55 @@ TEST_F(CompressedPushTest, ClientsUseOnlyWhatEveryServerAccepts) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A server that describes itself without PushStream/PullStream (older than
+// the client's one transport) is refused when the client connects.
+class OldServer final : public asgd::v1::ParameterServer::Service {
+ public:
+  explicit OldServer(asgd::v1::ModelDescription d) : d_(std::move(d)) {
+    d_.set_streams(false);
+  }
+  grpc::Status DescribeModel(grpc::ServerContext*,
+                             const asgd::v1::DescribeModelRequest*,
+                             asgd::v1::ModelDescription* out) override {
+    *out = d_;
+    return grpc::Status::OK;
+  }
+
+ private:
+  asgd::v1::ModelDescription d_;
+};
+
+TEST_F(CompressedPushTest, AServerWithoutStreamsIsRefusedAsTooOld) {
+  PoolSettings settings;
+  settings.num_servers = 1;
+  Start(settings);
+  asgd::v1::ModelDescription d;
+  {
+    auto stub = asgd::v1::ParameterServer::NewStub(grpc::CreateChannel(
+        addresses_[0], grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->DescribeModel(&ctx, {}, &d).ok());
+  }
+  OldServer old(d);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&old);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  PoolClientOptions o;
+  o.connect_timeout = absl::Seconds(30);
+  auto client =
+      GrpcParamClient::Create({absl::StrCat("127.0.0.1:", port)}, o);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(client.status().message().find(
+                "too old: asgd needs PushStream/PullStream"),
+            absl::string_view::npos)
+      << client.status();
+  server->Shutdown();
+}
+
 // Through the client, both servers and their shards: every push moves the
 // model by the learning rate times what it decoded to, which is the gradient
 // plus the residual before minus the residual after (error feedback).
