@@ -7,8 +7,8 @@
 // tensors are the layout's, and every server accepting the encodings asked
 // for (a compressed push encoding needs every server to list it in
 // push_dtypes with this build's compressed format version, else
-// FailedPrecondition naming the server). The addresses may be given in any
-// order.
+// FailedPrecondition naming the server; pool_description.h). The addresses
+// may be given in any order.
 //
 // Transport: one long-lived PushStream and one PullStream per server,
 // opened on first use and reopened after they end, so a push or a pull costs
@@ -39,8 +39,9 @@
 // and PullReader replays them; a reply the server sends as plain weights, or
 // any error, leaves no exact copy, and the next pull asks for weights again.
 //
-// Thread-safety: as ParamClient: one Push and one Pull in flight at a time
-// (each server's streams and residual are used by one call at a time).
+// Thread-safety: as ParamClient: one push (Push or PushEncoded) and one Pull
+// in flight at a time (each server's streams and residual are used by one
+// call at a time).
 #ifndef ASGD_WORKER_PS_GRPC_PARAM_CLIENT_H_
 #define ASGD_WORKER_PS_GRPC_PARAM_CLIENT_H_
 

@@ -7,14 +7,17 @@
 // server: versions[i] is server i's version. A pull hands each server's
 // slice to a PullSink (pull_sink.h), so where the model lives (host memory,
 // a device) is the caller's business; Pull(span) is the host-memory form.
+// A push goes as each server's encoded part (PushEncoded; PushEncoder in
+// push_encoder.h makes the parts and keeps the error-feedback residual);
+// Push(span) is the host-memory form, with the client's own encoder.
 //
 // Errors: a server that refused a call because it is overloaded returns
 // Unavailable carrying a Refusal (common/refusal.h); a push computed from
 // versions the pool never reached (a restarted server), Aborted. Callers
 // decide on these codes and the refusal, never on the message.
 //
-// Thread-safety: implementations allow one Push and one Pull in flight at a
-// time, concurrently with each other and with calls of the other methods (a
+// Thread-safety: implementations allow one push (Push or PushEncoded) and
+// one Pull in flight at a time, concurrently with each other and with calls of the other methods (a
 // worker computes while its previous push and its next model are on the
 // wire); otherwise one thread at a time.
 #ifndef ASGD_WORKER_PS_PARAM_CLIENT_H_
