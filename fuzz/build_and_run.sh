@@ -187,14 +187,17 @@ if [ "$BUILD_PS" = 1 ]; then
       "$O/push_assembler.o" "$O/param_store.o" "$O/shard.o" "$O/optimizer.o" \
       "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
       "$O/text_quote.o" "$O/refusal.o" "$O/wire_codec.o" "$O/model_layout.o" \
-      "$O/compressed_apply.o" "$O/grad_codec.o" "$O/update_log.o" \
+      "$O/compressed_apply.o" "$O/grad_codec.o" "$O/grad_codec_one_bit.o" \
+      "$O/grad_codec_top_k.o" "$O/update_log.o" \
       "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
     "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
       "$O/chunking.o" "$O/text_quote.o" "$O/wire_codec.o" "$O/model_layout.o" \
       "${LIBS[@]}"
     "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/codec_fuzzer" "$O/codec_fuzzer.o" \
-      "$O/compressed_apply.o" "$O/grad_codec.o" "$O/optimizer.o" "${LIBS[@]}"
+      "$O/compressed_apply.o" "$O/grad_codec.o" "$O/grad_codec_one_bit.o" \
+      "$O/grad_codec_top_k.o" "$O/optimizer.o" "${LIBS[@]}"
     "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" "$O/grad_codec.o" \
+      "$O/grad_codec_one_bit.o" "$O/grad_codec_top_k.o" \
       "$O/chunking.o" "$O/text_quote.o" "$O/wire_codec.o" "$O/model_layout.o" \
       "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}" -lz
     echo "$stamp" > "$BUILD/stamp-ps"
