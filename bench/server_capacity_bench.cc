@@ -91,8 +91,6 @@ ABSL_FLAG(std::string, pulls, "every_push,overlapped",
 ABSL_FLAG(int, max_overlapped_steps, 1,
           "overlapped: pushes on one model while the next is on the wire "
           "before the worker waits for it.");
-ABSL_FLAG(std::string, transport, "stream",
-          "stream (long-lived streams) or calls (one call per push and pull).");
 ABSL_FLAG(bool, server_process, true,
           "Run the server in a child process and report its CPU apart.");
 ABSL_FLAG(int, rounds, 1, "Measurements per point; the best is shown.");
@@ -274,12 +272,9 @@ int Run() {
   }
   auto wire_dtype = ParseWireDtype(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) return Fail(wire_dtype.status());
-  const std::string transport = absl::GetFlag(FLAGS_transport);
-  if (encodings.empty() || patterns.empty() ||
-      (transport != "stream" && transport != "calls")) {
+  if (encodings.empty() || patterns.empty()) {
     return Fail(absl::InvalidArgumentError(
-        "--push_encodings and --pulls must name at least one; --transport is "
-        "stream or calls"));
+        "--push_encodings and --pulls must name at least one"));
   }
 
   ParamStoreOptions options;
@@ -298,12 +293,12 @@ int Run() {
   PrintMachine("server_capacity_bench");
   std::printf(
       "# model %s: %lld parameters (%.1f MB); server: %d shard(s), %s, %s; "
-      "workers: threads with a GrpcParamClient each (%s), sleep %d ms -> "
+      "workers: threads with a GrpcParamClient each (streams), sleep %d ms -> "
       "push, pulls of %s weights%s; %.1f s per point, best of %d\n",
       DescribeModel(spec).c_str(), static_cast<long long>(n), 4.0 * n / 1e6,
       options.num_shards,
       options.optimizer.momentum > 0 ? "momentum SGD" : "plain SGD",
-      child ? "its own process" : "in this process", transport.c_str(),
+      child ? "its own process" : "in this process",
       compute_ms, std::string(WireDtypeName(*wire_dtype)).c_str(),
       absl::GetFlag(FLAGS_delta_pulls) ? " (delta pulls)" : "", duration,
       rounds);
@@ -345,7 +340,6 @@ int Run() {
             copts.wire_dtype = *wire_dtype;
             copts.push_encoding = encoding;
             copts.top_k_fraction = absl::GetFlag(FLAGS_top_k_fraction);
-            copts.streams = transport == "stream";
             copts.delta_pulls = absl::GetFlag(FLAGS_delta_pulls);
             auto client =
                 GrpcParamClient::Create({(*server)->address()}, copts);
@@ -560,7 +554,9 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "How many pushes one asgd server process takes for the seed DNN, per "
-      "push encoding and pull pattern.\nExample: server_capacity_bench "
+      "push encoding and pull pattern. Workers use the long-lived "
+      "PushStream/PullStream, the only transport (per-call Push and Pull are "
+      "retired: --transport is gone).\nExample: server_capacity_bench "
       "--workers=1,2,4 --duration_s=2");
   absl::ParseCommandLine(argc, argv);
   return asgd::bench::Run();

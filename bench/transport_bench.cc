@@ -92,12 +92,6 @@ ABSL_FLAG(int, rounds, 1,
           "TCP/gRPC measurement pairs per point; the best of each is shown.");
 ABSL_FLAG(std::string, modes, "tcp,grpc",
           "Which transports to measure: tcp, grpc (both for a ratio).");
-ABSL_FLAG(std::string, grpc_transports, "stream,calls",
-          "How the gRPC client talks to the server: stream (one long-lived "
-          "PushStream and PullStream per client), calls (one Push and one "
-          "Pull call per iteration, as before streams existed). Both: the "
-          "per-call cost, measured in one run.");
-
 namespace asgd::bench {
 namespace {
 
@@ -373,21 +367,9 @@ int Run() {
     return Fail(absl::InvalidArgumentError(
         "--min_time_s must be >= 0, --min_iters, --rounds, --shards >= 1"));
   }
-  std::vector<bool> transports;  // persistent streams?
-  for (absl::string_view t : absl::StrSplit(
-           absl::GetFlag(FLAGS_grpc_transports), ',', absl::SkipEmpty())) {
-    if (t == "stream") {
-      transports.push_back(true);
-    } else if (t == "calls") {
-      transports.push_back(false);
-    } else {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "--grpc_transports: unknown '", t, "' (stream, calls)")));
-    }
-  }
-  if (transports.empty()) {
-    return Fail(absl::InvalidArgumentError("--grpc_transports is empty"));
-  }
+  // The gRPC client's one transport: a long-lived PushStream and PullStream
+  // per client (the per-call Push and Pull are retired).
+  const std::vector<bool> transports = {true};
   bool do_tcp = false, do_grpc = false;
   for (absl::string_view m :
        absl::StrSplit(absl::GetFlag(FLAGS_modes), ',', absl::SkipEmpty())) {
@@ -470,7 +452,6 @@ int Run() {
             copts.connect_timeout = absl::Seconds(10);
             copts.rpc_timeout = absl::Seconds(600);
             copts.wire_dtype = dtype;
-            copts.streams = transports[t];
             auto client =
                 GrpcParamClient::Create({server->local_address()}, copts);
             if (!client.ok()) return Fail(client.status());
@@ -642,7 +623,10 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Push+pull throughput of asgd's gRPC transport vs raw TCP over "
-      "loopback.\nExample: transport_bench --payloads=1M,16M --streams=1,4");
+      "loopback. The gRPC client is the worker's: one long-lived PushStream "
+      "and PullStream per client, the only transport (per-call Push and "
+      "Pull are retired, so there is no calls-vs-streams comparison any "
+      "more).\nExample: transport_bench --payloads=1M,16M --streams=1,4");
   absl::ParseCommandLine(argc, argv);
   return asgd::bench::Run();
 }

@@ -106,12 +106,14 @@ LIB_SRCS=(common/chunking.cc common/model_layout.cc common/wire_codec.cc
           common/tensor_messages.cc common/refusal.cc common/text_quote.cc
           server/push_assembler.cc server/param_store.cc server/shard.cc
           step/optimizer.cc server/staging_pool.cc compression/grad_codec.cc
+          compression/grad_codec_one_bit.cc compression/grad_codec_top_k.cc
           step/compressed_apply.cc server/update_log.cc)
 HDRS=(common/chunking.h common/model_layout.h common/status_macros.h
       common/wire_codec.h common/tensor_messages.h common/refusal.h
       common/text_quote.h server/push_assembler.h server/param_store.h
       server/shard.h step/optimizer.h server/staging_pool.h
-      fuzz/fuzz_common.h compression/grad_codec.h step/compressed_apply.h
+      fuzz/fuzz_common.h compression/grad_codec.h
+      compression/grad_codec_internal.h step/compressed_apply.h
       server/update_log.h)
 KALDI_SRCS=(kaldi/bad_data.cc kaldi/input_stream.cc kaldi/compressed_matrix.cc
             kaldi/object_reader.cc kaldi/scp.cc kaldi/archive_reader.cc
@@ -185,14 +187,17 @@ if [ "$BUILD_PS" = 1 ]; then
       "$O/push_assembler.o" "$O/param_store.o" "$O/shard.o" "$O/optimizer.o" \
       "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
       "$O/text_quote.o" "$O/refusal.o" "$O/wire_codec.o" "$O/model_layout.o" \
-      "$O/compressed_apply.o" "$O/grad_codec.o" "$O/update_log.o" \
+      "$O/compressed_apply.o" "$O/grad_codec.o" "$O/grad_codec_one_bit.o" \
+      "$O/grad_codec_top_k.o" "$O/update_log.o" \
       "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}"
     "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/chunk_fuzzer" "$O/chunk_fuzzer.o" \
       "$O/chunking.o" "$O/text_quote.o" "$O/wire_codec.o" "$O/model_layout.o" \
       "${LIBS[@]}"
     "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/codec_fuzzer" "$O/codec_fuzzer.o" \
-      "$O/compressed_apply.o" "$O/grad_codec.o" "$O/optimizer.o" "${LIBS[@]}"
+      "$O/compressed_apply.o" "$O/grad_codec.o" "$O/grad_codec_one_bit.o" \
+      "$O/grad_codec_top_k.o" "$O/optimizer.o" "${LIBS[@]}"
     "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" "$O/grad_codec.o" \
+      "$O/grad_codec_one_bit.o" "$O/grad_codec_top_k.o" \
       "$O/chunking.o" "$O/text_quote.o" "$O/wire_codec.o" "$O/model_layout.o" \
       "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}" -lz
     echo "$stamp" > "$BUILD/stamp-ps"

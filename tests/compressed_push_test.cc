@@ -1,6 +1,6 @@
 // The worker's gRPC client against real servers on port 0: compressed
 // pushes negotiated from DescribeModel, applied through the real push path
-// (1-bit and top-k, on the long-lived streams and on one call per push), the
+// (1-bit and top-k, on the long-lived streams), the
 // error-feedback residual handed back when a push is refused, dropped, or
 // misses its deadline, and the streams reused, reopened after the server
 // closed them as idle, and bounded by deadlines.
@@ -20,6 +20,7 @@
 #include "tests/test_pool.h"
 #include "worker/data/toy_task.h"
 #include "worker/ps/grpc_param_client.h"
+#include "worker/ps/push_encoder.h"
 
 namespace asgd {
 namespace {
@@ -58,12 +59,11 @@ class CompressedPushTest : public ::testing::Test {
   }
 
   absl::StatusOr<std::unique_ptr<GrpcParamClient>> Connect(
-      PushEncoding encoding, bool streams = true,
+      PushEncoding encoding,
       absl::Duration rpc_timeout = absl::Seconds(30)) {
     PoolClientOptions o;
     o.push_encoding = encoding;
     o.top_k_fraction = 0.05;
-    o.streams = streams;
     o.rpc_timeout = rpc_timeout;
     o.connect_timeout = absl::Seconds(30);
     return GrpcParamClient::Create(addresses_, o);
@@ -102,11 +102,9 @@ TEST_F(CompressedPushTest, ClientsUseOnlyWhatEveryServerAccepts) {
               absl::string_view::npos)
         << refused.status();
   }
-  // Float pushes still work with such a server, and so does an old client:
-  // one that never asks for compression or streams.
-  auto plain = Connect(PushEncoding::kFloat32, /*streams=*/false);
+  // Float pushes still work with such a server.
+  auto plain = Connect(PushEncoding::kFloat32);
   ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_FALSE((*plain)->uses_streams());
   std::vector<float> params((*plain)->layout().total_size());
   std::vector<uint64_t> versions;
   ASSERT_TRUE((*plain)->Pull(absl::MakeSpan(params), &versions).ok());
@@ -121,17 +119,74 @@ TEST_F(CompressedPushTest, ClientsUseOnlyWhatEveryServerAccepts) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A server that describes itself without PushStream/PullStream (protocol 1,
+// older than the client's one transport), or with a protocol version the
+// client does not speak, is refused when the client connects.
+class OldServer final : public asgd::v1::ParameterServer::Service {
+ public:
+  OldServer(asgd::v1::ModelDescription d, bool streams, uint32_t protocol)
+      : d_(std::move(d)) {
+    d_.set_streams(streams);
+    d_.set_protocol_version(protocol);
+  }
+  grpc::Status DescribeModel(grpc::ServerContext*,
+                             const asgd::v1::DescribeModelRequest*,
+                             asgd::v1::ModelDescription* out) override {
+    *out = d_;
+    return grpc::Status::OK;
+  }
+
+ private:
+  asgd::v1::ModelDescription d_;
+};
+
+TEST_F(CompressedPushTest, AServerOfAnotherProtocolIsRefused) {
+  PoolSettings settings;
+  settings.num_servers = 1;
+  Start(settings);
+  asgd::v1::ModelDescription d;
+  {
+    auto stub = asgd::v1::ParameterServer::NewStub(grpc::CreateChannel(
+        addresses_[0], grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->DescribeModel(&ctx, {}, &d).ok());
+  }
+  EXPECT_EQ(d.protocol_version(), 2u);
+  struct Case {
+    bool streams;
+    uint32_t protocol;
+    const char* says;
+  };
+  for (const Case& c : {Case{false, 0, "too old"},
+                        Case{true, 3, "speaks protocol version 3"}}) {
+    OldServer old(d, c.streams, c.protocol);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(&old);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    ASSERT_NE(server, nullptr);
+    PoolClientOptions o;
+    o.connect_timeout = absl::Seconds(30);
+    auto client =
+        GrpcParamClient::Create({absl::StrCat("127.0.0.1:", port)}, o);
+    EXPECT_EQ(client.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(client.status().message().find(c.says), absl::string_view::npos)
+        << client.status();
+    server->Shutdown();
+  }
+}
+
 // Through the client, both servers and their shards: every push moves the
 // model by the learning rate times what it decoded to, which is the gradient
-// plus the residual before minus the residual after (error feedback), on
-// streams and on one call per push alike.
+// plus the residual before minus the residual after (error feedback).
 TEST_F(CompressedPushTest, CompressedPushesApplyWhatTheyCarry) {
   Start();
   for (PushEncoding encoding : {PushEncoding::kOneBit, PushEncoding::kTopK}) {
-    for (bool streams : {true, false}) {
-      auto client = Connect(encoding, streams);
+    {
+      auto client = Connect(encoding);
       ASSERT_TRUE(client.ok()) << client.status();
-      EXPECT_EQ((*client)->uses_streams(), streams);
       EXPECT_EQ((*client)->push_encoding(), encoding);
       const int64_t n = (*client)->layout().total_size();
       std::vector<float> params(n);
@@ -165,6 +220,58 @@ TEST_F(CompressedPushTest, CompressedPushesApplyWhatTheyCarry) {
   }
 }
 
+// The interface in encoded parts: the caller's own encoder (and residual)
+// makes each server's part, the client only carries them, and the caller
+// settles each part with the reply; the servers apply what the parts decode
+// to.
+TEST_F(CompressedPushTest, EncodedPushesFromTheCallersOwnEncoder) {
+  Start();
+  auto client = Connect(PushEncoding::kFloat32);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const ModelLayout& layout = (*client)->layout();
+  const int64_t n = layout.total_size();
+  std::vector<float> params(n);
+  std::vector<uint64_t> versions;
+  ASSERT_TRUE((*client)->Pull(absl::MakeSpan(params), &versions).ok());
+  PushEncoderOptions o;
+  o.push_encoding = PushEncoding::kOneBit;
+  o.max_chunk_elements = 4096;
+  o.compressed_chunk_elements = 4096;
+  auto encoder = PushEncoder::Create(layout, o);
+  ASSERT_TRUE(encoder.ok()) << encoder.status();
+  const std::vector<float> g = Gradient(n, 0.02f);
+  std::vector<ServerPush> parts;
+  for (int s = 0; s < 2; ++s) {
+    auto part = (*encoder)->Encode(s, g, PushKind::kGradient);
+    ASSERT_TRUE(part.ok()) << part.status();
+    parts.push_back(*std::move(part));
+  }
+  const std::vector<float> before = Model();
+  auto replies = (*client)->PushEncoded(parts, versions, 1);
+  ASSERT_EQ(replies.size(), 2u);
+  std::vector<float> residual;
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_TRUE(replies[s].ok()) << replies[s].status();
+    EXPECT_TRUE(replies[s]->applied);
+    (*encoder)->Settle(s, parts[s], replies[s]->applied);
+    const std::vector<float> r = (*encoder)->Residual(s);
+    residual.insert(residual.end(), r.begin(), r.end());
+  }
+  const std::vector<float> after = Model();
+  ASSERT_EQ(static_cast<int64_t>(residual.size()), n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(after[i], before[i] - kLearningRate * (g[i] - residual[i]),
+                1e-6 * (1 + std::fabs(before[i])))
+        << i;
+  }
+  // One part per server, or nothing is sent.
+  parts.pop_back();
+  for (const auto& r : (*client)->PushEncoded(parts, versions, 1)) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(Model(), after);
+}
+
 // A push a server does not apply goes back into that server's residual, so
 // the next push carries it: refused (another stream holds the address's only
 // slot), or dropped as too stale.
@@ -174,7 +281,7 @@ TEST_F(CompressedPushTest, PushesThatAreNotAppliedGoBackIntoTheResidual) {
   settings.max_staleness = 1;
   settings.service.max_pushes_per_peer = 1;
   Start(settings);
-  auto client = Connect(PushEncoding::kOneBit, /*streams=*/false);
+  auto client = Connect(PushEncoding::kOneBit);
   ASSERT_TRUE(client.ok()) << client.status();
   const int64_t n = (*client)->layout().total_size();
   std::vector<float> params(n);
@@ -245,7 +352,7 @@ TEST_F(CompressedPushTest, AStreamOperationPastItsDeadlineIsCancelled) {
   settings.num_servers = 1;
   settings.sync_workers = 2;
   Start(settings);
-  auto client = Connect(PushEncoding::kOneBit, /*streams=*/true,
+  auto client = Connect(PushEncoding::kOneBit,
                         /*rpc_timeout=*/absl::Milliseconds(300));
   ASSERT_TRUE(client.ok()) << client.status();
   const int64_t n = (*client)->layout().total_size();
@@ -276,7 +383,6 @@ TEST_F(CompressedPushTest, StreamsAreReusedAndReopenedAfterAnIdleClose) {
   Start(settings);
   auto client = Connect(PushEncoding::kFloat32);
   ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE((*client)->uses_streams());
   const int64_t n = (*client)->layout().total_size();
   std::vector<float> params(n);
   std::vector<uint64_t> versions;

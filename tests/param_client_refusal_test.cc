@@ -30,8 +30,7 @@ TEST(GrpcParamClientTest, TheServersRefusalArrivesAsARefusal) {
   auto stub = asgd::v1::ParameterServer::NewStub(grpc::CreateChannel(
       (*server)->local_address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
-  asgd::v1::PushReply reply;
-  auto holder = stub->Push(&ctx, &reply);
+  auto holder = stub->PushStream(&ctx);
   asgd::v1::PushChunk header;
   header.mutable_header()->set_num_minibatches(1);
   ASSERT_TRUE(holder->Write(header));

@@ -158,11 +158,8 @@ ABSL_FLAG(bool, overlap_pulls, true,
 ABSL_FLAG(int, max_overlapped_steps, 1,
           "With --overlap_pulls: the most minibatches computed on one model "
           "while the next one is on the wire.");
-ABSL_FLAG(bool, streams, true,
-          "One long-lived push stream and pull stream per server (when the "
-          "servers offer them) instead of one call per push and per pull.");
 ABSL_FLAG(bool, delta_pulls, true,
-          "With --streams and float32 pulls: keep an exact copy of each "
+          "With float32 pulls: keep an exact copy of each "
           "server's slice and pull only the compressed updates applied since "
           "(servers with plain SGD log them; after float32 pushes, or from "
           "other servers, the weights come instead). Costs one more model in "
@@ -377,7 +374,6 @@ PoolClientOptions ClientOptionsFromFlags(const WorkerSetup& setup,
   o.wire_dtype = setup.wire_dtype;
   o.push_encoding = setup.push_encoding;
   o.top_k_fraction = absl::GetFlag(FLAGS_top_k_fraction);
-  o.streams = absl::GetFlag(FLAGS_streams);
   o.delta_pulls = absl::GetFlag(FLAGS_delta_pulls);
   return o;
 }

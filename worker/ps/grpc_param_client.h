@@ -7,16 +7,16 @@
 // tensors are the layout's, and every server accepting the encodings asked
 // for (a compressed push encoding needs every server to list it in
 // push_dtypes with this build's compressed format version, else
-// FailedPrecondition naming the server). The addresses may be given in any
-// order.
+// FailedPrecondition naming the server; pool_description.h). The addresses
+// may be given in any order.
 //
-// Transport. Pull and Push talk to all servers concurrently. When every
-// server offers them (ModelDescription.streams) and options.streams is set,
-// each server gets one long-lived PushStream and one PullStream, opened on
-// first use and reopened after they end, so a push or a pull costs messages
-// on an open stream instead of a call each; otherwise every push and pull is
-// its own call. Either way every operation has a deadline (rpc_timeout); on
-// a stream, an operation that misses it cancels the stream. A pull waits
+// Transport: one long-lived PushStream and one PullStream per server,
+// opened on first use and reopened after they end, so a push or a pull costs
+// messages on an open stream instead of a call each. A server whose
+// description says it does not serve them (ModelDescription.streams false)
+// is refused at Create with FailedPrecondition ("too old"). Pull and Push
+// talk to all servers concurrently. Every operation has a deadline
+// (rpc_timeout); one that misses it cancels the stream. A pull waits
 // (within its deadline) for a server that is away to come back, and the
 // channels retry connecting at least every half second, so a restarted
 // server is used again within about that long. A stream the server closed
@@ -24,24 +24,24 @@
 // sent again on the new one: nothing of it reached the server. A refusal the
 // server sends (overload) comes back as a Refusal payload of the status.
 // Tensor chunks are encoded straight into gRPC slices and decoded straight
-// from them (common/tensor_wire.h), as float32 or bfloat16
-// (PoolClientOptions::wire_dtype) or compressed (push_encoding); each client
-// has its own connection per server.
+// from them (common/tensor_wire.h); each client has its own connection per
+// server.
 //
-// Compressed pushes: one GradEncoder per server keeps that server's
-// error-feedback residual; a push a server did not apply (an error, a
-// refusal, a stale drop) is restored into that server's residual, never
-// resent.
+// What this adapter does not decide: the encoding of pushes, the
+// error-feedback residual and its restore policy (PushEncoder,
+// push_encoder.h: a push a server did not apply goes back into that
+// server's residual, never resent), and the checking of pull replies in
+// their three forms (PullReader, pull_reader.h, into the caller's PullSink).
 //
-// Delta pulls (PoolClientOptions::delta_pulls, on streams with float32
-// pulls, from servers with ModelDescription.delta_pulls): the client keeps
-// an exact copy of each such server's slice, asks for the updates since it,
-// replays them (DeltaReceiver) and copies the slice into the caller's
-// buffer; a reply the server sends as plain weights, or any error, leaves
-// no exact copy, and the next pull asks for weights again.
+// Delta pulls (PoolClientOptions::delta_pulls, with float32 pulls, from
+// servers with ModelDescription.delta_pulls): the client keeps an exact copy
+// of each such server's slice (DeltaCopy), asks for the updates since it,
+// and PullReader replays them; a reply the server sends as plain weights, or
+// any error, leaves no exact copy, and the next pull asks for weights again.
 //
-// Thread-safety: as ParamClient: one Push and one Pull in flight at a time
-// (each server's streams and residual are used by one call at a time).
+// Thread-safety: as ParamClient: one push (Push or PushEncoded) and one Pull
+// in flight at a time (each server's streams and residual are used by one
+// call at a time).
 #ifndef ASGD_WORKER_PS_GRPC_PARAM_CLIENT_H_
 #define ASGD_WORKER_PS_GRPC_PARAM_CLIENT_H_
 
@@ -55,13 +55,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/chunking.h"
 #include "common/grpc_security.h"
 #include "common/wire_codec.h"
-#include "compression/grad_encoder.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/asgd.grpc.pb.h"
 #include "worker/ps/param_client.h"
+#include "worker/ps/pull_reader.h"
+#include "worker/ps/pull_sink.h"
+#include "worker/ps/push_encoder.h"
 
 namespace asgd {
 
@@ -80,28 +81,29 @@ class GrpcParamClient final : public ParamClient {
     return attributes_;
   }
   int max_push_minibatches() const override { return max_push_minibatches_; }
-  absl::Status Pull(absl::Span<float> params,
-                    std::vector<uint64_t>* versions) override;
+  using ParamClient::Pull;
+  absl::Status Pull(PullSink* sink, std::vector<uint64_t>* versions) override;
   absl::StatusOr<PushOutcome> Push(absl::Span<const float> gradient,
                                    const std::vector<uint64_t>& versions,
                                    int num_minibatches,
                                    PushKind kind = PushKind::kGradient) override;
+  std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
+      const std::vector<ServerPush>& parts,
+      const std::vector<uint64_t>& versions, int num_minibatches) override;
   absl::StatusOr<std::vector<uint64_t>> Versions() override;
   absl::StatusOr<PoolGrant> FetchBatches(const std::string& run_id,
                                          uint64_t num_frames, int batch_size,
                                          double epochs, int count) override;
 
   // The encoding gradient pushes use.
-  PushEncoding push_encoding() const { return push_encoding_; }
-  // True when pushes and pulls travel on long-lived streams.
-  bool uses_streams() const { return use_streams_; }
+  PushEncoding push_encoding() const { return encoder_->encoding(); }
   // Streams opened so far (both kinds, all servers): 2 per server while they
   // stay open.
   int64_t streams_opened() const;
   // Tensor data bytes of the push chunks written so far (all servers).
   int64_t push_bytes_sent() const { return push_bytes_.load(); }
   // True when pulls ask for deltas (PoolClientOptions::delta_pulls, and the
-  // pulls are float32 on streams); each server answers them or not.
+  // pulls are float32); each server answers them or not.
   bool uses_delta_pulls() const { return use_delta_; }
   // Per-server pulls answered so far with updates only, and with exact
   // weights (then updates); compressed update bytes received.
@@ -113,36 +115,40 @@ class GrpcParamClient final : public ParamClient {
   std::vector<float> Residual(int server) const;
 
  private:
-  // Per server: its stubs, streams and residual.
+  // Per server: its stubs, streams and delta copy.
   struct Server {
     std::string address;
     std::unique_ptr<asgd::v1::ParameterServer::Stub> stub;
     std::unique_ptr<grpc::GenericStub> raw_stub;
-    std::vector<ChunkRef> float_plan;       // chunks of a float push or pull
-    std::vector<ChunkRef> compressed_plan;  // chunks of a compressed push
-    mutable absl::Mutex push_mu;            // one push at a time
-    std::optional<GradEncoder> encoder ABSL_GUARDED_BY(push_mu);
+    absl::Mutex push_mu;  // one push at a time
     std::unique_ptr<ClientStream> push_stream ABSL_GUARDED_BY(push_mu);
     absl::Mutex pull_mu;  // one pull at a time
     std::unique_ptr<ClientStream> pull_stream ABSL_GUARDED_BY(pull_mu);
-    // Delta pulls: whether the server answers them, its compressed chunk
-    // limit, and the copy of its slice, exactly at copy_version when set.
-    bool delta = false;
-    int64_t max_compressed_elements = 0;
-    std::vector<float> copy ABSL_GUARDED_BY(pull_mu);
-    std::optional<uint64_t> copy_version ABSL_GUARDED_BY(pull_mu);
-    uint64_t copy_lineage ABSL_GUARDED_BY(pull_mu) = 0;  // the server's
+    bool delta = false;  // the server answers delta pulls
+    DeltaCopy copy ABSL_GUARDED_BY(pull_mu);
   };
 
   GrpcParamClient(PoolClientOptions options, ModelLayout layout,
                   ModelSpec model);
 
-  absl::StatusOr<uint64_t> PullFrom(int server, absl::Span<float> params);
-  absl::StatusOr<asgd::v1::PushReply> PushTo(int server,
-                                             absl::Span<const float> gradient,
-                                             uint64_t version,
-                                             int num_minibatches,
-                                             PushKind kind);
+  // Sets the limits, the encoder and the servers from the pool's
+  // descriptions (by server index).
+  absl::Status Configure(const std::vector<asgd::v1::ModelDescription>& descs,
+                         PushEncoding push_encoding,
+                         std::vector<std::unique_ptr<Server>> servers);
+  // The server's pull or push stream, opened when it has none.
+  ClientStream& OpenStream(Server& server, bool pull, absl::Time deadline);
+  absl::StatusOr<uint64_t> PullFrom(int server, PullSink* sink);
+  // Sends `push` to `server` and returns its reply.
+  absl::StatusOr<ServerPushReply> PushTo(int server, const ServerPush& push,
+                                         uint64_t version, int num_minibatches);
+  // Encodes server `server`'s part of `gradient`, sends it and settles it
+  // with the encoder (restored unless applied).
+  absl::StatusOr<ServerPushReply> EncodeAndPush(int server,
+                                                absl::Span<const float> gradient,
+                                                uint64_t version,
+                                                int num_minibatches,
+                                                PushKind kind);
 
   const PoolClientOptions options_;
   const ModelLayout layout_;
@@ -150,9 +156,8 @@ class GrpcParamClient final : public ParamClient {
   std::map<std::string, std::string> attributes_;
   int64_t max_chunk_elements_ = 0;  // the pool's chunk limit
   int max_push_minibatches_ = 0;    // the smallest any server reported
-  PushEncoding push_encoding_ = PushEncoding::kFloat32;
-  bool use_streams_ = false;
   bool use_delta_ = false;
+  std::unique_ptr<PushEncoder> encoder_;
   std::vector<std::unique_ptr<Server>> servers_;  // by server index
   std::atomic<int64_t> streams_opened_{0};
   std::atomic<int64_t> push_bytes_{0};

@@ -25,8 +25,9 @@ class HeldPool : public ParamClient {
   const std::map<std::string, std::string>& attributes() const override {
     return attributes_;
   }
-  absl::Status Pull(absl::Span<float> params,
-                    std::vector<uint64_t>* versions) override {
+  using ParamClient::Pull;
+  absl::Status Pull(PullSink* sink, std::vector<uint64_t>* versions) override {
+    const absl::Span<float> params = sink->Staging({0, sink->size()});
     absl::MutexLock lock(&mu_);
     const int64_t me = started_++;
     auto released = [this, me]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -40,7 +41,14 @@ class HeldPool : public ParamClient {
     ++version_;
     std::fill(params.begin(), params.end(), static_cast<float>(version_));
     *versions = {version_};
-    return absl::OkStatus();
+    return sink->Commit({0, sink->size()});
+  }
+  // The trainer pushes host gradients (Push); encoded pushes are not used.
+  std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
+      const std::vector<ServerPush>& parts, const std::vector<uint64_t>&,
+      int) override {
+    return std::vector<absl::StatusOr<ServerPushReply>>(
+        parts.size(), absl::UnimplementedError("not used by the trainer"));
   }
   absl::StatusOr<PushOutcome> Push(absl::Span<const float>,
                                    const std::vector<uint64_t>&, int,

@@ -4,15 +4,20 @@
 //
 // The model is one flat float vector in ModelLayout order; the client splits
 // pushes and assembles pulls across the pool's servers. Versions are per
-// server: versions[i] is server i's version.
+// server: versions[i] is server i's version. A pull hands each server's
+// slice to a PullSink (pull_sink.h), so where the model lives (host memory,
+// a device) is the caller's business; Pull(span) is the host-memory form.
+// A push goes as each server's encoded part (PushEncoded; PushEncoder in
+// push_encoder.h makes the parts and keeps the error-feedback residual);
+// Push(span) is the host-memory form, with the client's own encoder.
 //
 // Errors: a server that refused a call because it is overloaded returns
 // Unavailable carrying a Refusal (common/refusal.h); a push computed from
 // versions the pool never reached (a restarted server), Aborted. Callers
 // decide on these codes and the refusal, never on the message.
 //
-// Thread-safety: implementations allow one Push and one Pull in flight at a
-// time, concurrently with each other and with calls of the other methods (a
+// Thread-safety: implementations allow one push (Push or PushEncoded) and
+// one Pull in flight at a time, concurrently with each other and with calls of the other methods (a
 // worker computes while its previous push and its next model are on the
 // wire); otherwise one thread at a time.
 #ifndef ASGD_WORKER_PS_PARAM_CLIENT_H_
@@ -32,13 +37,10 @@
 #include "common/security_options.h"
 #include "common/wire_codec.h"
 #include "model/model_spec.h"
+#include "worker/ps/encoded_push.h"
+#include "worker/ps/pull_sink.h"
 
 namespace asgd {
-
-enum class PushKind {
-  kGradient,  // an optimizer step on the servers
-  kAssign,    // replace the servers' weights (warm start, SGD hand-over)
-};
 
 // Minibatch ids from the shared pool (see proto FetchBatchesRequest).
 struct PoolGrant {
@@ -72,10 +74,7 @@ struct PoolClientOptions {
   std::optional<PushEncoding> push_encoding;
   // kTopK: the share of each chunk's elements sent, in (0, 0.25].
   double top_k_fraction = 0.01;
-  // One long-lived PushStream and PullStream per server when the servers
-  // offer them (else, and when false, one call per push and per pull).
-  bool streams = true;
-  // Delta pulls (with streams and float32 pulls, from servers that offer
+  // Delta pulls (with float32 pulls, from servers that offer
   // them): the client keeps an exact copy of each server's slice (one more
   // model in memory) and a pull fetches only the compressed updates applied
   // since, replayed on the copy with the server's arithmetic (bit for bit
@@ -96,14 +95,36 @@ class ParamClient {
   // 0 when the pool does not say.
   virtual int max_push_minibatches() const { return 0; }
 
-  // Fetches the whole model into `params` (layout().total_size() floats) and
-  // each server's version into `versions`.
-  virtual absl::Status Pull(absl::Span<float> params,
+  // Fetches the whole model into `sink` (of layout().total_size() floats),
+  // each server's slice committed as it completes, and each server's
+  // version into `versions`.
+  virtual absl::Status Pull(PullSink* sink,
                             std::vector<uint64_t>* versions) = 0;
+  // The same into host memory: `params` holds layout().total_size() floats.
+  absl::Status Pull(absl::Span<float> params,
+                    std::vector<uint64_t>* versions) {
+    HostPullSink sink(params);
+    return Pull(&sink, versions);
+  }
 
-  // Sends `gradient` (the average over `num_minibatches` minibatches),
-  // computed from the model of `versions`, to every server.
-  // With kAssign, `gradient` holds weights that replace the model.
+  // Sends each server its encoded part of a push: parts[i] to server i
+  // (PushEncoder, push_encoder.h, makes them; all of one kind), computed
+  // from the model of `versions`, over `num_minibatches` minibatches.
+  // Returns each server's reply or error, in server order; the caller hands
+  // each part's fate back to its encoder (PushEncoder::Settle), which
+  // restores a part that was not applied into that server's residual.
+  // InvalidArgument (for every server) when parts or versions do not have
+  // one entry per server.
+  virtual std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
+      const std::vector<ServerPush>& parts,
+      const std::vector<uint64_t>& versions, int num_minibatches) = 0;
+
+  // Host-memory form: encodes `gradient` (the average over
+  // `num_minibatches` minibatches, layout().total_size() floats) with the
+  // client's own PushEncoder (PoolClientOptions' encodings, its residual),
+  // sends it as PushEncoded does and settles each part. With kAssign,
+  // `gradient` holds weights that replace the model. The first server's
+  // error, if any, else the servers' replies summed up.
   virtual absl::StatusOr<PushOutcome> Push(
       absl::Span<const float> gradient, const std::vector<uint64_t>& versions,
       int num_minibatches, PushKind kind = PushKind::kGradient) = 0;

@@ -48,8 +48,9 @@ class FakePool : public ParamClient {
   const std::map<std::string, std::string>& attributes() const override {
     return attributes_;
   }
-  absl::Status Pull(absl::Span<float> params,
-                    std::vector<uint64_t>* versions) override {
+  using ParamClient::Pull;
+  absl::Status Pull(PullSink* sink, std::vector<uint64_t>* versions) override {
+    const absl::Span<float> params = sink->Staging({0, sink->size()});
     absl::MutexLock lock(&mu_);
     const int64_t me = pulls_started_++;
     if (hold_pulls_from_ >= 0 && me >= hold_pulls_from_) {
@@ -72,7 +73,14 @@ class FakePool : public ParamClient {
     *versions = {version_};
     log_.push_back("pull");
     pull_versions_.push_back(version_);
-    return absl::OkStatus();
+    return sink->Commit({0, sink->size()});
+  }
+  // The trainer pushes host gradients (Push); encoded pushes are not used.
+  std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
+      const std::vector<ServerPush>& parts, const std::vector<uint64_t>&,
+      int) override {
+    return std::vector<absl::StatusOr<ServerPushReply>>(
+        parts.size(), absl::UnimplementedError("not used by the trainer"));
   }
   absl::StatusOr<PushOutcome> Push(absl::Span<const float> g,
                                    const std::vector<uint64_t>& versions,

@@ -1,0 +1,130 @@
+#include "worker/ps/push_encoder.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "compression/grad_codec.h"
+
+namespace asgd {
+namespace {
+
+// The most bytes one compressed chunk message should carry: well under the
+// servers' 4 MiB message limit.
+constexpr double kCompressedChunkBytes = 3 << 20;
+
+// Hands the chunks of `push` back to `encoder`'s residual.
+void RestoreChunks(GradEncoder& encoder, const std::vector<EncodedChunk>& chunks) {
+  for (const EncodedChunk& c : chunks) {
+    // Cannot fail: the bytes are what EncodeChunk wrote for that chunk.
+    const absl::Status s = encoder.Restore(c.ref, c.bytes);
+    (void)s;
+  }
+}
+
+}  // namespace
+
+int64_t PushEncoder::CompressedChunkElements(const ModelLayout& layout,
+                                             PushEncoding encoding,
+                                             double top_k_fraction,
+                                             uint64_t server_limit) {
+  int64_t min_group = GradEncoderOptions().max_group_size;
+  for (const TensorSpec& t : layout.tensors()) {
+    min_group =
+        std::min<int64_t>(min_group, t.shape.empty() ? 1 : t.shape.back());
+  }
+  const double bytes_per_element =
+      encoding == PushEncoding::kTopK
+          ? 8.0 * top_k_fraction
+          : 0.125 + 8.0 / static_cast<double>(std::max<int64_t>(min_group, 1));
+  const int64_t elements = static_cast<int64_t>(std::min<double>(
+      static_cast<double>(std::min<uint64_t>(server_limit,
+                                             kGradCodecMaxElements)),
+      kCompressedChunkBytes / bytes_per_element));
+  return std::max<int64_t>(elements, 1);
+}
+
+absl::StatusOr<std::unique_ptr<PushEncoder>> PushEncoder::Create(
+    const ModelLayout& layout, const PushEncoderOptions& options) {
+  const PushEncoding encoding = options.push_encoding.value_or(
+      static_cast<PushEncoding>(options.wire_dtype));
+  const bool compressed = IsCompressed(encoding);
+  if (options.max_chunk_elements < 1 ||
+      (compressed && options.compressed_chunk_elements < 1)) {
+    return absl::InvalidArgumentError("push chunk limits must be at least 1");
+  }
+  GradEncoderOptions encoder_options;
+  encoder_options.encoding = encoding == PushEncoding::kTopK
+                                 ? GradEncoding::kTopK
+                                 : GradEncoding::kOneBit;
+  encoder_options.top_k_fraction = options.top_k_fraction;
+  auto out = std::unique_ptr<PushEncoder>(new PushEncoder(options, encoding));
+  for (int s = 0; s < layout.num_servers(); ++s) {
+    auto server = std::make_unique<PerServer>();
+    server->range = layout.ServerRange(s);
+    server->float_plan =
+        PlanChunks(layout, server->range, options.max_chunk_elements);
+    if (compressed) {
+      server->compressed_plan =
+          PlanChunks(layout, server->range, options.compressed_chunk_elements);
+      absl::StatusOr<GradEncoder> encoder =
+          GradEncoder::Create(layout, server->range, encoder_options);
+      if (!encoder.ok()) return encoder.status();
+      absl::MutexLock lock(&server->mu);
+      server->encoder.emplace(*std::move(encoder));
+    }
+    out->servers_.push_back(std::move(server));
+  }
+  return out;
+}
+
+absl::StatusOr<ServerPush> PushEncoder::Encode(int server,
+                                               absl::Span<const float> gradient,
+                                               PushKind kind) {
+  PerServer& ps = *servers_[server];
+  ServerPush push;
+  push.kind = kind;
+  const bool compressed = kind == PushKind::kGradient && IsCompressed(encoding_);
+  if (!compressed) {
+    push.encoding = kind == PushKind::kGradient
+                        ? encoding_
+                        : static_cast<PushEncoding>(options_.wire_dtype);
+    push.chunks.reserve(ps.float_plan.size());
+    for (const ChunkRef& c : ps.float_plan) {
+      push.chunks.push_back(
+          {c, gradient.subspan(c.flat_begin, c.count), std::string()});
+    }
+    return push;
+  }
+  push.encoding = encoding_;
+  push.chunks.reserve(ps.compressed_plan.size());
+  absl::MutexLock lock(&ps.mu);
+  for (const ChunkRef& c : ps.compressed_plan) {
+    EncodedChunk chunk{c, {}, std::string()};
+    absl::Status s = ps.encoder->EncodeChunk(c, gradient.data() + c.flat_begin,
+                                             &chunk.bytes);
+    if (!s.ok()) {
+      RestoreChunks(*ps.encoder, push.chunks);
+      return s;
+    }
+    push.chunks.push_back(std::move(chunk));
+  }
+  return push;
+}
+
+void PushEncoder::Settle(int server, const ServerPush& push, bool applied) {
+  if (applied || !push.compressed()) return;
+  PerServer& ps = *servers_[server];
+  absl::MutexLock lock(&ps.mu);
+  RestoreChunks(*ps.encoder, push.chunks);
+}
+
+std::vector<float> PushEncoder::Residual(int server) const {
+  const PerServer& ps = *servers_[server];
+  absl::MutexLock lock(&ps.mu);
+  if (!ps.encoder.has_value()) return {};
+  return std::vector<float>(ps.encoder->residual().begin(),
+                            ps.encoder->residual().end());
+}
+
+}  // namespace asgd

@@ -1,0 +1,113 @@
+// PushEncoder: turns a worker's flat gradient (ModelLayout order) into each
+// server's encoded push (encoded_push.h), and owns the error-feedback
+// residual of every server's range with its restore policy.
+//
+// Float encodings: the server's range in chunks of at most
+// max_chunk_elements, as views of the gradient (nothing is copied).
+// Compressed encodings (1-bit, top-k) of gradient pushes: chunks of at most
+// compressed_chunk_elements, each encoded by that server's GradEncoder
+// (compression/grad_encoder.h), which adds the residual it kept for those
+// elements and keeps what the encoding lost. Assign pushes are never
+// compressed: they travel as wire_dtype.
+//
+// Restore policy: a push a server did not apply (refused, failed, dropped as
+// stale) is handed back with Settle(applied = false): its chunks' decoded
+// values go back into that server's residual, so the next push carries them
+// (never resent). An applied push changes nothing more.
+//
+// Example:
+//   ASSIGN_OR_RETURN(ServerPush p, encoder->Encode(s, gradient, kind));
+//   absl::StatusOr<bool> applied = Send(s, p);   // the transport
+//   encoder->Settle(s, p, applied.ok() && *applied);
+//
+// Thread-safety: calls for different servers may run concurrently; for one
+// server, one call at a time (Encode then Settle of the same push).
+#ifndef ASGD_WORKER_PS_PUSH_ENCODER_H_
+#define ASGD_WORKER_PS_PUSH_ENCODER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/chunking.h"
+#include "common/model_layout.h"
+#include "common/wire_codec.h"
+#include "compression/grad_encoder.h"
+#include "worker/ps/encoded_push.h"
+
+namespace asgd {
+
+struct PushEncoderOptions {
+  // Encoding of assign pushes (and of float gradient pushes unless
+  // push_encoding says otherwise).
+  WireDtype wire_dtype = WireDtype::kFloat32;
+  // Encoding of gradient pushes; unset: wire_dtype.
+  std::optional<PushEncoding> push_encoding;
+  // kTopK: the share of each chunk's elements sent, in (0, 1].
+  double top_k_fraction = 0.01;
+  // Float chunks: the pool's chunk limit (at least 1).
+  int64_t max_chunk_elements = 0;
+  // Compressed chunks: at least 1 (see CompressedChunkElements).
+  int64_t compressed_chunk_elements = 0;
+};
+
+class PushEncoder {
+ public:
+  // InvalidArgument for chunk limits below 1 (compressed ones only with a
+  // compressed push encoding) or what GradEncoder::Create refuses.
+  static absl::StatusOr<std::unique_ptr<PushEncoder>> Create(
+      const ModelLayout& layout, const PushEncoderOptions& options);
+
+  // Elements per compressed chunk: as many as the servers take
+  // (`server_limit`, the smallest max_compressed_chunk_elements) within
+  // about 3 MiB of encoded bytes at the encoding's worst case (1-bit: 1/8
+  // byte per element plus 8 bytes per group; top-k: 8 bytes per element
+  // sent); at least 1.
+  static int64_t CompressedChunkElements(const ModelLayout& layout,
+                                         PushEncoding encoding,
+                                         double top_k_fraction,
+                                         uint64_t server_limit);
+
+  // Server `server`'s part of `gradient` (layout.total_size() floats, which
+  // must outlive the result when it is a float push). A compressed gradient
+  // push moves the server's residual on. InvalidArgument for NaN/Inf in a
+  // chunk (gradient + residual): that chunk's residual is unchanged and the
+  // chunks before it go back into the residual, as for a push not applied.
+  absl::StatusOr<ServerPush> Encode(int server,
+                                    absl::Span<const float> gradient,
+                                    PushKind kind);
+
+  // The fate of `push`, which Encode(server, ...) returned: when not
+  // applied, a compressed push goes back into the server's residual.
+  void Settle(int server, const ServerPush& push, bool applied);
+
+  // The encoding gradient pushes use.
+  PushEncoding encoding() const { return encoding_; }
+  // The residual of server `server`'s range (empty with a float encoding).
+  std::vector<float> Residual(int server) const;
+
+ private:
+  struct PerServer {
+    FlatRange range;
+    std::vector<ChunkRef> float_plan;
+    std::vector<ChunkRef> compressed_plan;
+    mutable absl::Mutex mu;
+    std::optional<GradEncoder> encoder ABSL_GUARDED_BY(mu);
+  };
+
+  PushEncoder(const PushEncoderOptions& options, PushEncoding encoding)
+      : options_(options), encoding_(encoding) {}
+
+  const PushEncoderOptions options_;
+  const PushEncoding encoding_;
+  std::vector<std::unique_ptr<PerServer>> servers_;
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_WORKER_PS_PUSH_ENCODER_H_
