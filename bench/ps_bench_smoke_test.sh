@@ -47,8 +47,8 @@ case "$which" in
     grep -q "| wire | gRPC transport | raw TCP GB/s | gRPC push+pull GB/s | gRPC / TCP |" <<<"$out" ||
       fail "no table header"
     grep -q "^| 64K | 1 | 262144 | fp32 | stream | " <<<"$out" || fail "no row for 64K x 1"
-    grep -q "^| 64K | 1 | 262144 | fp32 | calls | " <<<"$out" ||
-      fail "no per-call row for 64K x 1"
+    # The per-call transport is retired (protocol 2): streams only.
+    if grep -q "| calls | " <<<"$out"; then fail "a per-call row"; fi
     grep -q "^| 1M | 2 | 262144 | fp32 | stream | " <<<"$out" || fail "no row for 1M x 2"
     grep -q "^| 1M | 2 | 262144 | bf16 | stream | " <<<"$out" ||
       fail "no bf16 row for 1M x 2"

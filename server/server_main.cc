@@ -501,7 +501,7 @@ int main(int argc, char** argv) {
   asgd::ParseCommandLine(
       argc, argv,
       "asgd parameter server: holds one slice of the model, sharded across "
-      "apply threads, and serves Pull/Push/DescribeModel over gRPC.\n"
+      "apply threads, and serves PullStream/PushStream/DescribeModel over gRPC.\n"
       "Example: asgd_server --server_index=0 --num_servers=2 --port=0");
   sigset_t set;
   sigemptyset(&set);
