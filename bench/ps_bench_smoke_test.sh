@@ -54,7 +54,7 @@ case "$which" in
       fail "no bf16 row for 1M x 2"
     # payload, streams, chunk, then the measured fields (wire bytes per
     # parameter, 4 or 2; persistent streams, 1 or 0; microseconds).
-    check_csv "csv,transport" 16 3
+    check_csv "csv,transport" 8 3
     grep -q ",2,1,[0-9.]*$" <<<"$(grep '^csv,transport,' <<<"$out")" ||
       fail "no bf16 CSV line"
     grep -q "^# machine\|^# transport_bench: machine: " <<<"$out" ||

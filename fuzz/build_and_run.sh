@@ -104,7 +104,8 @@ src() { if [ -n "${OVERRIDE[$1]:-}" ]; then echo "${OVERRIDE[$1]}"; else echo "$
 
 LIB_SRCS=(common/chunking.cc common/model_layout.cc common/wire_codec.cc
           common/tensor_messages.cc common/refusal.cc common/text_quote.cc
-          server/push_assembler.cc server/param_store.cc server/shard.cc
+          server/push_assembler.cc server/param_store.cc
+          server/param_store_submit.cc server/shard.cc
           step/optimizer.cc server/staging_pool.cc compression/grad_codec.cc
           compression/grad_codec_one_bit.cc compression/grad_codec_top_k.cc
           step/compressed_apply.cc server/update_log.cc)
@@ -184,7 +185,8 @@ if [ "$BUILD_PS" = 1 ]; then
     compile proto/asgd.pb.cc proto/model.pb.cc "${LIB_SRCS[@]}" \
       "${PS_FUZZ_SRCS[@]}"
     "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/push_fuzzer" "$O/push_fuzzer.o" \
-      "$O/push_assembler.o" "$O/param_store.o" "$O/shard.o" "$O/optimizer.o" \
+      "$O/push_assembler.o" "$O/param_store.o" "$O/param_store_submit.o" \
+      "$O/shard.o" "$O/optimizer.o" \
       "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
       "$O/text_quote.o" "$O/refusal.o" "$O/wire_codec.o" "$O/model_layout.o" \
       "$O/compressed_apply.o" "$O/grad_codec.o" "$O/grad_codec_one_bit.o" \

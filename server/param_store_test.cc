@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "compression/grad_codec.h"
 #include "gtest/gtest.h"
+#include "server/push_test_cases.h"
 #include "step/compressed_apply.h"
 
 namespace asgd {
@@ -713,33 +714,9 @@ TEST(ParamStoreTest, MaxChangeBoundsCompressedPushesAndTheReplayedRate) {
   for (int64_t i = 0; i < n; i += 7) values[i] = -1e35f;
   // Top-k chunks of 500 in one buffer, as a push assembler leaves them
   // (what the update log keeps).
-  auto storage = std::make_shared<std::string>();
-  std::vector<int64_t> sizes;
-  for (int64_t at = 0; at < n; at += 500) {
-    const int64_t count = std::min<int64_t>(500, n - at);
-    std::vector<float> residual(count, 0.0f);
-    std::string out;
-    ASSERT_TRUE(EncodeTopK(absl::MakeConstSpan(values.data() + at, count),
-                           TopKCount(0.2, count), absl::MakeSpan(residual),
-                           &out)
-                    .ok());
-    *storage += out;
-    sizes.push_back(static_cast<int64_t>(out.size()));
-  }
-  auto gradient = std::make_shared<CompressedGradient>();
-  gradient->encoding = GradEncoding::kTopK;
-  gradient->encoded = *storage;
-  gradient->encoded_sizes = sizes;
-  int64_t begin = 0;
-  for (int64_t size : sizes) {
-    gradient->chunks.push_back(*ParseCompressedChunk(
-        absl::string_view(storage->data() + begin, size), {}));
-    gradient->max_abs = std::max(gradient->max_abs,
-                                 CompressedMaxAbs(gradient->chunks.back()));
-    begin += size;
-  }
-  gradient->storage = storage;
-  std::shared_ptr<const CompressedGradient> compressed = gradient;
+  std::shared_ptr<const CompressedGradient> compressed =
+      TopKGradient(values, 500, 0.2);
+  ASSERT_NE(compressed, nullptr);
   for (int k = 0; k < 3; ++k) {
     ASSERT_TRUE(
         SubmitAndWait(ps, CompressedPush(k, compressed, 0, 64)).applied);

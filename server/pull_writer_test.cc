@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "step/compressed_apply.h"
 #include "server/delta_pulls.h"
+#include "server/push_test_cases.h"
 
 namespace asgd {
 namespace {
@@ -82,33 +83,10 @@ std::vector<PullPart> Drain(PullWriter* writer) {
 std::shared_ptr<const CompressedGradient> TopK(int64_t n, std::string* bytes) {
   std::vector<float> g(n);
   for (int64_t i = 0; i < n; ++i) g[i] = (i % 3 == 0) ? 1.0f : -0.5f;
-  auto storage = std::make_shared<std::string>();
-  std::vector<int64_t> sizes;
-  for (int64_t at = 0; at < n; at += kChunk) {
-    const int64_t count = std::min(kChunk, n - at);
-    std::vector<float> residual(count, 0.0f);
-    std::string out;
-    EXPECT_TRUE(EncodeTopK(absl::MakeConstSpan(g.data() + at, count),
-                           TopKCount(0.05, count), absl::MakeSpan(residual),
-                           &out)
-                    .ok());
-    *storage += out;
-    sizes.push_back(static_cast<int64_t>(out.size()));
-  }
-  auto gradient = std::make_shared<CompressedGradient>();
-  gradient->encoding = GradEncoding::kTopK;
-  gradient->encoded = *storage;
-  gradient->encoded_sizes = sizes;
-  int64_t begin = 0;
-  for (int64_t size : sizes) {
-    gradient->chunks.push_back(*ParseCompressedChunk(
-        absl::string_view(storage->data() + begin, size), {}));
-    gradient->max_abs =
-        std::max(gradient->max_abs, CompressedMaxAbs(gradient->chunks.back()));
-    begin += size;
-  }
-  gradient->storage = storage;
-  *bytes = *storage;
+  std::shared_ptr<const CompressedGradient> gradient =
+      TopKGradient(g, kChunk, 0.05);
+  EXPECT_NE(gradient, nullptr);
+  if (gradient != nullptr) *bytes = std::string(gradient->encoded);
   return gradient;
 }
 

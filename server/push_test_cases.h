@@ -6,10 +6,12 @@
 #ifndef ASGD_SERVER_PUSH_TEST_CASES_H_
 #define ASGD_SERVER_PUSH_TEST_CASES_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "common/chunking.h"
 #include "common/model_layout.h"
 #include "common/wire_codec.h"
+#include "step/compressed_apply.h"
 #include "compression/grad_codec.h"
 #include "compression/grad_encoder.h"
 #include "model/model_spec.h"
@@ -258,6 +261,43 @@ inline std::vector<BadPushCase> MalformedCompressedPushCases() {
                                           static_cast<asgd::v1::WireDtype>(7)); },
        RejectReason::kBadSize, "unknown element encoding (dtype 7)"},
   };
+}
+
+// A top-k compressed gradient of `values` in chunks of `chunk` elements,
+// each keeping `fraction` of its elements, with its bytes end to end in one
+// buffer as a push assembler leaves them (what the update log keeps).
+inline std::shared_ptr<const CompressedGradient> TopKGradient(
+    const std::vector<float>& values, int64_t chunk, double fraction) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  auto storage = std::make_shared<std::string>();
+  std::vector<int64_t> sizes;
+  for (int64_t at = 0; at < n; at += chunk) {
+    const int64_t count = std::min(chunk, n - at);
+    std::vector<float> residual(count, 0.0f);
+    std::string out;
+    if (!EncodeTopK(absl::MakeConstSpan(values.data() + at, count),
+                    TopKCount(fraction, count), absl::MakeSpan(residual),
+                    &out)
+             .ok()) {
+      return nullptr;
+    }
+    *storage += out;
+    sizes.push_back(static_cast<int64_t>(out.size()));
+  }
+  auto gradient = std::make_shared<CompressedGradient>();
+  gradient->encoding = GradEncoding::kTopK;
+  gradient->encoded = *storage;
+  gradient->encoded_sizes = sizes;
+  int64_t begin = 0;
+  for (int64_t size : sizes) {
+    gradient->chunks.push_back(*ParseCompressedChunk(
+        absl::string_view(storage->data() + begin, size), {}));
+    gradient->max_abs =
+        std::max(gradient->max_abs, CompressedMaxAbs(gradient->chunks.back()));
+    begin += size;
+  }
+  gradient->storage = storage;
+  return gradient;
 }
 
 }  // namespace asgd
