@@ -17,9 +17,9 @@
 // decide on these codes and the refusal, never on the message.
 //
 // Thread-safety: implementations allow one push (Push or PushEncoded) and
-// one Pull in flight at a time, concurrently with each other and with calls of the other methods (a
-// worker computes while its previous push and its next model are on the
-// wire); otherwise one thread at a time.
+// one Pull in flight at a time, concurrently with each other and with calls
+// of the other methods (a worker computes while its previous push and its
+// next model are on the wire); otherwise one thread at a time.
 #ifndef ASGD_WORKER_PS_PARAM_CLIENT_H_
 #define ASGD_WORKER_PS_PARAM_CLIENT_H_
 
