@@ -125,6 +125,35 @@ class GrpcServiceTest : public ::testing::Test {
     return stream->Finish();
   }
 
+  // One raw call of `method` with `bytes` as its only message (a generic
+  // stub: no protobuf on the client side); its status. A call that does not
+  // start is UNKNOWN.
+  grpc::Status RawCall(const char* method, const std::string& bytes) {
+    grpc::GenericStub generic(grpc::CreateChannel(
+        server_->local_address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    grpc::CompletionQueue cq;
+    auto call = generic.PrepareCall(&ctx, method, &cq);
+    void* tag;
+    bool ok;
+    call->StartCall(reinterpret_cast<void*>(1));
+    grpc::Status status(grpc::StatusCode::UNKNOWN, "the call did not start");
+    if (cq.Next(&tag, &ok) && ok) {
+      grpc::Slice slice(bytes);
+      call->WriteLast(grpc::ByteBuffer(&slice, 1), grpc::WriteOptions(),
+                      reinterpret_cast<void*>(2));
+      cq.Next(&tag, &ok);
+      call->Finish(&status, reinterpret_cast<void*>(3));
+      cq.Next(&tag, &ok);
+    }
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    return status;
+  }
+
   uint64_t Rejected(RejectReason r) {
     return store()->stats().rejected[static_cast<int>(r)];
   }
@@ -373,35 +402,14 @@ TEST_F(GrpcServiceTest, PullOfAnUnknownEncodingIsInvalid) {
 // server goes on serving the streams; DescribeModel says which protocol it
 // speaks.
 TEST_F(GrpcServiceTest, RetiredPerCallPushAndPullAreUnimplemented) {
-  auto channel = grpc::CreateChannel(server_->local_address(),
-                                     grpc::InsecureChannelCredentials());
-  grpc::GenericStub generic(channel);
   const std::vector<float> before = store()->Snapshot();
   std::string push_bytes;
   ASSERT_TRUE(ValidPush(0.25f, 0)[0].SerializeToString(&push_bytes));
   for (const char* method :
        {"/asgd.v1.ParameterServer/Push", "/asgd.v1.ParameterServer/Pull"}) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::seconds(10));
-    grpc::CompletionQueue cq;
-    auto call = generic.PrepareCall(&ctx, method, &cq);
-    void* tag;
-    bool ok;
-    call->StartCall(reinterpret_cast<void*>(1));
-    cq.Next(&tag, &ok);
-    grpc::Slice slice(push_bytes);
-    call->WriteLast(grpc::ByteBuffer(&slice, 1), grpc::WriteOptions(),
-                    reinterpret_cast<void*>(2));
-    cq.Next(&tag, &ok);
-    grpc::Status status;
-    call->Finish(&status, reinterpret_cast<void*>(3));
-    ASSERT_TRUE(cq.Next(&tag, &ok));
+    const grpc::Status status = RawCall(method, push_bytes);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED)
         << method << ": " << status.error_message();
-    cq.Shutdown();
-    while (cq.Next(&tag, &ok)) {
-    }
   }
   EXPECT_EQ(store()->Snapshot(), before);
   grpc::ClientContext ctx;
@@ -421,9 +429,6 @@ TEST_F(GrpcServiceTest, RetiredPerCallPushAndPullAreUnimplemented) {
 // Bytes that are not protobuf at all, sent with a generic stub: a clear
 // INVALID_ARGUMENT, counted, nothing applied, the server still serves.
 TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
-  auto channel = grpc::CreateChannel(server_->local_address(),
-                                     grpc::InsecureChannelCredentials());
-  grpc::GenericStub generic(channel);
   const std::vector<float> before = store()->Snapshot();
   const std::string garbage("\x0b\xff\xff\xff", 4);  // a group, truncated
   for (const char* method :
@@ -431,29 +436,11 @@ TEST_F(GrpcServiceTest, BytesThatAreNotProtobufAreRejected) {
         "/asgd.v1.ParameterServer/PullStream",
         "/asgd.v1.ParameterServer/DescribeModel",
         "/asgd.v1.ParameterServer/FetchBatches"}) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::seconds(10));
-    grpc::CompletionQueue cq;
-    auto call = generic.PrepareCall(&ctx, method, &cq);
-    void* tag;
-    bool ok;
-    call->StartCall(reinterpret_cast<void*>(1));
-    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-    grpc::Slice slice(garbage);
-    call->WriteLast(grpc::ByteBuffer(&slice, 1), grpc::WriteOptions(),
-                    reinterpret_cast<void*>(2));
-    cq.Next(&tag, &ok);
-    grpc::Status status;
-    call->Finish(&status, reinterpret_cast<void*>(3));
-    ASSERT_TRUE(cq.Next(&tag, &ok));
+    const grpc::Status status = RawCall(method, garbage);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << method << ": " << status.error_message();
     EXPECT_NE(status.error_message().find("malformed"), std::string::npos)
         << status.error_message();
-    cq.Shutdown();
-    while (cq.Next(&tag, &ok)) {
-    }
   }
   EXPECT_EQ(Rejected(RejectReason::kBadHeader), 1u);
   EXPECT_EQ(store()->Snapshot(), before);
