@@ -18,16 +18,31 @@
 //   // r->loss: mean cross-entropy over labelled rows;
 //   // grad: d(mean loss)/d(params)
 //
+// Training where the model lives. A backend also holds a model copy and a
+// gradient sum of its own (the resident model): LoadModel once per model,
+// then AccumulateGradient per minibatch, and TakeAverage or TakeOneBit per
+// push. The CUDA backend keeps both, and the 1-bit error-feedback residual,
+// in device memory, so that a step moves only its minibatch and a push only
+// what it sends; the default implementation here keeps them in host memory
+// and computes through ComputeGradient (the CPU backend, test fakes).
+//
+//   RETURN_IF_ERROR(backend->LoadModel(pulled));        // after each pull
+//   ASSIGN_OR_RETURN(BatchResult r, backend->AccumulateGradient(batch));
+//   if (backend->accumulated() == push_every)
+//     RETURN_IF_ERROR(backend->TakeOneBit(plan, bytes));  // then push bytes
+//
 // Thread-safety: a backend owns scratch buffers; use one per thread.
 #ifndef ASGD_MODEL_BACKEND_H_
 #define ASGD_MODEL_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "compression/one_bit_plan.h"
 #include "model/model_spec.h"
 
 namespace asgd {
@@ -47,11 +62,17 @@ struct BatchResult {
   double loss = 0;   // mean cross-entropy over labelled rows (nats)
   int correct = 0;   // labelled rows whose argmax equals the label
   int labelled = 0;  // rows with a label
+  // AccumulateGradient: false when the gradient had a NaN or Inf (it was
+  // not added to the sum).
+  bool gradient_finite = true;
 };
+
+struct ResidentState;  // the default implementation's host buffers
 
 class ModelBackend {
  public:
-  virtual ~ModelBackend() = default;
+  ModelBackend();
+  virtual ~ModelBackend();
 
   virtual absl::string_view name() const = 0;
   virtual const ModelSpec& spec() const = 0;
@@ -78,6 +99,50 @@ class ModelBackend {
   virtual absl::Status Predict(absl::Span<const float> params,
                                const Batch& batch,
                                absl::Span<int32_t> out) = 0;
+
+  // ---- The resident model (see the file comment) ----
+
+  // The resident model is `params` from now on (a copy). InvalidArgument
+  // for a size other than the model's.
+  virtual absl::Status LoadModel(absl::Span<const float> params);
+
+  // Adds the gradient of `batch` at the resident model to the sum, unless
+  // it has a NaN or Inf (then result.gradient_finite is false and the sum
+  // is unchanged). FailedPrecondition before the first LoadModel; otherwise
+  // the errors of ComputeGradient.
+  virtual absl::StatusOr<BatchResult> AccumulateGradient(const Batch& batch);
+
+  // Minibatches in the sum since it was last taken.
+  virtual int accumulated() const;
+
+  // out = sum * (1 / accumulated()) (each element rounded once; zeros for
+  // an empty sum), and the sum is cleared. InvalidArgument for a size other
+  // than the model's.
+  virtual absl::Status TakeAverage(absl::Span<float> out);
+
+  // The average as TakeAverage computes it, plus the 1-bit residual, encoded
+  // chunk by chunk as compression/one_bit_plan.h's EncodeOneBitPlan does
+  // (the reference): `out` (plan.total_bytes) receives every chunk's
+  // grad_codec bytes, the residual keeps what the encoding lost, and the sum
+  // is cleared. The residual starts at zero. InvalidArgument for a plan
+  // that does not fit the model or a wrong `out` size (nothing changes), and
+  // for a NaN or Inf in an encoded value (the sum is cleared, the residual
+  // and `out` are not written). A device backend may compute the groups'
+  // means in another order than the reference: bits are identical, means
+  // within a rounding of float32.
+  virtual absl::Status TakeOneBit(const OneBitPlan& plan, absl::Span<char> out);
+
+  // residual[flat_begin + i] += values[i]: what a push that was not applied
+  // carried goes back into the residual. InvalidArgument outside the model.
+  virtual absl::Status RestoreResidual(int64_t flat_begin,
+                                       absl::Span<const float> values);
+
+  // The residual (model-sized), for checks and tests.
+  virtual absl::Status ReadResidual(absl::Span<float> out);
+
+ private:
+  absl::StatusOr<ResidentState*> State();
+  std::unique_ptr<ResidentState> resident_;
 };
 
 // Sets the number of OpenBLAS threads for the process (1 is best when

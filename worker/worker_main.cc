@@ -129,6 +129,12 @@ ABSL_FLAG(std::string, backend, "auto",
 ABSL_FLAG(std::string, cuda_math, "tf32",
           "CUDA GEMM precision: tf32 (tensor cores, fp32 storage) or fp32.");
 ABSL_FLAG(int, cuda_device, 0, "CUDA device index for --backend=cuda/auto.");
+ABSL_FLAG(std::string, resident_model, "auto",
+          "Keep the model and the summed gradients on the backend (asgd, "
+          "sync): each pulled model is loaded onto the GPU once, gradients "
+          "stay there, and 1-bit pushes are encoded there, so only the "
+          "encoded bytes cross PCIe. on, off, or auto (on for the cuda "
+          "backend).");
 ABSL_FLAG(std::string, save_model, "",
           "If set, save the final pulled model to this file.");
 ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
@@ -306,6 +312,11 @@ absl::StatusOr<WorkerSetup> ReadSetup() {
   if (setup.kaldi) ASGD_RETURN_IF_ERROR(ReadKaldiInputs(&setup));
   if (absl::GetFlag(FLAGS_batch_size) < 1) {
     return absl::InvalidArgumentError("--batch_size must be >= 1");
+  }
+  if (const std::string r = absl::GetFlag(FLAGS_resident_model);
+      r != "auto" && r != "on" && r != "off") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--resident_model=", r, ": want on, off or auto"));
   }
   ASGD_RETURN_IF_ERROR(ReadTrainingMode(&setup));
   ASGD_ASSIGN_OR_RETURN(setup.addresses,
@@ -494,8 +505,12 @@ int RunTrainer(const TrainerOptions& options, ParamClient* client,
                ModelBackend* backend, const ModelSpec& spec,
                const WorkerData& data, const BadDataReporter& bad_data) {
   const int index = options.loop.worker_index;
-  Trainer trainer(client, backend, data.train.get(), data.heldout.get(),
-                  options, &std::cout);
+  TrainerOptions o = options;
+  const std::string resident = absl::GetFlag(FLAGS_resident_model);
+  o.resident_model = resident == "on" ||
+                     (resident == "auto" && backend->name() == "cuda");
+  Trainer trainer(client, backend, data.train.get(), data.heldout.get(), o,
+                  &std::cout);
   auto result = trainer.Run();
   LogBadData(index, bad_data);
   if (!result.ok()) return Fail(result.status());

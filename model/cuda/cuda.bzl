@@ -30,6 +30,8 @@ _CU_SOURCES = [
     "cuda_dense",
     "cuda_conv",
     "cuda_lstm",
+    "cuda_resident",
+    "cuda_resident_model",
     "cuda_backend",
 ]
 
@@ -41,12 +43,16 @@ _CU_HEADERS = [
     "cuda_kernels.h",
     "cuda_layer.h",
     "cuda_options.h",
+    "cuda_resident.h",
+    "cuda_resident_model.h",
     "cuda_util.h",
     "dense_impl.h",
     "layer_math.h",
     "lstm_impl.h",
     "//common:model_layout.h",
     "//common:status_macros.h",
+    "//compression:grad_codec.h",
+    "//compression:one_bit_plan.h",
     "//model:backend.h",
     "//model:batch_check.h",
     "//model:model_spec.h",
@@ -65,6 +71,7 @@ _CUDA_TESTS = [
     "cuda_backend_test",
     "cuda_conv_test",
     "cuda_lstm_test",
+    "cuda_resident_test",
 ]
 
 def asgd_cuda_targets():
@@ -94,6 +101,8 @@ def asgd_cuda_targets():
         deps = [
             ":cuda_options",
             "//common:status_macros",
+            "//compression:grad_codec",
+            "//compression:one_bit_plan",
             "//model:backend",
             "//model:batch_check",
             "//model:model_spec",
@@ -128,8 +137,11 @@ def asgd_cuda_targets():
                 ":cuda_backend",
                 ":cuda_test_util",
                 "//model:backend",
+                "//model:cpu_backend",
                 "//model:model_presets",
                 "//model:model_spec",
+                "//model:resident_check",
+                "//compression:one_bit_plan",
                 "//third_party:absl",
                 "//third_party:gtest_main",
             ],

@@ -16,6 +16,7 @@
 #include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_kernels.h"
 #include "model/cuda/cuda_layer.h"
+#include "model/cuda/cuda_resident_model.h"
 #include "model/cuda/cuda_util.h"
 
 namespace asgd {
@@ -138,6 +139,96 @@ class CudaBackend final : public ModelBackend {
     return status;
   }
 
+  // The resident model: in device memory (cuda_resident_model.h), created
+  // by the first LoadModel.
+  absl::Status LoadModel(absl::Span<const float> params) override {
+    if (static_cast<int64_t>(params.size()) != num_params_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LoadModel: ", params.size(), " values for a model of ",
+                       num_params_, " parameters"));
+    }
+    ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+    if (resident_ == nullptr) {
+      ASGD_ASSIGN_OR_RETURN(resident_, cuda::ResidentModel::Create(
+                                           num_params_, compute_.get()));
+    }
+    return Checked(resident_->Load(params));
+  }
+
+  absl::StatusOr<BatchResult> AccumulateGradient(const Batch& batch) override {
+    if (resident_ == nullptr || !resident_->loaded()) {
+      return absl::FailedPreconditionError(
+          "AccumulateGradient before LoadModel: the backend holds no model");
+    }
+    // The checks read only the spans' sizes (these are device memory).
+    ASGD_RETURN_IF_ERROR(CheckGradientCall(
+        spec_, max_batch_, num_params_,
+        absl::Span<const float>(resident_->model(), num_params_), batch,
+        absl::Span<float>(d_grad_.get(), num_params_)));
+    absl::StatusOr<BatchResult> result =
+        RunGradient({}, batch, {}, resident_->model());
+    if (!result.ok()) {
+      Drain();
+      return result;
+    }
+    absl::StatusOr<bool> finite = resident_->Accumulate(d_grad_.get());
+    if (!finite.ok()) return Checked(finite.status());
+    result->gradient_finite = *finite;
+    return result;
+  }
+
+  int accumulated() const override {
+    return resident_ == nullptr ? 0 : resident_->accumulated();
+  }
+
+  absl::Status TakeAverage(absl::Span<float> out) override {
+    if (static_cast<int64_t>(out.size()) != num_params_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TakeAverage: ", out.size(), " values for a model of ",
+                       num_params_, " parameters"));
+    }
+    ASGD_RETURN_IF_ERROR(NeedResident("TakeAverage"));
+    return Checked(resident_->TakeAverage(d_grad_.get(), out));
+  }
+
+  absl::Status TakeOneBit(const OneBitPlan& plan,
+                          absl::Span<char> out) override {
+    ASGD_RETURN_IF_ERROR(plan.Validate(num_params_));
+    if (static_cast<int64_t>(out.size()) != plan.total_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TakeOneBit: ", out.size(), " bytes for a plan of ",
+                       plan.total_bytes));
+    }
+    ASGD_RETURN_IF_ERROR(NeedResident("TakeOneBit"));
+    absl::Status status = resident_->TakeOneBit(plan, d_grad_.get(), out);
+    if (absl::IsInvalidArgument(status)) return status;  // NaN/Inf: drained
+    return Checked(status);
+  }
+
+  absl::Status RestoreResidual(int64_t flat_begin,
+                               absl::Span<const float> values) override {
+    const int64_t count = static_cast<int64_t>(values.size());
+    if (flat_begin < 0 || flat_begin > num_params_ - count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RestoreResidual: [", flat_begin, ", ",
+                       flat_begin + count, ") outside a model of ",
+                       num_params_));
+    }
+    ASGD_RETURN_IF_ERROR(NeedResident("RestoreResidual"));
+    return Checked(
+        resident_->RestoreResidual(flat_begin, values, d_grad_.get()));
+  }
+
+  absl::Status ReadResidual(absl::Span<float> out) override {
+    if (static_cast<int64_t>(out.size()) != num_params_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ReadResidual: ", out.size(), " values for a model of ",
+                       num_params_, " parameters"));
+    }
+    ASGD_RETURN_IF_ERROR(NeedResident("ReadResidual"));
+    return Checked(resident_->ReadResidual(out));
+  }
+
  private:
   struct Chunk {
     int64_t offset;  // into the flat parameter vector
@@ -235,6 +326,21 @@ class CudaBackend final : public ModelBackend {
     return absl::OkStatus();
   }
 
+  // The resident model's buffers exist from the first LoadModel on.
+  absl::Status NeedResident(const char* call) {
+    if (resident_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(call, " before LoadModel: the backend holds no model"));
+    }
+    ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+    return absl::OkStatus();
+  }
+
+  absl::Status Checked(absl::Status status) {
+    if (!status.ok()) Drain();
+    return status;
+  }
+
   // Best effort after an error: wait for whatever is still queued so that no
   // copy touches the staging buffers later, and clear a non-sticky error.
   void Drain() {
@@ -264,8 +370,11 @@ class CudaBackend final : public ModelBackend {
   // l can start while later layers' parameters are still being copied. On
   // the device, d_acts_[l] then holds layer l's output for l < L and the
   // logits for l == L.
+  // With `resident`, the parameters are that device copy instead: nothing
+  // of them is uploaded.
   absl::Status UploadAndForward(absl::Span<const float> params,
-                                const Batch& batch, bool with_labels) {
+                                const Batch& batch, bool with_labels,
+                                const float* resident = nullptr) {
     const int n = batch.rows();
     const int64_t input_floats = int64_t{n} * spec_.input_dim();
     std::memcpy(h_inputs_.get(), batch.inputs.data(),
@@ -280,32 +389,45 @@ class CudaBackend final : public ModelBackend {
                           cudaMemcpyHostToDevice, copy_.get()));
     }
 
+    if (resident != nullptr) {  // the batch must have arrived
+      ASGD_CUDA_RETURN_IF_ERROR(
+          cudaEventRecord(params_ready_[0].get(), copy_.get()));
+      ASGD_CUDA_RETURN_IF_ERROR(
+          cudaStreamWaitEvent(compute_.get(), params_ready_[0].get(), 0));
+    }
+    const float* model = resident != nullptr ? resident : d_params_.get();
     for (int l = 0; l < num_layers(); ++l) {
-      for (const Chunk& chunk : layer_chunks_[l]) {
-        ASGD_RETURN_IF_ERROR(Upload(params.data(), h_params_.get(),
-                                    d_params_.get(), chunk.offset,
-                                    chunk.count));
+      if (resident == nullptr) {
+        for (const Chunk& chunk : layer_chunks_[l]) {
+          ASGD_RETURN_IF_ERROR(Upload(params.data(), h_params_.get(),
+                                      d_params_.get(), chunk.offset,
+                                      chunk.count));
+        }
+        ASGD_CUDA_RETURN_IF_ERROR(
+            cudaEventRecord(params_ready_[l].get(), copy_.get()));
+        ASGD_CUDA_RETURN_IF_ERROR(
+            cudaStreamWaitEvent(compute_.get(), params_ready_[l].get(), 0));
       }
-      ASGD_CUDA_RETURN_IF_ERROR(
-          cudaEventRecord(params_ready_[l].get(), copy_.get()));
-      ASGD_CUDA_RETURN_IF_ERROR(
-          cudaStreamWaitEvent(compute_.get(), params_ready_[l].get(), 0));
-      ASGD_RETURN_IF_ERROR(layers_[l]->Forward(
-          ctx_, d_params_.get() + offsets_[l], LayerInput(l), batch.sequences,
-          batch.steps, d_acts_[l].get()));
+      ASGD_RETURN_IF_ERROR(layers_[l]->Forward(ctx_, model + offsets_[l],
+                                               LayerInput(l), batch.sequences,
+                                               batch.steps, d_acts_[l].get()));
     }
     return absl::OkStatus();
   }
 
+  // The gradient into d_grad_ and, unless `resident` (the device copy to
+  // compute from), downloaded into `grad`.
   absl::StatusOr<BatchResult> RunGradient(absl::Span<const float> params,
                                           const Batch& batch,
-                                          absl::Span<float> grad) {
+                                          absl::Span<float> grad,
+                                          const float* resident = nullptr) {
     const int n = batch.rows();
     const int last = num_layers() - 1;
     int labelled = 0;
     for (int32_t label : batch.labels) labelled += label != kNoLabel;
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-    ASGD_RETURN_IF_ERROR(UploadAndForward(params, batch, true));
+    ASGD_RETURN_IF_ERROR(UploadAndForward(params, batch, true, resident));
+    const float* model = resident != nullptr ? resident : d_params_.get();
 
     // dZ_L = (softmax - onehot) / labelled (0 on unlabelled rows), plus
     // per-row loss and hit.
@@ -320,7 +442,7 @@ class CudaBackend final : public ModelBackend {
       // The output layer's "out" is the softmax's input; its activation is
       // none, so Backward does not read it.
       ASGD_RETURN_IF_ERROR(layers_[l]->Backward(
-          ctx_, d_params_.get() + offsets_[l], LayerInput(l), d_acts_[l].get(),
+          ctx_, model + offsets_[l], LayerInput(l), d_acts_[l].get(),
           dout, batch.sequences, batch.steps, d_grad_.get() + offsets_[l],
           l == 0 ? nullptr : din));
 
@@ -337,7 +459,8 @@ class CudaBackend final : public ModelBackend {
             h_row_int_.get(), d_row_int_.get(), n * sizeof(int32_t),
             cudaMemcpyDeviceToHost, copy_.get()));
       }
-      for (size_t c = 0; c < layer_chunks_[l].size(); ++c) {
+      for (size_t c = 0; resident == nullptr && c < layer_chunks_[l].size();
+           ++c) {
         const Chunk& chunk = layer_chunks_[l][c];
         ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
             h_grad_.get() + chunk.offset, d_grad_.get() + chunk.offset,
@@ -349,7 +472,7 @@ class CudaBackend final : public ModelBackend {
     }
 
     // Copy each chunk out of pinned memory as soon as it has arrived.
-    for (int l = last; l >= 0; --l) {
+    for (int l = last; resident == nullptr && l >= 0; --l) {
       for (size_t c = 0; c < layer_chunks_[l].size(); ++c) {
         const Chunk& chunk = layer_chunks_[l][c];
         ASGD_CUDA_RETURN_IF_ERROR(
@@ -454,6 +577,8 @@ class CudaBackend final : public ModelBackend {
   PinnedHostBuffer<int32_t> h_labels_;
   PinnedHostBuffer<float> h_row_loss_;
   PinnedHostBuffer<int32_t> h_row_int_;
+
+  std::unique_ptr<cuda::ResidentModel> resident_;  // from the first LoadModel
 };
 
 }  // namespace

@@ -25,7 +25,8 @@
 namespace asgd {
 
 // 4: CudaOptions::conv_block_rows; the plugin computes every layer kind.
-inline constexpr int kCudaPluginAbiVersion = 4;
+// 5: ModelBackend's resident model (LoadModel .. ReadResidual).
+inline constexpr int kCudaPluginAbiVersion = 5;
 
 struct CudaPluginApi {
   int abi_version;

@@ -71,7 +71,7 @@ absl::Status CheckStepFinite(const BatchResult& r, absl::Span<const float> grad,
                              const Batch& batch, const LoopOptions& options,
                              int64_t step, double epochs,
                              absl::string_view phase) {
-  bool finite = std::isfinite(r.loss);
+  bool finite = std::isfinite(r.loss) && r.gradient_finite;
   if (finite) {
     // Branch-free, so that it vectorises.
     int bad = 0;
@@ -91,6 +91,10 @@ absl::Status CheckStepFinite(const BatchResult& r, absl::Span<const float> grad,
                     "non-finite gradient (element ", i, " of ", grad.size(),
                     " is ", grad[i], ")");
     break;
+  }
+  if (!r.gradient_finite && std::isfinite(r.loss)) {
+    what = absl::StrCat("a finite loss (", r.loss,
+                        ") but a non-finite gradient (on the backend)");
   }
   float max_input = 0;
   bool inputs_finite = true;

@@ -142,8 +142,9 @@ struct TrainResult {
 // "training" or "warm start"), the epoch, options.data_source, the loss,
 // the first non-finite gradient element and the batch's largest |input|
 // (huge inputs: the data; ordinary ones: a diverging model), and saying
-// that nothing of it reached the servers. Costs one pass over the gradient,
-// without branches (the loss is checked first: one number).
+// that nothing of it reached the servers. A gradient the backend kept
+// (`grad` empty) is judged by r.gradient_finite. Costs one pass over the
+// gradient, without branches (the loss is checked first: one number).
 absl::Status CheckStepFinite(const BatchResult& r, absl::Span<const float> grad,
                              const Batch& batch, const LoopOptions& options,
                              int64_t step, double epochs,

@@ -535,15 +535,10 @@ absl::StatusOr<PushOutcome> GrpcParamClient::Push(
   replies.push_back(
       EncodeAndPush(0, gradient, versions[0], num_minibatches, kind));
   for (auto& f : futures) replies.push_back(f.get());
-  PushOutcome outcome;
-  for (int s = 0; s < n; ++s) {
-    if (!replies[s].ok()) {
-      return WithServer(servers_[s]->address, replies[s].status());
-    }
-    const ServerPushReply& r = *replies[s];
-    ++(r.applied ? outcome.applied : outcome.dropped);
-    outcome.pull_required |= r.pull_required;
-    outcome.max_staleness = std::max(outcome.max_staleness, r.staleness);
+  int failed = 0;
+  absl::StatusOr<PushOutcome> outcome = SumUpPushReplies(replies, &failed);
+  if (!outcome.ok()) {
+    return WithServer(servers_[failed]->address, outcome.status());
   }
   return outcome;
 }

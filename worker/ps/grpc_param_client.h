@@ -95,6 +95,8 @@ class GrpcParamClient final : public ParamClient {
                                          uint64_t num_frames, int batch_size,
                                          double epochs, int count) override;
 
+  const PushEncoder* push_encoder() const override { return encoder_.get(); }
+
   // The encoding gradient pushes use.
   PushEncoding push_encoding() const { return encoder_->encoding(); }
   // Streams opened so far (both kinds, all servers): 2 per server while they

@@ -30,7 +30,10 @@ void ModelFeed::PushSettled(bool stale_drop) {
 absl::Status ModelFeed::Refresh(std::vector<float>* params,
                                 std::vector<uint64_t>* versions) {
   if (prefetcher_ == nullptr) {
-    if (need_pull_) ASGD_RETURN_IF_ERROR(pull_(params, versions));
+    if (need_pull_) {
+      ASGD_RETURN_IF_ERROR(pull_(params, versions));
+      ++models_;
+    }
     need_pull_ = false;
     return absl::OkStatus();
   }
@@ -60,7 +63,10 @@ absl::StatusOr<bool> ModelFeed::Take(bool wait, std::vector<float>* params,
     absl::StatusOr<bool> taken = wait ? prefetcher_->Wait(params, versions)
                                       : prefetcher_->TakeIfReady(params, versions);
     if (taken.ok()) {
-      if (*taken) retry_->Succeeded(kRecovered);
+      if (*taken) {
+        retry_->Succeeded(kRecovered);
+        ++models_;
+      }
       return *taken;
     }
     ASGD_RETURN_IF_ERROR(retry_->BackOff(taken.status(), "pull"));

@@ -70,6 +70,9 @@ class ModelFeed {
   // Before a minibatch: brings *params and *versions up to date as above.
   absl::Status Refresh(std::vector<float>* params,
                        std::vector<uint64_t>* versions);
+  // Models Refresh has put into *params so far (a caller that keeps its
+  // own copy of the model, on a device, reloads it when this changes).
+  int64_t models() const { return models_; }
   // After a minibatch was computed on the model held.
   void Computed() { ++steps_on_model_; }
   // Stops the background pulls (waiting for one in flight); from then on
@@ -89,6 +92,7 @@ class ModelFeed {
   bool need_pull_ = false;   // the model was just pulled
   bool stale_drop_ = false;  // the last push was dropped as too stale
   int steps_on_model_ = 0;   // minibatches computed on the model held now
+  int64_t models_ = 0;       // models put into *params by Refresh
 };
 
 }  // namespace asgd

@@ -23,6 +23,7 @@
 #ifndef ASGD_WORKER_PS_PARAM_CLIENT_H_
 #define ASGD_WORKER_PS_PARAM_CLIENT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -42,6 +43,8 @@
 
 namespace asgd {
 
+class PushEncoder;  // push_encoder.h
+
 // Minibatch ids from the shared pool (see proto FetchBatchesRequest).
 struct PoolGrant {
   std::vector<uint64_t> batch_ids;
@@ -55,6 +58,26 @@ struct PushOutcome {
   uint64_t max_staleness = 0;   // largest staleness any server reported
   bool pull_required = false;   // pull before the next push
 };
+
+// The outcome of a push from each server's reply (PushEncoded's, in server
+// order): the first server's error, if any, else the replies summed up.
+// `failed` (may be null) receives that server's index.
+inline absl::StatusOr<PushOutcome> SumUpPushReplies(
+    const std::vector<absl::StatusOr<ServerPushReply>>& replies,
+    int* failed = nullptr) {
+  PushOutcome outcome;
+  for (size_t s = 0; s < replies.size(); ++s) {
+    if (!replies[s].ok()) {
+      if (failed != nullptr) *failed = static_cast<int>(s);
+      return replies[s].status();
+    }
+    const ServerPushReply& r = *replies[s];
+    ++(r.applied ? outcome.applied : outcome.dropped);
+    outcome.pull_required |= r.pull_required;
+    outcome.max_staleness = std::max(outcome.max_staleness, r.staleness);
+  }
+  return outcome;
+}
 
 // How a client reaches the pool (see worker/ps/connect.h).
 struct PoolClientOptions {
@@ -128,6 +151,13 @@ class ParamClient {
   virtual absl::StatusOr<PushOutcome> Push(
       absl::Span<const float> gradient, const std::vector<uint64_t>& versions,
       int num_minibatches, PushKind kind = PushKind::kGradient) = 0;
+
+  // The encoder Push uses (how each server's part is cut and encoded), for
+  // a caller that encodes its pushes itself and sends them by PushEncoded
+  // (a resident model's sum, trainer.h); null when the client has none.
+  // Valid, and unchanged, for the client's lifetime; its const methods may
+  // be called from any thread.
+  virtual const PushEncoder* push_encoder() const { return nullptr; }
 
   // Each server's current version.
   virtual absl::StatusOr<std::vector<uint64_t>> Versions() = 0;

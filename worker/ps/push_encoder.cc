@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "compression/grad_codec.h"
 
 namespace asgd {
@@ -75,7 +76,73 @@ absl::StatusOr<std::unique_ptr<PushEncoder>> PushEncoder::Create(
     }
     out->servers_.push_back(std::move(server));
   }
+  if (encoding == PushEncoding::kOneBit) {
+    std::vector<OneBitChunkPlan> chunks;
+    for (const auto& server : out->servers_) {
+      out->first_chunk_.push_back(chunks.size());
+      absl::MutexLock lock(&server->mu);
+      for (const ChunkRef& c : server->compressed_plan) {
+        const OneBitGroups g = server->encoder->GroupsOf(c);
+        chunks.push_back({c.flat_begin, c.count, g.group_size, g.first_group});
+      }
+    }
+    out->first_chunk_.push_back(chunks.size());
+    out->one_bit_plan_ = MakeOneBitPlan(std::move(chunks));
+  }
   return out;
+}
+
+absl::StatusOr<std::vector<ServerPush>> PushEncoder::SplitOneBit(
+    absl::Span<const char> bytes) const {
+  const OneBitPlan& plan = one_bit_plan_;
+  if (encoding_ != PushEncoding::kOneBit ||
+      static_cast<int64_t>(bytes.size()) != plan.total_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SplitOneBit: ", bytes.size(), " bytes for a 1-bit plan of ",
+        plan.total_bytes));
+  }
+  std::vector<ServerPush> pushes(servers_.size());
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    ServerPush& push = pushes[s];
+    push.kind = PushKind::kGradient;
+    push.encoding = PushEncoding::kOneBit;
+    const std::vector<ChunkRef>& refs = servers_[s]->compressed_plan;
+    for (size_t k = 0; k < refs.size(); ++k) {
+      const size_t c = first_chunk_[s] + k;
+      const int64_t end = c + 1 < plan.offsets.size() ? plan.offsets[c + 1]
+                                                      : plan.total_bytes;
+      push.chunks.push_back(
+          {refs[k], {},
+           std::string(bytes.data() + plan.offsets[c], end - plan.offsets[c])});
+    }
+  }
+  return pushes;
+}
+
+absl::Status PushEncoder::ForEachDecoded(
+    const ServerPush& push,
+    const std::function<absl::Status(int64_t, absl::Span<const float>)>&
+        restore) {
+  if (!push.compressed()) return absl::OkStatus();
+  CodecLimits limits;
+  limits.max_elements = kGradCodecMaxElements;
+  limits.max_group_size = kGradCodecMaxGroupSize;
+  std::vector<std::vector<float>> decoded(push.chunks.size());
+  for (size_t k = 0; k < push.chunks.size(); ++k) {
+    decoded[k].resize(push.chunks[k].ref.count);
+    if (absl::Status s = DecodeCompressedChunk(push.chunks[k].bytes, limits,
+                                               absl::MakeSpan(decoded[k]));
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (size_t k = 0; k < push.chunks.size(); ++k) {
+    if (absl::Status s = restore(push.chunks[k].ref.flat_begin, decoded[k]);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ServerPush> PushEncoder::Encode(int server,

@@ -26,6 +26,7 @@
 #define ASGD_WORKER_PS_PUSH_ENCODER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "common/model_layout.h"
 #include "common/wire_codec.h"
 #include "compression/grad_encoder.h"
+#include "compression/one_bit_plan.h"
 #include "worker/ps/encoded_push.h"
 
 namespace asgd {
@@ -86,6 +88,27 @@ class PushEncoder {
   // applied, a compressed push goes back into the server's residual.
   void Settle(int server, const ServerPush& push, bool applied);
 
+  // The 1-bit chunks of every server's gradient pushes, in server order, as
+  // one plan for an encoder that holds the whole gradient (a backend's
+  // resident sum, model/backend.h TakeOneBit): the chunks and groups Encode
+  // uses. Empty unless gradient pushes are kOneBit.
+  const OneBitPlan& one_bit_plan() const { return one_bit_plan_; }
+
+  // Each server's push of `bytes`, an encoding of the whole one_bit_plan()
+  // (each chunk's bytes copied). InvalidArgument for another size.
+  absl::StatusOr<std::vector<ServerPush>> SplitOneBit(
+      absl::Span<const char> bytes) const;
+
+  // Hands the decoded values of each chunk of a compressed `push` to
+  // `restore` (flat_begin, values): how a caller that keeps the residual
+  // itself takes back a push that was not applied. InvalidArgument for
+  // bytes that do not decode (then nothing was handed on).
+  static absl::Status ForEachDecoded(
+      const ServerPush& push,
+      const std::function<absl::Status(int64_t flat_begin,
+                                       absl::Span<const float> values)>&
+          restore);
+
   // The encoding gradient pushes use.
   PushEncoding encoding() const { return encoding_; }
   // The residual of server `server`'s range (empty with a float encoding).
@@ -106,6 +129,8 @@ class PushEncoder {
   const PushEncoderOptions options_;
   const PushEncoding encoding_;
   std::vector<std::unique_ptr<PerServer>> servers_;
+  OneBitPlan one_bit_plan_;
+  std::vector<size_t> first_chunk_;  // per server: its first in the plan
 };
 
 }  // namespace asgd

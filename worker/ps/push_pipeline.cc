@@ -12,6 +12,10 @@ PushPipeline::PushPipeline(int64_t size, const PushPipelineOptions& options,
       sum_(size, 0.0f),
       outgoing_(size) {}
 
+PushPipeline::PushPipeline(const PushPipelineOptions& options, TakeFn take,
+                           PushFn push)
+    : options_(options), take_(std::move(take)), push_(std::move(push)) {}
+
 PushPipeline::~PushPipeline() {
   if (in_flight_.has_value() && in_flight_->valid()) in_flight_->wait();
 }
@@ -20,6 +24,11 @@ void PushPipeline::Add(absl::Span<const float> grad,
                        const std::vector<uint64_t>& versions) {
   if (pending_ == 0) sum_versions_ = versions;  // oldest model in the sum
   for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += grad[i];
+  ++pending_;
+}
+
+void PushPipeline::Count(const std::vector<uint64_t>& versions) {
+  if (pending_ == 0) sum_versions_ = versions;
   ++pending_;
 }
 
@@ -35,24 +44,29 @@ bool PushPipeline::Due() const {
   return !(busy && options_.background && pending_ < options_.max_minibatches);
 }
 
-void PushPipeline::Start() {
-  const float inv = 1.0f / pending_;
-  for (size_t i = 0; i < sum_.size(); ++i) {
-    outgoing_[i] = sum_[i] * inv;
-    sum_[i] = 0.0f;
-  }
+absl::Status PushPipeline::Start() {
   const int n = pending_;
   pending_ = 0;
+  if (take_) {
+    if (absl::Status s = take_(n); !s.ok()) return s;
+  } else {
+    const float inv = 1.0f / n;
+    for (size_t i = 0; i < sum_.size(); ++i) {
+      outgoing_[i] = sum_[i] * inv;
+      sum_[i] = 0.0f;
+    }
+  }
   auto push = [this, base = sum_versions_, n] {
     return push_(outgoing_, base, n);
   };
   if (options_.background) {
     in_flight_ = std::async(std::launch::async, std::move(push));
-    return;
+    return absl::OkStatus();
   }
   std::promise<absl::StatusOr<PushOutcome>> done;
   done.set_value(push());
   in_flight_ = done.get_future();
+  return absl::OkStatus();
 }
 
 std::optional<absl::StatusOr<PushOutcome>> PushPipeline::Collect() {

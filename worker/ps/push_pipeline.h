@@ -17,6 +17,12 @@
 //     if (!background) Book(pipeline.Collect());
 //   }
 //
+// Resident sums: when the backend sums the gradients itself (the resident
+// model of model/backend.h), the pipeline only counts them (Count) and, at
+// Start(), calls the caller's take function on the caller's thread to move
+// that sum into what the push function then sends (it is handed an empty
+// span). A take that fails starts no push.
+//
 // What to do with an outcome (count it, retry, pull) is the caller's: the
 // pipeline only moves gradients. The push function is the caller's one
 // call into the pool; it runs on the pipeline's thread with `background`,
@@ -56,7 +62,12 @@ class PushPipeline {
       absl::Span<const float> average, const std::vector<uint64_t>& versions,
       int num_minibatches)>;
 
+  // Prepares the push of the sum's `num_minibatches` (resident sums).
+  using TakeFn = std::function<absl::Status(int num_minibatches)>;
+
   PushPipeline(int64_t size, const PushPipelineOptions& options, PushFn push);
+  // Resident sums: the gradients are summed elsewhere and taken by `take`.
+  PushPipeline(const PushPipelineOptions& options, TakeFn take, PushFn push);
   ~PushPipeline();
   PushPipeline(const PushPipeline&) = delete;
   PushPipeline& operator=(const PushPipeline&) = delete;
@@ -64,6 +75,9 @@ class PushPipeline {
   // Adds one minibatch's gradient (`size` floats), computed from the model
   // of `versions`.
   void Add(absl::Span<const float> grad, const std::vector<uint64_t>& versions);
+  // Resident sums: one more minibatch was summed, computed from the model of
+  // `versions`.
+  void Count(const std::vector<uint64_t>& versions);
   // Minibatches added since the last Start().
   int pending() const { return pending_; }
   // True when a push was started and has completed (Collect() will not
@@ -73,14 +87,17 @@ class PushPipeline {
   // and no background push is on the wire or max_minibatches are pending.
   bool Due() const;
   // Starts pushing the average of the pending minibatches. Requires
-  // pending() > 0 and no push uncollected (Collect() first).
-  void Start();
+  // pending() > 0 and no push uncollected (Collect() first). The take
+  // function's error, with no push started (the pending count is cleared:
+  // the sum is the take function's to clear).
+  absl::Status Start();
   // The outcome of the push started last (waiting for it if it is on the
   // wire); nullopt when there is none to collect.
   std::optional<absl::StatusOr<PushOutcome>> Collect();
 
  private:
   const PushPipelineOptions options_;
+  const TakeFn take_;  // resident sums only
   const PushFn push_;
   std::vector<float> sum_;
   std::vector<float> outgoing_;  // the push function's while in flight

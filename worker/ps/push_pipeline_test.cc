@@ -36,7 +36,7 @@ TEST(PushPipelineTest, PushesTheAverageWithTheOldestVersionsEveryK) {
   EXPECT_FALSE(pipeline.Due());
   pipeline.Add(std::vector<float>{3, 6}, {8});
   ASSERT_TRUE(pipeline.Due());
-  pipeline.Start();
+  ASSERT_TRUE(pipeline.Start().ok());
   EXPECT_EQ(pipeline.pending(), 0);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].average, (std::vector<float>{2, 4}));
@@ -51,7 +51,7 @@ TEST(PushPipelineTest, PushesTheAverageWithTheOldestVersionsEveryK) {
   // The sum starts again from zero.
   pipeline.Add(std::vector<float>{1, 1}, {9});
   pipeline.Add(std::vector<float>{1, 1}, {9});
-  pipeline.Start();
+  ASSERT_TRUE(pipeline.Start().ok());
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(sent[1].average, (std::vector<float>{1, 1}));
   EXPECT_EQ(sent[1].versions, (std::vector<uint64_t>{9}));
@@ -75,7 +75,7 @@ TEST(PushPipelineTest, ABackgroundPushLetsMinibatchesAccumulateUpToTheCap) {
                         });
   pipeline.Add(std::vector<float>{1}, {1});
   ASSERT_TRUE(pipeline.Due());
-  pipeline.Start();  // returns at once: the push waits on the wire
+  ASSERT_TRUE(pipeline.Start().ok());  // returns at once: the push waits on the wire
   EXPECT_FALSE(pipeline.Landed());
   pipeline.Add(std::vector<float>{1}, {1});
   EXPECT_FALSE(pipeline.Due());  // busy, 1 < 3
@@ -87,7 +87,7 @@ TEST(PushPipelineTest, ABackgroundPushLetsMinibatchesAccumulateUpToTheCap) {
   auto outcome = pipeline.Collect();  // waits for the push
   ASSERT_TRUE(outcome.has_value());
   EXPECT_TRUE(outcome->ok());
-  pipeline.Start();
+  ASSERT_TRUE(pipeline.Start().ok());
   ASSERT_TRUE(pipeline.Collect().has_value());
   absl::MutexLock lock(&mu);
   EXPECT_EQ(counts, (std::vector<int>{1, 3}));
@@ -104,7 +104,7 @@ TEST(PushPipelineTest, AFailedPushIsHandedBackNotResent) {
                               absl::UnavailableError("server away"));
                         });
   pipeline.Add(std::vector<float>{1}, {1});
-  pipeline.Start();
+  ASSERT_TRUE(pipeline.Start().ok());
   auto outcome = pipeline.Collect();
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->status().code(), absl::StatusCode::kUnavailable);

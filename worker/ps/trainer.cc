@@ -13,6 +13,7 @@
 #include "worker/ps/model_feed.h"
 #include "worker/ps/pool_source.h"
 #include "worker/ps/push_pipeline.h"
+#include "worker/ps/resident_push.h"
 
 namespace asgd {
 namespace {
@@ -65,6 +66,17 @@ class Trainer::StepPolicy {
   virtual ~StepPolicy() = default;
   virtual absl::Status Prepare(Stopwatch* watch, PhaseTimes* step,
                                TrainResult* result) = 0;
+  // The minibatch's gradient at result->params, into `grad` (host memory);
+  // a policy whose backend sums the gradients itself (the resident model)
+  // leaves `grad` alone.
+  virtual absl::StatusOr<BatchResult> Compute(ModelBackend* backend,
+                                              const Batch& batch,
+                                              TrainResult* result,
+                                              absl::Span<float> grad) {
+    return backend->ComputeGradient(result->params, batch, grad);
+  }
+  // Whether Compute leaves the gradient in `grad`.
+  virtual bool HostGradient() const { return true; }
   virtual absl::Status Consume(absl::Span<const float> grad, Stopwatch* watch,
                                PhaseTimes* step, TrainResult* result) = 0;
   // Appended to a progress line.
@@ -104,14 +116,11 @@ class Trainer::PoolStep final : public StepPolicy {
                        std::vector<uint64_t>* versions) {
                 return t->PullWithRetry(absl::MakeSpan(*params), versions);
               }),
-        pipeline_(t_->client_->layout().total_size(), PipelineOptions(*t_),
-                  [this](absl::Span<const float> average,
-                         const std::vector<uint64_t>& base, int n) {
-                    absl::StatusOr<PushOutcome> outcome =
-                        t_->Push(average, base, n, PushKind::kGradient);
-                    feed_.PushCompleted();
-                    return outcome;
-                  }) {}
+        resident_(t_->options_.resident_model
+                      ? std::make_unique<ResidentPush>(t_->backend_,
+                                                       t_->client_)
+                      : nullptr),
+        pipeline_(MakePipeline()) {}
 
   absl::Status Prepare(Stopwatch* watch, PhaseTimes* step,
                        TrainResult* result) override {
@@ -120,9 +129,24 @@ class Trainer::PoolStep final : public StepPolicy {
     // After each completed push the model is refreshed, even while the next
     // push is already on the wire.
     ASGD_RETURN_IF_ERROR(feed_.Refresh(&result->params, versions_));
+    if (resident_ != nullptr && loaded_model_ != feed_.models()) {
+      // A new model (or the first): onto the backend once.
+      ASGD_RETURN_IF_ERROR(t_->backend_->LoadModel(result->params));
+      loaded_model_ = feed_.models();
+    }
     step->pull = absl::ToDoubleSeconds(watch->Lap());
     return absl::OkStatus();
   }
+
+  absl::StatusOr<BatchResult> Compute(ModelBackend* backend,
+                                      const Batch& batch, TrainResult* result,
+                                      absl::Span<float> grad) override {
+    if (resident_ == nullptr) {
+      return StepPolicy::Compute(backend, batch, result, grad);
+    }
+    return backend->AccumulateGradient(batch);
+  }
+  bool HostGradient() const override { return resident_ == nullptr; }
 
   absl::Status Consume(absl::Span<const float> grad, Stopwatch* watch,
                        PhaseTimes* step, TrainResult* result) override {
@@ -131,7 +155,11 @@ class Trainer::PoolStep final : public StepPolicy {
     feed_.Computed();
     t_->Straggle(compute);
     step->idle = absl::ToDoubleSeconds(watch->Lap());
-    pipeline_.Add(grad, *versions_);
+    if (resident_ != nullptr) {
+      pipeline_.Count(*versions_);
+    } else {
+      pipeline_.Add(grad, *versions_);
+    }
     if (pipeline_.Due()) {
       ASGD_RETURN_IF_ERROR(Settle(result));
       ASGD_RETURN_IF_ERROR(StartPush(result));
@@ -183,8 +211,31 @@ class Trainer::PoolStep final : public StepPolicy {
     return o;
   }
 
+  // Host gradients are summed by the pipeline; a resident model's on the
+  // backend, taken at each push (ResidentPush).
+  PushPipeline MakePipeline() {
+    auto completed = [this](absl::StatusOr<PushOutcome> outcome) {
+      feed_.PushCompleted();
+      return outcome;
+    };
+    if (resident_ != nullptr) {
+      return PushPipeline(
+          PipelineOptions(*t_), [this](int n) { return resident_->Take(n); },
+          [this, completed](absl::Span<const float>,
+                            const std::vector<uint64_t>& base, int n) {
+            return completed(resident_->Send(base, n));
+          });
+    }
+    return PushPipeline(
+        t_->client_->layout().total_size(), PipelineOptions(*t_),
+        [this, completed](absl::Span<const float> average,
+                          const std::vector<uint64_t>& base, int n) {
+          return completed(t_->Push(average, base, n, PushKind::kGradient));
+        });
+  }
+
   absl::Status StartPush(TrainResult* result) {
-    pipeline_.Start();
+    ASGD_RETURN_IF_ERROR(pipeline_.Start());
     if (t_->options_.compute_while_pushing) return absl::OkStatus();
     return Settle(result);
   }
@@ -193,6 +244,7 @@ class Trainer::PoolStep final : public StepPolicy {
   absl::Status Settle(TrainResult* result) {
     std::optional<absl::StatusOr<PushOutcome>> outcome = pipeline_.Collect();
     if (!outcome.has_value()) return absl::OkStatus();
+    if (resident_ != nullptr) ASGD_RETURN_IF_ERROR(resident_->Restore());
     if (!outcome->ok()) {
       if (RefusalOf(outcome->status()) != Refusal::kNone) {
         // A server was overloaded (queues full, push memory in use, too
@@ -223,7 +275,10 @@ class Trainer::PoolStep final : public StepPolicy {
   std::vector<uint64_t>* const versions_;
   uint64_t window_staleness_ = 0;
   ModelFeed feed_;
-  PushPipeline pipeline_;  // last: its push may use feed_ until it is gone
+  std::unique_ptr<ResidentPush> resident_;  // with options_.resident_model
+  int64_t loaded_model_ = -1;  // feed_.models() when the backend loaded it
+  // Last: its push may use feed_ and resident_ until it is gone.
+  PushPipeline pipeline_;
 };
 
 Trainer::Trainer(ParamClient* client, ModelBackend* backend,
@@ -301,7 +356,7 @@ absl::Status Trainer::TrainLoop(StepPolicy* policy, BatchSource* source,
   const LoopOptions& loop = options_.loop;
   const BatchShape shape = ShapeOfBatch(*train_, loop.batch_size);
   BatchBuffer batch(shape.examples, shape.steps, train_->input_dim());
-  std::vector<float> grad(result->params.size());
+  std::vector<float> grad(policy->HostGradient() ? result->params.size() : 0);
   for (;;) {
     if (max_steps > 0 && result->steps >= max_steps) break;
     if (loop.max_seconds > 0 && reporter_.Seconds() >= loop.max_seconds) break;
@@ -311,13 +366,14 @@ absl::Status Trainer::TrainLoop(StepPolicy* policy, BatchSource* source,
     ASGD_ASSIGN_OR_RETURN(bool more, source->Next(&batch));
     if (!more) break;
     step.data = absl::ToDoubleSeconds(watch.Lap());
-    ASGD_ASSIGN_OR_RETURN(
-        BatchResult r, backend_->ComputeGradient(result->params, batch.view(),
-                                                 absl::MakeSpan(grad)));
+    ASGD_ASSIGN_OR_RETURN(BatchResult r,
+                          policy->Compute(backend_, batch.view(), result,
+                                          absl::MakeSpan(grad)));
     // Before the gradient goes anywhere (a push, the local model).
-    ASGD_RETURN_IF_ERROR(CheckStepFinite(r, grad, batch.view(), loop,
-                                         result->steps + 1, source->epochs(),
-                                         phase));
+    ASGD_RETURN_IF_ERROR(CheckStepFinite(
+        r, policy->HostGradient() ? absl::MakeConstSpan(grad)
+                                  : absl::Span<const float>(),
+        batch.view(), loop, result->steps + 1, source->epochs(), phase));
     ASGD_RETURN_IF_ERROR(policy->Consume(grad, &watch, &step, result));
     reporter_.BookStep(r, step, result);
     if (loop.log_every > 0 && result->steps % loop.log_every == 0) {

@@ -106,6 +106,14 @@ struct TrainerOptions {
   // workers of a small DNN on a fast loopback saw staleness of 7-14
   // versions and diverged at learning rate 0.05.
   int max_overlapped_steps = 1;
+  // kAsgd, kSync: the backend holds the model and sums the gradients (its
+  // resident model, model/backend.h): each pulled model is loaded onto it
+  // once, each minibatch's gradient stays there, and a push takes their
+  // average, or with 1-bit pushes their encoding with the error feedback
+  // kept on the backend (worker/ps/resident_push.h). With a CUDA backend
+  // nothing model-sized crosses PCIe per minibatch. The same pushes, bit
+  // for bit, as without it on the CPU backend (trainer_test).
+  bool resident_model = false;
   bool use_pool = false;
   uint64_t pool_seed = 1;  // example order of pool epochs (same on all workers)
   // With use_pool: the run's secret (common/pool_run_id.h), the same on

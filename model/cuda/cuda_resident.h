@@ -1,0 +1,76 @@
+// The kernels of the CUDA backend's resident model (model/backend.h
+// LoadModel .. TakeOneBit): the gradient sum, its finiteness check, the
+// average, and the 1-bit encoding with error feedback of a whole OneBitPlan
+// in three launches. Every float operation is rounded on its own
+// (__fmul_rn, __fadd_rn, __fsub_rn: no fused multiply-add), in the order of
+// the host reference (compression/one_bit_plan.h EncodeOneBitPlan), so the
+// averaged values and the bits are the reference's bit for bit; a group's
+// means are summed in double in another order than the host's, so they
+// agree after the rounding to float32 except, rarely, by one unit.
+//
+// Internal to the plugin. The launch functions enqueue on `stream` and
+// return the launch error; device pointers throughout.
+#ifndef ASGD_MODEL_CUDA_CUDA_RESIDENT_H_
+#define ASGD_MODEL_CUDA_CUDA_RESIDENT_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "compression/one_bit_plan.h"
+
+namespace asgd {
+namespace cuda_kernels {
+
+// One quantisation group of a plan: elements [begin, begin + length) of the
+// flat model; its two means go to bytes [level_offset, level_offset + 8).
+struct OneBitGroupJob {
+  int64_t begin;
+  int64_t length;
+  int64_t level_offset;
+};
+
+// One chunk's bit section: its elements [flat_begin, flat_begin + count)
+// and where its ceil(count / 8) bytes go.
+struct OneBitChunkJob {
+  int64_t flat_begin;
+  int64_t count;
+  int64_t bits_offset;
+};
+
+// The jobs of `plan` (host side; validated plans only).
+void OneBitJobs(const OneBitPlan& plan, std::vector<OneBitGroupJob>* groups,
+                std::vector<OneBitChunkJob>* chunks);
+
+// *flag = 1 if any of grad[0, count) is NaN or Inf (the caller zeroes it).
+cudaError_t LaunchFlagNonFinite(const float* grad, int64_t count, int* flag,
+                                cudaStream_t stream);
+
+// sum[i] += grad[i] for i < count, unless *flag is set.
+cudaError_t LaunchAddUnlessFlagged(const float* grad, int64_t count,
+                                   const int* flag, float* sum,
+                                   cudaStream_t stream);
+
+// out[i] = sum[i] * scale (rounded once).
+cudaError_t LaunchScale(const float* sum, int64_t count, float scale,
+                        float* out, cudaStream_t stream);
+
+// sum[i] += values[i] (RestoreResidual).
+cudaError_t LaunchAdd(const float* values, int64_t count, float* sum,
+                      cudaStream_t stream);
+
+// The 1-bit encoding of a plan: a = sum * scale + residual into `a` (model
+// sized scratch), every group's means into `out`, *flag = 1 on a NaN/Inf;
+// then, unless *flag, residual = a - decoded(a) and every chunk's bits into
+// `out`. The chunks' headers are the caller's.
+cudaError_t LaunchOneBitEncode(const OneBitGroupJob* groups, int64_t num_groups,
+                               const OneBitChunkJob* chunks, int num_chunks,
+                               int64_t max_chunk_count, const float* sum,
+                               float scale, float* residual, float* a,
+                               char* out, int* flag, cudaStream_t stream);
+
+}  // namespace cuda_kernels
+}  // namespace asgd
+
+#endif  // ASGD_MODEL_CUDA_CUDA_RESIDENT_H_

@@ -1,0 +1,248 @@
+#include "model/cuda/cuda_resident_model.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "compression/grad_codec.h"
+#include "model/cuda/cuda_resident.h"
+
+namespace asgd {
+namespace cuda {
+namespace {
+
+// Host<->device pieces: 4 MiB of floats.
+constexpr int64_t kPieceFloats = int64_t{1} << 20;
+
+void PutU32(uint32_t v, char* p) {
+  for (int b = 0; b < 4; ++b) p[b] = static_cast<char>((v >> (8 * b)) & 0xff);
+}
+
+// The 16-byte grad_codec header of a one-bit chunk.
+void WriteOneBitHeader(const OneBitChunkPlan& c, char* p) {
+  p[0] = static_cast<char>(GradEncoding::kOneBit);
+  p[1] = static_cast<char>(kGradCodecVersion);
+  p[2] = p[3] = 0;
+  PutU32(static_cast<uint32_t>(c.count), p + 4);
+  PutU32(static_cast<uint32_t>(c.group_size), p + 8);
+  PutU32(static_cast<uint32_t>(c.first_group), p + 12);
+}
+
+bool SamePlan(const OneBitPlan& a, const OneBitPlan& b) {
+  if (a.chunks.size() != b.chunks.size() || a.total_bytes != b.total_bytes) {
+    return false;
+  }
+  for (size_t c = 0; c < a.chunks.size(); ++c) {
+    const OneBitChunkPlan& x = a.chunks[c];
+    const OneBitChunkPlan& y = b.chunks[c];
+    if (x.flat_begin != y.flat_begin || x.count != y.count ||
+        x.group_size != y.group_size || x.first_group != y.first_group) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
+    int64_t num_params, cudaStream_t stream) {
+  std::unique_ptr<ResidentModel> m(new ResidentModel(num_params, stream));
+  ASGD_ASSIGN_OR_RETURN(m->model_, DeviceBuffer<float>::Create(num_params));
+  ASGD_ASSIGN_OR_RETURN(m->sum_, DeviceBuffer<float>::Create(num_params));
+  ASGD_ASSIGN_OR_RETURN(m->residual_, DeviceBuffer<float>::Create(num_params));
+  ASGD_ASSIGN_OR_RETURN(m->flag_, DeviceBuffer<int>::Create(1));
+  ASGD_ASSIGN_OR_RETURN(m->host_flag_, PinnedHostBuffer<int>::Create(1));
+  ASGD_ASSIGN_OR_RETURN(m->staging_,
+                        PinnedHostBuffer<float>::Create(2 * kPieceFloats));
+  for (Event& e : m->piece_done_) {
+    ASGD_ASSIGN_OR_RETURN(e, CreateEvent());
+  }
+  const size_t bytes = static_cast<size_t>(num_params) * sizeof(float);
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m->sum_.get(), 0, bytes, stream));
+  ASGD_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(m->residual_.get(), 0, bytes, stream));
+  ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return m;
+}
+
+absl::Status ResidentModel::Load(absl::Span<const float> params) {
+  loaded_ = false;
+  int slot = 0;
+  for (int64_t begin = 0; begin < num_params_; begin += kPieceFloats) {
+    const int64_t count = std::min(kPieceFloats, num_params_ - begin);
+    float* piece = staging_.get() + slot * kPieceFloats;
+    // The slot's previous upload must have left before it is refilled.
+    ASGD_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(piece_done_[slot].get()));
+    std::memcpy(piece, params.data() + begin, count * sizeof(float));
+    ASGD_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(model_.get() + begin, piece, count * sizeof(float),
+                        cudaMemcpyHostToDevice, stream_));
+    ASGD_CUDA_RETURN_IF_ERROR(
+        cudaEventRecord(piece_done_[slot].get(), stream_));
+    slot = 1 - slot;
+  }
+  ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  loaded_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ResidentModel::Accumulate(const float* grad) {
+  ASGD_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(flag_.get(), 0, sizeof(int), stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchFlagNonFinite(
+      grad, num_params_, flag_.get(), stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchAddUnlessFlagged(
+      grad, num_params_, flag_.get(), sum_.get(), stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_flag_.get(), flag_.get(),
+                                            sizeof(int), cudaMemcpyDeviceToHost,
+                                            stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  const bool finite = *host_flag_.get() == 0;
+  if (finite) ++accumulated_;
+  return finite;
+}
+
+absl::Status ResidentModel::ClearSum() {
+  accumulated_ = 0;
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+      sum_.get(), 0, static_cast<size_t>(num_params_) * sizeof(float),
+      stream_));
+  return absl::OkStatus();
+}
+
+absl::Status ResidentModel::Download(const float* src, int64_t count,
+                                     float* dst) {
+  // Piece p goes down into slot p % 2 while the host copies piece p - 1 out.
+  int64_t previous = -1;
+  int slot = 0;
+  for (int64_t begin = 0;; begin += kPieceFloats) {
+    if (begin < count) {
+      const int64_t n = std::min(kPieceFloats, count - begin);
+      ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          staging_.get() + slot * kPieceFloats, src + begin, n * sizeof(float),
+          cudaMemcpyDeviceToHost, stream_));
+      ASGD_CUDA_RETURN_IF_ERROR(
+          cudaEventRecord(piece_done_[slot].get(), stream_));
+    }
+    if (previous >= 0) {
+      const int prev_slot = 1 - slot;
+      ASGD_CUDA_RETURN_IF_ERROR(
+          cudaEventSynchronize(piece_done_[prev_slot].get()));
+      const int64_t n = std::min(kPieceFloats, count - previous);
+      std::memcpy(dst + previous, staging_.get() + prev_slot * kPieceFloats,
+                  n * sizeof(float));
+    }
+    if (begin >= count) break;
+    previous = begin;
+    slot = 1 - slot;
+  }
+  ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status ResidentModel::TakeAverage(float* scratch,
+                                        absl::Span<float> out) {
+  const float scale = accumulated_ > 0 ? 1.0f / accumulated_ : 0.0f;
+  ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchScale(
+      sum_.get(), num_params_, scale, scratch, stream_));
+  ASGD_RETURN_IF_ERROR(ClearSum());
+  return Download(scratch, num_params_, out.data());
+}
+
+absl::Status ResidentModel::PreparePlan(const OneBitPlan& plan) {
+  if (groups_.get() != nullptr && SamePlan(plan, plan_)) {
+    return absl::OkStatus();
+  }
+  std::vector<cuda_kernels::OneBitGroupJob> groups;
+  std::vector<cuda_kernels::OneBitChunkJob> chunks;
+  cuda_kernels::OneBitJobs(plan, &groups, &chunks);
+  if (groups.size() >
+      static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TakeOneBit: a plan of ", groups.size(), " groups; at most 2^31 - 1"));
+  }
+  plan_ = OneBitPlan();
+  ASGD_ASSIGN_OR_RETURN(
+      groups_, DeviceBuffer<cuda_kernels::OneBitGroupJob>::Create(
+                   static_cast<int64_t>(groups.size())));
+  ASGD_ASSIGN_OR_RETURN(
+      chunks_, DeviceBuffer<cuda_kernels::OneBitChunkJob>::Create(
+                   static_cast<int64_t>(chunks.size())));
+  ASGD_ASSIGN_OR_RETURN(bytes_, DeviceBuffer<char>::Create(plan.total_bytes));
+  ASGD_ASSIGN_OR_RETURN(host_bytes_,
+                        PinnedHostBuffer<char>::Create(plan.total_bytes));
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      groups_.get(), groups.data(), groups.size() * sizeof(groups[0]),
+      cudaMemcpyHostToDevice, stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      chunks_.get(), chunks.data(), chunks.size() * sizeof(chunks[0]),
+      cudaMemcpyHostToDevice, stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  max_chunk_count_ = 0;
+  for (const OneBitChunkPlan& c : plan.chunks) {
+    max_chunk_count_ = std::max(max_chunk_count_, c.count);
+  }
+  plan_ = plan;
+  return absl::OkStatus();
+}
+
+absl::Status ResidentModel::TakeOneBit(const OneBitPlan& plan, float* scratch,
+                                       absl::Span<char> out) {
+  ASGD_RETURN_IF_ERROR(PreparePlan(plan));
+  const float scale = accumulated_ > 0 ? 1.0f / accumulated_ : 0.0f;
+  ASGD_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(flag_.get(), 0, sizeof(int), stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchOneBitEncode(
+      groups_.get(), groups_.size(), chunks_.get(),
+      static_cast<int>(chunks_.size()), max_chunk_count_, sum_.get(), scale,
+      residual_.get(), scratch, bytes_.get(), flag_.get(), stream_));
+  ASGD_RETURN_IF_ERROR(ClearSum());
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_flag_.get(), flag_.get(),
+                                            sizeof(int), cudaMemcpyDeviceToHost,
+                                            stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_bytes_.get(), bytes_.get(),
+                                            plan.total_bytes,
+                                            cudaMemcpyDeviceToHost, stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (*host_flag_.get() != 0) {
+    return absl::InvalidArgumentError(
+        "TakeOneBit: the averaged gradient plus the residual has a NaN or "
+        "Inf; nothing was encoded");
+  }
+  char* bytes = host_bytes_.get();
+  for (size_t c = 0; c < plan.chunks.size(); ++c) {
+    WriteOneBitHeader(plan.chunks[c], bytes + plan.offsets[c]);
+  }
+  std::memcpy(out.data(), bytes, plan.total_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status ResidentModel::RestoreResidual(int64_t flat_begin,
+                                            absl::Span<const float> values,
+                                            float* scratch) {
+  const int64_t count = static_cast<int64_t>(values.size());
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scratch, values.data(),
+                                            count * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchAdd(
+      scratch, count, residual_.get() + flat_begin, stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status ResidentModel::ReadResidual(absl::Span<float> out) {
+  return Download(residual_.get(), num_params_, out.data());
+}
+
+}  // namespace cuda
+}  // namespace asgd

@@ -1,0 +1,172 @@
+#include "model/resident_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "compression/grad_codec.h"
+#include "gtest/gtest.h"
+
+namespace asgd {
+namespace {
+
+double MaxAbs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  return m;
+}
+
+// Float32 units in the last place between a and b (same sign assumed).
+int64_t UlpDistance(float a, float b) {
+  int32_t ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  return std::llabs(static_cast<int64_t>(ia) - ib);
+}
+
+// Compares two encodings of `plan`, chunk by chunk.
+void ExpectSameOneBit(const OneBitPlan& plan, const std::vector<char>& got,
+                      const std::vector<char>& want, bool exact) {
+  if (exact) {
+    EXPECT_TRUE(got == want) << "1-bit bytes differ from the reference";
+    return;
+  }
+  CodecLimits limits;
+  limits.max_elements = kGradCodecMaxElements;
+  limits.max_group_size = kGradCodecMaxGroupSize;
+  int mean_mismatches = 0;
+  for (size_t c = 0; c < plan.chunks.size(); ++c) {
+    const int64_t size = (c + 1 < plan.chunks.size() ? plan.offsets[c + 1]
+                                                     : plan.total_bytes) -
+                         plan.offsets[c];
+    auto g = ParseCompressedChunk(
+        absl::string_view(got.data() + plan.offsets[c], size), limits);
+    auto w = ParseCompressedChunk(
+        absl::string_view(want.data() + plan.offsets[c], size), limits);
+    ASSERT_TRUE(g.ok()) << "chunk " << c << ": " << g.status();
+    ASSERT_TRUE(w.ok()) << "chunk " << c << ": " << w.status();
+    ASSERT_EQ(g->num_groups, w->num_groups);
+    EXPECT_EQ(std::memcmp(g->bits, w->bits, (g->count + 7) / 8), 0)
+        << "chunk " << c << ": bits differ";
+    for (int64_t k = 0; k < 2 * g->num_groups; ++k) {
+      float a, b;
+      std::memcpy(&a, g->levels + 4 * k, 4);
+      std::memcpy(&b, w->levels + 4 * k, 4);
+      EXPECT_LE(UlpDistance(a, b), 1) << "chunk " << c << " level " << k;
+      mean_mismatches += a != b;
+    }
+  }
+  ::testing::Test::RecordProperty("one_bit_means_off_by_one_unit",
+                                  mean_mismatches);
+}
+
+}  // namespace
+
+std::vector<TestBatch> RandomBatches(const ModelSpec& spec, int count,
+                                     int rows, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<TestBatch> out(count);
+  for (TestBatch& b : out) {
+    b.inputs.resize(int64_t{rows} * spec.input_dim());
+    for (float& x : b.inputs) x = u(rng);
+    for (int i = 0; i < rows; ++i) {
+      b.labels.push_back(static_cast<int32_t>(rng() % spec.num_classes));
+    }
+  }
+  return out;
+}
+
+OneBitPlan VariedPlan(int64_t num_params) {
+  const int64_t counts[] = {1, 5, 64, 1000, 4097, 333};
+  const int64_t groups[] = {1, 3, 8, 2048, 100, 7};
+  std::vector<OneBitChunkPlan> chunks;
+  int64_t at = 0;
+  for (int i = 0; at < num_params; ++i) {
+    OneBitChunkPlan c;
+    c.flat_begin = at;
+    c.count = std::min(counts[i % 6], num_params - at);
+    c.group_size = groups[(i / 2) % 6];
+    c.first_group = std::max<int64_t>(
+        1, std::min(c.group_size, c.count) - (i % 3) * 2);
+    chunks.push_back(c);
+    at += c.count + (i % 4 == 3 ? 2 : 0);  // leave some elements out
+  }
+  return MakeOneBitPlan(std::move(chunks));
+}
+
+void ExpectResidentMatches(ModelBackend& backend, ModelBackend& reference,
+                           const std::vector<float>& params,
+                           const std::vector<TestBatch>& batches,
+                           const OneBitPlan& plan, bool exact,
+                           double tolerance) {
+  const size_t n = params.size();
+  ASSERT_TRUE(backend.LoadModel(params).ok());
+  auto accumulate = [&] {
+    for (const TestBatch& b : batches) {
+      auto r = backend.AccumulateGradient(b.batch());
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE(r->gradient_finite);
+    }
+    EXPECT_EQ(backend.accumulated(), static_cast<int>(batches.size()));
+  };
+
+  // 1. The average against the reference's gradients, summed in order.
+  accumulate();
+  std::vector<float> average(n), sum(n, 0.0f), grad(n);
+  ASSERT_TRUE(backend.TakeAverage(absl::MakeSpan(average)).ok());
+  EXPECT_EQ(backend.accumulated(), 0);
+  for (const TestBatch& b : batches) {
+    ASSERT_TRUE(
+        reference.ComputeGradient(params, b.batch(), absl::MakeSpan(grad))
+            .ok());
+    for (size_t i = 0; i < n; ++i) sum[i] += grad[i];
+  }
+  const float scale = 1.0f / batches.size();
+  const double bound = tolerance * MaxAbs(sum) * scale;
+  int64_t off = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float want = sum[i] * scale;
+    off += exact ? average[i] != want
+                 : std::fabs(average[i] - want) > bound;
+  }
+  EXPECT_EQ(off, 0) << "averaged gradient elements off the reference";
+
+  // 2. Two rounds of 1-bit pushes against EncodeOneBitPlan.
+  std::vector<float> ref_residual(n, 0.0f), residual(n);
+  for (int round = 0; round < 2; ++round) {
+    if (!exact && round > 0) ref_residual = residual;  // same inputs
+    accumulate();
+    std::vector<char> got(plan.total_bytes), want(plan.total_bytes);
+    ASSERT_TRUE(backend.TakeOneBit(plan, absl::MakeSpan(got)).ok());
+    ASSERT_TRUE(EncodeOneBitPlan(plan, average, 1.0f,
+                                 absl::MakeSpan(ref_residual),
+                                 absl::MakeSpan(want))
+                    .ok());
+    ExpectSameOneBit(plan, got, want, exact);
+    ASSERT_TRUE(backend.ReadResidual(absl::MakeSpan(residual)).ok());
+    int64_t residual_off = 0;
+    for (size_t i = 0; i < n; ++i) {
+      residual_off += exact ? residual[i] != ref_residual[i]
+                            : std::fabs(residual[i] - ref_residual[i]) >
+                                  1e-6 * MaxAbs(average) + 1e-30;
+    }
+    EXPECT_EQ(residual_off, 0) << "round " << round;
+  }
+
+  // 3. Restore adds to the residual.
+  std::vector<float> back = {1.5f, -2.0f, 0.25f};
+  ASSERT_TRUE(backend.RestoreResidual(n - 3, back).ok());
+  std::vector<float> after(n);
+  ASSERT_TRUE(backend.ReadResidual(absl::MakeSpan(after)).ok());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(after[n - 3 + i], residual[n - 3 + i] + back[i]);
+  }
+}
+
+}  // namespace asgd

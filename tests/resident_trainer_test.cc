@@ -1,0 +1,132 @@
+// The resident model (model/backend.h; worker/ps/resident_push.h) through
+// real servers: a worker whose backend keeps the model and sums (and
+// 1-bit encodes) the gradients itself sends the same pushes, bit for bit,
+// as one that computes every gradient into host memory, so the servers end
+// with the same model. Two servers on 127.0.0.1 (port 0), one worker,
+// pushes and pulls in turn (no background threads: the order is fixed),
+// for float32 and 1-bit pushes and 1 or 3 minibatches per push. Then one
+// resident worker with background pushes and pulls learns the toy task.
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/cpu_backend.h"
+#include "server/grpc_server.h"
+#include "server/model_options.h"
+#include "tests/test_pool.h"
+#include "worker/data/make_examples.h"
+#include "worker/data/toy_task.h"
+#include "worker/data/utterances.h"
+#include "worker/ps/grpc_param_client.h"
+#include "worker/ps/trainer.h"
+
+namespace asgd {
+namespace {
+
+struct RunResult {
+  std::vector<float> model;  // the servers' model after the run
+  absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
+};
+
+RunResult Train(PushEncoding encoding, const TrainerOptions& options) {
+  const ModelSpec spec = ToyModel("dnn");
+  std::vector<std::unique_ptr<GrpcServer>> servers;
+  std::vector<std::string> addresses;
+  for (int s = 0; s < 2; ++s) {
+    ParamStoreOptions o;
+    SetModel(spec, &o);
+    o.server_index = s;
+    o.num_servers = 2;
+    o.num_shards = 2;
+    o.optimizer.learning_rate = 0.1f;
+    o.compressed_pushes = true;
+    auto server =
+        GrpcServer::Start(o, InitialParams(spec, 1), "127.0.0.1", 0);
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return {};
+    addresses.push_back((*server)->local_address());
+    servers.push_back(*std::move(server));
+  }
+  PoolClientOptions co;
+  co.push_encoding = encoding;
+  auto client = GrpcParamClient::Create(addresses, co);
+  EXPECT_TRUE(client.ok()) << client.status();
+  if (!client.ok()) return {};
+  const Utterances train_utts = ToyUtterances(1);
+  const Utterances heldout_utts = ToyUtterances(2);
+  auto train = MakeExamples(spec, &train_utts, ToyDataOptions());
+  auto heldout = MakeExamples(spec, &heldout_utts, ToyDataOptions());
+  EXPECT_TRUE(train.ok() && heldout.ok());
+  auto backend = CreateCpuBackend(
+      spec, ShapeOfBatch(**train, options.loop.batch_size).rows());
+  EXPECT_TRUE(backend.ok());
+  RunResult run;
+  Trainer trainer(client->get(), backend->get(), train->get(), heldout->get(),
+                  options, nullptr);
+  run.result = trainer.Run();
+  run.model = PoolModel(servers);
+  return run;
+}
+
+TrainerOptions InTurn(int push_every, bool resident) {
+  TrainerOptions o;
+  o.loop.batch_size = 16;
+  o.loop.max_steps = 12;
+  o.loop.log_every = 0;
+  o.push_every = push_every;
+  o.compute_while_pushing = false;
+  o.overlap_pulls = false;
+  o.resident_model = resident;
+  return o;
+}
+
+class ResidentTrainerTest
+    : public ::testing::TestWithParam<std::tuple<PushEncoding, int>> {};
+
+TEST_P(ResidentTrainerTest, SendsTheSamePushesAsHostGradients) {
+  const auto [encoding, push_every] = GetParam();
+  const RunResult host = Train(encoding, InTurn(push_every, false));
+  const RunResult resident = Train(encoding, InTurn(push_every, true));
+  ASSERT_TRUE(host.result.ok()) << host.result.status();
+  ASSERT_TRUE(resident.result.ok()) << resident.result.status();
+  EXPECT_EQ(resident.result->pushes, host.result->pushes);
+  EXPECT_EQ(host.result->pushes, 12 / push_every);
+  ASSERT_EQ(resident.model.size(), host.model.size());
+  int64_t differ = 0;
+  for (size_t i = 0; i < host.model.size(); ++i) {
+    differ += resident.model[i] != host.model[i];
+  }
+  EXPECT_EQ(differ, 0) << "of " << host.model.size() << " weights";
+  // And the run did move the model.
+  const std::vector<float> initial = InitialParams(ToyModel("dnn"), 1);
+  EXPECT_NE(host.model, initial);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EncodingsAndPushEvery, ResidentTrainerTest,
+    ::testing::Combine(::testing::Values(PushEncoding::kFloat32,
+                                         PushEncoding::kOneBit),
+                       ::testing::Values(1, 3)),
+    [](const auto& info) {
+      return absl::StrCat(std::get<0>(info.param) == PushEncoding::kOneBit
+                              ? "OneBit"
+                              : "Float32",
+                          "Every", std::get<1>(info.param));
+    });
+
+TEST(ResidentTrainerBackgroundTest, LearnsTheToyTaskWithBackgroundPushes) {
+  TrainerOptions o = InTurn(2, true);
+  o.loop.max_steps = 0;
+  o.loop.epochs = 3;
+  o.compute_while_pushing = true;
+  o.overlap_pulls = true;
+  const RunResult run = Train(PushEncoding::kOneBit, o);
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  EXPECT_GT(run.result->pushes, 0);
+  EXPECT_GT(run.result->heldout_accuracy, 0.8);
+}
+
+}  // namespace
+}  // namespace asgd
