@@ -29,6 +29,16 @@
 // softmax are not counted; the first layer's input gradient, which is not
 // computed, is, so the rate slightly overstates the work done.
 //
+// --worker_step times what a GPU worker does per minibatch with its model
+// resident on the backend (model/backend.h; the worker's
+// --resident_model): upload the batch, compute, add the gradient to the
+// backend's sum (AccumulateGradient) and, every --push_every minibatches,
+// take the push: --push_encoding=onebit encodes the average with error
+// feedback on the backend and downloads only the bytes (TakeOneBit, by the
+// chunk plan of a pool of --servers servers, PushEncoder::one_bit_plan);
+// float32 downloads the average (TakeAverage). The model is loaded once
+// before timing (a pull's cost; its time is printed on its own line).
+//
 // The CUDA step includes what the ModelBackend interface implies: uploading
 // the parameters and the batch, and downloading the gradient (2 x 4 bytes per
 // parameter per step), so at large widths it measures the host<->device link
@@ -57,6 +67,11 @@
 #include "model/backend_factory.h"
 #include "model/model_presets.h"
 #include "model/model_spec.h"
+#include "common/model_layout.h"
+#include "common/status_macros.h"
+#include "compression/grad_codec.h"
+#include "compression/one_bit_plan.h"
+#include "worker/ps/push_encoder.h"
 
 ABSL_FLAG(std::string, backends, "cpu,cuda",
           "Comma-separated backends to time: cpu, cuda, auto. A cuda backend "
@@ -95,6 +110,15 @@ ABSL_FLAG(int, iters, 20, "Timed steps per measurement.");
 ABSL_FLAG(std::string, cuda_math, "tf32,fp32",
           "Comma-separated CUDA GEMM modes to time: tf32, fp32.");
 ABSL_FLAG(int, cuda_device, 0, "CUDA device ordinal.");
+ABSL_FLAG(bool, worker_step, false,
+          "Time the worker's step on a resident model (AccumulateGradient, "
+          "and every --push_every steps TakeOneBit or TakeAverage) instead "
+          "of ComputeGradient.");
+ABSL_FLAG(int, push_every, 1, "--worker_step: minibatches per push.");
+ABSL_FLAG(std::string, push_encoding, "onebit",
+          "--worker_step: onebit (encoded on the backend) or float32.");
+ABSL_FLAG(int, servers, 2,
+          "--worker_step: servers the push is cut for (chunk plan).");
 ABSL_FLAG(int, blas_threads, 0,
           "OpenBLAS threads for the cpu backend (0: OpenBLAS's default).");
 
@@ -196,6 +220,64 @@ absl::StatusOr<double> TimeSteps(ModelBackend& backend,
   return std::chrono::duration<double>(end - start).count();
 }
 
+// --worker_step: a resident model's step, as the worker's trainer takes it.
+// `plan` empty: float32 pushes.
+absl::StatusOr<double> TimeWorkerSteps(ModelBackend& backend,
+                                       const std::vector<float>& params,
+                                       const Batch& batch,
+                                       const OneBitPlan& plan, int warmup,
+                                       int iters) {
+  const int push_every = absl::GetFlag(FLAGS_push_every);
+  std::vector<char> bytes(plan.total_bytes);
+  std::vector<float> average(plan.chunks.empty() ? params.size() : 0);
+  const auto load_start = std::chrono::steady_clock::now();
+  if (absl::Status s = backend.LoadModel(params); !s.ok()) return s;
+  std::fprintf(stderr, "  model loaded onto the backend in %.3f ms\n",
+               1e3 * std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - load_start)
+                         .count());
+  auto step = [&]() -> absl::Status {
+    auto r = backend.AccumulateGradient(batch);
+    if (!r.ok()) return r.status();
+    if (backend.accumulated() < push_every) return absl::OkStatus();
+    return plan.chunks.empty()
+               ? backend.TakeAverage(absl::MakeSpan(average))
+               : backend.TakeOneBit(plan, absl::MakeSpan(bytes));
+  };
+  for (int i = 0; i < warmup; ++i) {
+    if (absl::Status s = step(); !s.ok()) return s;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    if (absl::Status s = step(); !s.ok()) return s;
+  }
+  const auto end = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(end - start).count();
+}
+
+// The 1-bit plan of the pushes a worker of `spec` sends a pool of
+// --servers servers (empty for float32 pushes).
+absl::StatusOr<OneBitPlan> WorkerPushPlan(const ModelSpec& spec) {
+  const std::string encoding = absl::GetFlag(FLAGS_push_encoding);
+  if (encoding == "float32") return OneBitPlan();
+  if (encoding != "onebit") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--push_encoding=", encoding, ": want onebit or float32"));
+  }
+  ASGD_ASSIGN_OR_RETURN(
+      ModelLayout layout,
+      ModelLayout::Create(ModelTensors(spec), absl::GetFlag(FLAGS_servers),
+                          /*num_shards=*/2));
+  PushEncoderOptions options;
+  options.push_encoding = PushEncoding::kOneBit;
+  options.max_chunk_elements = 1 << 20;
+  options.compressed_chunk_elements = PushEncoder::CompressedChunkElements(
+      layout, PushEncoding::kOneBit, 0.01, kGradCodecMaxElements);
+  ASGD_ASSIGN_OR_RETURN(std::unique_ptr<PushEncoder> encoder,
+                        PushEncoder::Create(layout, options));
+  return encoder->one_bit_plan();
+}
+
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "dnn_step_bench: %s\n", status.ToString().c_str());
   return 1;
@@ -252,6 +334,14 @@ int Run() {
     SetBlasThreads(absl::GetFlag(FLAGS_blas_threads));
   }
 
+  if (absl::GetFlag(FLAGS_worker_step)) {
+    std::printf(
+        "# Worker step on a resident model: AccumulateGradient, and every %d "
+        "steps a %s push taken from the backend (backend column: "
+        "<backend>+worker)\n",
+        absl::GetFlag(FLAGS_push_every),
+        absl::GetFlag(FLAGS_push_encoding).c_str());
+  }
   std::printf(
       "# Training step (ComputeGradient); FLOPs per step = 2 x "
       "TrainingMacsPerRow x rows; %d warm-up + %d timed steps per row\n",
@@ -309,11 +399,27 @@ int Run() {
           std::fflush(stdout);
           std::fprintf(stderr, "timing %s %s %s %d x %d ...\n", kind.c_str(),
                        backend_name.c_str(), math.c_str(), count, model_steps);
-          auto seconds = TimeSteps(**backend, params, inputs, labels, count,
-                                   model_steps, warmup, iters);
+          absl::StatusOr<double> seconds;
+          if (absl::GetFlag(FLAGS_worker_step)) {
+            auto plan = WorkerPushPlan(spec);
+            if (!plan.ok()) return Fail(plan.status());
+            const size_t n = static_cast<size_t>(count) * model_steps;
+            const Batch batch{
+                count, model_steps,
+                absl::MakeConstSpan(inputs).first(n * spec.input_dim()),
+                absl::MakeConstSpan(labels).first(n)};
+            seconds =
+                TimeWorkerSteps(**backend, params, batch, *plan, warmup, iters);
+          } else {
+            seconds = TimeSteps(**backend, params, inputs, labels, count,
+                                model_steps, warmup, iters);
+          }
           if (!seconds.ok()) return Fail(seconds.status());
-          rows.push_back({kind, backend_name, math, count, model_steps, iters,
-                          *seconds, macs});
+          rows.push_back({kind,
+                          absl::GetFlag(FLAGS_worker_step)
+                              ? backend_name + "+worker"
+                              : backend_name,
+                          math, count, model_steps, iters, *seconds, macs});
         }
         if (backend_name == "cpu") break;  // "auto" fell back: one mode only
       }

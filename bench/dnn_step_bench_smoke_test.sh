@@ -53,6 +53,22 @@ for model in dnn cnn lstm blstm; do
   fi
 done
 
+# The worker step on a resident model, 1-bit and float32 pushes.
+for enc in onebit float32; do
+  wout=$("$bench" --backends=cpu --models=dnn,lstm --worker_step --push_every=2 \
+    --push_encoding=$enc --hidden=16,16 --num_classes=7 --lstm_cells=8 \
+    --lstm_layers=1 --lstm_projection=0 --batches=8 --sequences=2 --steps=3 \
+    --warmup=1 --iters=4 2>&1) || fail "--worker_step --push_encoding=$enc failed: $wout"
+  for model in dnn lstm; do
+    grep -q "^| $model | cpu+worker | fp32 | " <<<"$wout" ||
+      fail "no worker-step row for $model ($enc): $wout"
+  done
+done
+if "$bench" --backends=cpu --worker_step --push_encoding=gzip --iters=1 \
+    --hidden=16 >/dev/null 2>&1; then
+  fail "--push_encoding=gzip was accepted"
+fi
+
 # Bad flags are errors, not tables.
 if "$bench" --backends=tpu --iters=1 >/dev/null 2>&1; then
   fail "--backends=tpu was accepted"

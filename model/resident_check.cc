@@ -151,10 +151,11 @@ void ExpectResidentMatches(ModelBackend& backend, ModelBackend& reference,
     ExpectSameOneBit(plan, got, want, exact);
     ASSERT_TRUE(backend.ReadResidual(absl::MakeSpan(residual)).ok());
     int64_t residual_off = 0;
+    const double residual_bound = 1e-6 * MaxAbs(average) + 1e-30;
     for (size_t i = 0; i < n; ++i) {
       residual_off += exact ? residual[i] != ref_residual[i]
                             : std::fabs(residual[i] - ref_residual[i]) >
-                                  1e-6 * MaxAbs(average) + 1e-30;
+                                  residual_bound;
     }
     EXPECT_EQ(residual_off, 0) << "round " << round;
   }

@@ -142,11 +142,7 @@ class CudaBackend final : public ModelBackend {
   // The resident model: in device memory (cuda_resident_model.h), created
   // by the first LoadModel.
   absl::Status LoadModel(absl::Span<const float> params) override {
-    if (static_cast<int64_t>(params.size()) != num_params_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LoadModel: ", params.size(), " values for a model of ",
-                       num_params_, " parameters"));
-    }
+    ASGD_RETURN_IF_ERROR(CheckModelSized("LoadModel", params.size()));
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
     if (resident_ == nullptr) {
       ASGD_ASSIGN_OR_RETURN(resident_, cuda::ResidentModel::Create(
@@ -182,11 +178,7 @@ class CudaBackend final : public ModelBackend {
   }
 
   absl::Status TakeAverage(absl::Span<float> out) override {
-    if (static_cast<int64_t>(out.size()) != num_params_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("TakeAverage: ", out.size(), " values for a model of ",
-                       num_params_, " parameters"));
-    }
+    ASGD_RETURN_IF_ERROR(CheckModelSized("TakeAverage", out.size()));
     ASGD_RETURN_IF_ERROR(NeedResident("TakeAverage"));
     return Checked(resident_->TakeAverage(d_grad_.get(), out));
   }
@@ -220,11 +212,7 @@ class CudaBackend final : public ModelBackend {
   }
 
   absl::Status ReadResidual(absl::Span<float> out) override {
-    if (static_cast<int64_t>(out.size()) != num_params_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ReadResidual: ", out.size(), " values for a model of ",
-                       num_params_, " parameters"));
-    }
+    ASGD_RETURN_IF_ERROR(CheckModelSized("ReadResidual", out.size()));
     ASGD_RETURN_IF_ERROR(NeedResident("ReadResidual"));
     return Checked(resident_->ReadResidual(out));
   }
@@ -324,6 +312,12 @@ class CudaBackend final : public ModelBackend {
     ASGD_ASSIGN_OR_RETURN(h_row_loss_, PinnedHostBuffer<float>::Create(batch));
     ASGD_ASSIGN_OR_RETURN(h_row_int_, PinnedHostBuffer<int32_t>::Create(batch));
     return absl::OkStatus();
+  }
+
+  absl::Status CheckModelSized(const char* call, size_t size) const {
+    if (static_cast<int64_t>(size) == num_params_) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        call, ": ", size, " values for a model of ", num_params_, " params"));
   }
 
   // The resident model's buffers exist from the first LoadModel on.

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# GPU workers on a GPU host: the CUDA tests, the worker step on a resident
+# model against the plain gradient step and PyTorch's, and short end-to-end
+# trainings (two servers on the host's CPUs, GPU workers), each with the
+# resident model on and off. Writes $OUT/summary.txt and $OUT/logs.tgz.
+#
+#   bench/gpu_worker_check.sh PACK.tar.xz
+#
+# PACK.tar.xz: ../shared/gpu-host/pack.sh of asgd_server, asgd_worker,
+# asgd_eval, make_corpus, dnn_step_bench, the four cuda_*_test binaries and
+# bench/torch_dnn_step.py (see docs/results/gpu/README.md for the command).
+set -u
+OUT=${OUT:-$PWD/gpu-check-out}; mkdir -p "$OUT"
+T0=$(date +%s)
+L=/tmp/asgd-logs; mkdir -p $L
+exec > >(tee -a "$OUT/summary.txt") 2>&1
+save() { tar -czf "$OUT/logs.tgz" -C $L . 2>/dev/null; }
+trap save EXIT
+el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+P=/tmp/asgd; mkdir -p $P
+tar -xJf "${1:?usage: gpu_worker_check.sh PACK.tar.xz}" -C $P || { echo "unpack failed"; exit 1; }
+B=$P/bin
+CUB=$(dirname "$(find / -xdev -name 'libcublas.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)")
+CRT=$(dirname "$(find / -xdev -name 'libcudart.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)")
+export LD_LIBRARY_PATH=$P/lib:$CUB:$CRT
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+el "env"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
+
+# STAGES: which parts run (all by default).
+STAGES=${STAGES:-"tests bench demo overlap seed lstm"}
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+if has tests; then
+el "gpu tests"
+for t in ${TESTS:-cuda_backend_test cuda_conv_test cuda_lstm_test cuda_resident_test}; do
+  timeout 150 $B/$t > $L/10_$t.txt 2>&1; echo "$t rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|Failure|means_off" $L/10_$t.txt | head -12
+done
+
+fi
+
+if has bench; then
+save; el "step bench: gradient step, worker step (1-bit, float32), PyTorch"
+bench() {  # name flags...
+  local name=$1; shift
+  timeout 120 $B/dnn_step_bench --backends=cuda --cuda_math=tf32 --batches=256 \
+    --sequences=16 --iters=30 "$@" > $L/20_$name.txt 2>&1; echo "$name rc=$?"
+  grep -E "^\| [a-z]" $L/20_$name.txt; grep -E "loaded onto" $L/20_$name.txt | head -4
+}
+bench gradient --models=dnn,cnn,lstm,blstm
+bench worker_onebit --models=dnn,cnn,lstm,blstm --worker_step --push_encoding=onebit
+bench worker_onebit_k4 --models=dnn --worker_step --push_encoding=onebit --push_every=4
+bench worker_float32 --models=dnn --worker_step --push_encoding=float32
+timeout 150 python3 $B/torch_dnn_step.py --models=dnn,cnn,lstm,blstm --iters=30 \
+  > $L/21_torch.txt 2>&1; echo "torch rc=$?"
+grep -E "^\| [a-z]+ \| torch-cuda(\+copies)? \| tf32 \| (256|16) x" $L/21_torch.txt
+
+fi
+
+save; el "corpus"
+timeout 120 $B/make_corpus --out=$P/corpus --jobs=16 --text_dir=$P/text > $L/30_corpus.txt 2>&1
+echo "corpus rc=$?"; tail -1 $L/30_corpus.txt
+run_e2e() {  # name workers epochs hidden [worker flags...]
+  local name=$1 nw=$2 ep=$3 hid=$4; shift 4
+  local d=$P/run-$name; mkdir -p $d; local pids=() addrs=() s w
+  for s in 0 1; do
+    $B/asgd_server --host=127.0.0.1 --port=0 --port_file=$d/port.$s --server_index=$s \
+      --num_servers=2 --num_shards=2 ${SRV:---model=dnn --hidden=$hid --learning_rate=0.05} \
+      > $d/server-$s.log 2>&1 & pids+=($!)
+  done
+  for s in 0 1; do for i in $(seq 100); do [ -s $d/port.$s ] && break; sleep 0.1; done
+    addrs+=("127.0.0.1:$(cat $d/port.$s)"); done
+  local S=$(IFS=,; echo "${addrs[*]}") t0=$(date +%s.%N) wp=()
+  for ((w = 0; w < nw; w++)); do
+    timeout 150 $B/asgd_worker --servers=$S --corpus=$P/corpus --worker_index=$w \
+      --num_workers=$nw --epochs=$ep --backend=cuda --log_every=1000 "$@" \
+      > $d/worker-$w.log 2>&1 & wp+=($!)
+  done
+  for p in "${wp[@]}"; do wait $p; done
+  local t1=$(date +%s.%N)
+  local acc=$(timeout 60 $B/asgd_eval --servers=$S --corpus=$P/corpus 2>&1 | tail -1)
+  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
+  { echo "== $name: $nw x cuda, $ep epochs, hidden $hid, flags: $*"
+    echo "wall $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s; eval: $acc"
+    grep -hE "done:|phases|rror" $d/worker-*.log | head -4; } | tee -a $L/40_e2e.txt
+  cp $d/worker-0.log $L/41_worker0_$name.log 2>/dev/null; save
+}
+el "e2e"
+if has demo; then  # the demo DNN (512 x 2) to its held-out accuracy
+  run_e2e demo1_host 1 3 512,512 --resident_model=off
+  run_e2e demo1 1 3 512,512
+  run_e2e demo1_1bit 1 3 512,512 --push_encoding=onebit
+  run_e2e demo4_1bit 4 3 512,512 --push_encoding=onebit
+  run_e2e demo4 4 3 512,512
+fi
+if has overlap; then  # more minibatches per pulled model (more staleness)
+  run_e2e demo1_1bit_ov3 1 3 512,512 --push_encoding=onebit --max_overlapped_steps=3
+  run_e2e demo4_1bit_ov3 4 3 512,512 --push_encoding=onebit --max_overlapped_steps=3
+fi
+if has seed; then  # the seed's DNN size (5 x 2048): throughput in 25 s
+  SEED=2048,2048,2048,2048,2048
+  run_e2e seed1_1bit_host 1 1 $SEED --time_budget_s=25 --push_encoding=onebit --resident_model=off
+  run_e2e seed1_1bit 1 1 $SEED --time_budget_s=25 --push_encoding=onebit
+  run_e2e seed1 1 1 $SEED --time_budget_s=25
+  run_e2e seed4_1bit 4 1 $SEED --time_budget_s=25 --push_encoding=onebit
+fi
+if has lstm; then  # LSTM 1 x 128, 2 epochs
+  SRV="--model=lstm --lstm_layers=1 --lstm_cells=128 --context=2 --learning_rate=0.3"
+  run_e2e lstm1_host 1 2 - --resident_model=off
+  run_e2e lstm1 1 2 -
+  SRV=
+fi
+el "done"
