@@ -130,11 +130,8 @@ ABSL_FLAG(std::string, cuda_math, "tf32",
           "CUDA GEMM precision: tf32 (tensor cores, fp32 storage) or fp32.");
 ABSL_FLAG(int, cuda_device, 0, "CUDA device index for --backend=cuda/auto.");
 ABSL_FLAG(std::string, resident_model, "auto",
-          "Keep the model and the summed gradients on the backend (asgd, "
-          "sync): each pulled model is loaded onto the GPU once, gradients "
-          "stay there, and 1-bit pushes are encoded there, so only the "
-          "encoded bytes cross PCIe. on, off, or auto (on for the cuda "
-          "backend).");
+          "on, off, auto (on with --backend cuda): the model, the summed "
+          "gradients and 1-bit encoding stay on the GPU (asgd, sync).");
 ABSL_FLAG(std::string, save_model, "",
           "If set, save the final pulled model to this file.");
 ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
@@ -315,8 +312,8 @@ absl::StatusOr<WorkerSetup> ReadSetup() {
   }
   if (const std::string r = absl::GetFlag(FLAGS_resident_model);
       r != "auto" && r != "on" && r != "off") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--resident_model=", r, ": want on, off or auto"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--resident_model=", r, ": want on, off or auto"));
   }
   ASGD_RETURN_IF_ERROR(ReadTrainingMode(&setup));
   ASGD_ASSIGN_OR_RETURN(setup.addresses,

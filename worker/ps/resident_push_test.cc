@@ -1,0 +1,190 @@
+// ResidentPush without a network: a 1-bit push is the backend's encoding
+// cut per server as the client's encoder plans it, and the part a server
+// did not apply goes back into the backend's residual, the applied part
+// does not; float pushes go through the client's Push with the average.
+#include "worker/ps/resident_push.h"
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compression/grad_codec.h"
+#include "gtest/gtest.h"
+#include "model/cpu_backend.h"
+#include "worker/ps/push_encoder.h"
+
+namespace asgd {
+namespace {
+
+ModelSpec Spec() {
+  ModelSpec spec;
+  spec.feature_dim = 5;
+  spec.context = 1;  // 15 inputs
+  spec.layers = {LayerSpec::Dense(12, Activation::kRelu)};
+  spec.num_classes = 4;
+  return spec;
+}
+
+// Two servers; server 1 drops every push as too stale.
+class FakeClient final : public ParamClient {
+ public:
+  FakeClient(const ModelSpec& spec, std::optional<PushEncoding> encoding)
+      : spec_(spec),
+        layout_(*ModelLayout::Create(ModelTensors(spec), 2, 1)) {
+    PushEncoderOptions o;
+    o.push_encoding = encoding;
+    o.max_chunk_elements = 50;
+    o.compressed_chunk_elements = 37;  // chunks that cut rows
+    encoder_ = *PushEncoder::Create(layout_, o);
+  }
+  const ModelLayout& layout() const override { return layout_; }
+  const ModelSpec& model() const override { return spec_; }
+  const std::map<std::string, std::string>& attributes() const override {
+    return attributes_;
+  }
+  const PushEncoder* push_encoder() const override { return encoder_.get(); }
+  absl::Status Pull(PullSink*, std::vector<uint64_t>*) override {
+    return absl::UnimplementedError("no pulls here");
+  }
+  std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
+      const std::vector<ServerPush>& parts, const std::vector<uint64_t>&,
+      int) override {
+    sent = parts;
+    ServerPushReply applied, dropped;
+    applied.applied = true;
+    dropped.applied = false;
+    dropped.staleness = 9;
+    return {applied, dropped};
+  }
+  absl::StatusOr<PushOutcome> Push(absl::Span<const float> gradient,
+                                   const std::vector<uint64_t>&, int,
+                                   PushKind) override {
+    float_push.assign(gradient.begin(), gradient.end());
+    PushOutcome o;
+    o.applied = 2;
+    return o;
+  }
+  absl::StatusOr<std::vector<uint64_t>> Versions() override {
+    return std::vector<uint64_t>{0, 0};
+  }
+  absl::StatusOr<PoolGrant> FetchBatches(const std::string&, uint64_t, int,
+                                         double, int) override {
+    return absl::UnimplementedError("no pool here");
+  }
+
+  std::vector<ServerPush> sent;
+  std::vector<float> float_push;
+
+ private:
+  ModelSpec spec_;
+  ModelLayout layout_;
+  std::map<std::string, std::string> attributes_;
+  std::unique_ptr<PushEncoder> encoder_;
+};
+
+Batch MakeBatch(const ModelSpec& spec, std::vector<float>* inputs,
+                std::vector<int32_t>* labels) {
+  const int rows = 6;
+  inputs->resize(rows * spec.input_dim());
+  for (size_t i = 0; i < inputs->size(); ++i) {
+    (*inputs)[i] = std::sin(0.7f * static_cast<float>(i));
+  }
+  for (int r = 0; r < rows; ++r) labels->push_back(r % spec.num_classes);
+  return Batch{rows, 1, *inputs, *labels};
+}
+
+TEST(ResidentPushTest, WhatAServerDidNotApplyGoesBackIntoTheResidual) {
+  const ModelSpec spec = Spec();
+  FakeClient client(spec, PushEncoding::kOneBit);
+  auto backend = CreateCpuBackend(spec, 8);
+  ASSERT_TRUE(backend.ok());
+  ModelBackend& b = **backend;
+  ASSERT_TRUE(b.LoadModel(InitialParams(spec, 3)).ok());
+  std::vector<float> inputs;
+  std::vector<int32_t> labels;
+  const Batch batch = MakeBatch(spec, &inputs, &labels);
+  ASSERT_TRUE(b.AccumulateGradient(batch).ok());
+  const int64_t n = client.layout().total_size();
+  std::vector<float> average(n);
+  {  // the same gradient again, to read its average
+    auto twin = CreateCpuBackend(spec, 8);
+    ASSERT_TRUE((*twin)->LoadModel(InitialParams(spec, 3)).ok());
+    ASSERT_TRUE((*twin)->AccumulateGradient(batch).ok());
+    ASSERT_TRUE((*twin)->TakeAverage(absl::MakeSpan(average)).ok());
+  }
+
+  ResidentPush push(&b, &client);
+  ASSERT_TRUE(push.encodes());
+  ASSERT_TRUE(push.Take(1).ok());
+  EXPECT_EQ(b.accumulated(), 0);
+  auto outcome = push.Send({4, 5}, 1);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->applied, 1);
+  EXPECT_EQ(outcome->dropped, 1);
+  EXPECT_EQ(outcome->max_staleness, 9u);
+  ASSERT_EQ(client.sent.size(), 2u);
+  // Each server's part covers its range with the encoder's chunks.
+  for (int s = 0; s < 2; ++s) {
+    const FlatRange range = client.layout().ServerRange(s);
+    int64_t at = range.begin;
+    for (const EncodedChunk& c : client.sent[s].chunks) {
+      EXPECT_EQ(c.ref.flat_begin, at);
+      std::vector<float> decoded(c.ref.count);
+      ASSERT_TRUE(DecodeCompressedChunk(c.bytes, CodecLimits(),
+                                        absl::MakeSpan(decoded))
+                      .ok());
+      at += c.ref.count;
+    }
+    EXPECT_EQ(at, range.end);
+  }
+  ASSERT_TRUE(push.Restore().ok());
+  std::vector<float> residual(n);
+  ASSERT_TRUE(b.ReadResidual(absl::MakeSpan(residual)).ok());
+  // Server 0 applied: its residual is what the encoding lost. Server 1 did
+  // not: its residual is the whole average again (lost + decoded).
+  const FlatRange dropped = client.layout().ServerRange(1);
+  int64_t lost_nonzero = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i >= dropped.begin) {
+      EXPECT_NEAR(residual[i], average[i], 1e-6 * (1 + std::fabs(average[i])))
+          << i;
+    } else {
+      lost_nonzero += residual[i] != 0.0f && residual[i] != average[i];
+    }
+  }
+  EXPECT_GT(lost_nonzero, 0);
+}
+
+TEST(ResidentPushTest, FloatPushesSendTheAverageThroughTheClient) {
+  const ModelSpec spec = Spec();
+  FakeClient client(spec, std::nullopt);
+  auto backend = CreateCpuBackend(spec, 8);
+  ASSERT_TRUE(backend.ok());
+  ModelBackend& b = **backend;
+  ASSERT_TRUE(b.LoadModel(InitialParams(spec, 3)).ok());
+  std::vector<float> inputs;
+  std::vector<int32_t> labels;
+  const Batch batch = MakeBatch(spec, &inputs, &labels);
+  ASSERT_TRUE(b.AccumulateGradient(batch).ok());
+  ASSERT_TRUE(b.AccumulateGradient(batch).ok());
+  ResidentPush push(&b, &client);
+  EXPECT_FALSE(push.encodes());
+  ASSERT_TRUE(push.Take(2).ok());
+  auto outcome = push.Send({0, 0}, 2);
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(outcome->applied, 2);
+  std::vector<float> grad(client.layout().total_size());
+  ASSERT_TRUE(b.ComputeGradient(InitialParams(spec, 3), batch,
+                                absl::MakeSpan(grad))
+                  .ok());
+  ASSERT_EQ(client.float_push.size(), grad.size());
+  for (size_t i = 0; i < grad.size(); ++i) {
+    EXPECT_EQ(client.float_push[i], (grad[i] + grad[i]) * 0.5f) << i;
+  }
+  EXPECT_TRUE(push.Restore().ok());  // nothing to restore
+}
+
+}  // namespace
+}  // namespace asgd
