@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -98,6 +99,25 @@ OneBitPlan VariedPlan(int64_t num_params) {
     at += c.count + (i % 4 == 3 ? 2 : 0);  // leave some elements out
   }
   return MakeOneBitPlan(std::move(chunks));
+}
+
+void ExpectNonFiniteResidualRefused(ModelBackend& b, int64_t at) {
+  const int64_t n = ModelParamCount(b.spec());
+  ASSERT_TRUE(
+      b.RestoreResidual(at, {std::numeric_limits<float>::infinity()}).ok());
+  std::vector<float> before(n), after(n);
+  ASSERT_TRUE(b.ReadResidual(absl::MakeSpan(before)).ok());
+  const OneBitPlan plan = VariedPlan(n);
+  std::vector<char> out(plan.total_bytes, 'x');
+  EXPECT_EQ(b.TakeOneBit(plan, absl::MakeSpan(out)).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(b.ReadResidual(absl::MakeSpan(after)).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    if (i != at) ASSERT_EQ(before[i], after[i]) << i;
+  }
+  EXPECT_TRUE(std::isinf(after[at]));
+  for (char c : out) ASSERT_EQ(c, 'x');
+  EXPECT_EQ(b.accumulated(), 0);  // the sum was dropped
 }
 
 void ExpectResidentMatches(ModelBackend& backend, ModelBackend& reference,

@@ -46,6 +46,12 @@ std::vector<TestBatch> RandomBatches(const ModelSpec& spec, int count,
 // covers.
 OneBitPlan VariedPlan(int64_t num_params);
 
+// With a model loaded and minibatches in the sum: an Inf put into the
+// residual at element `at` makes TakeOneBit (of VariedPlan) refuse with
+// InvalidArgument, writing nothing to its output or the residual; the sum
+// is dropped.
+void ExpectNonFiniteResidualRefused(ModelBackend& backend, int64_t at);
+
 void ExpectResidentMatches(ModelBackend& backend, ModelBackend& reference,
                            const std::vector<float>& params,
                            const std::vector<TestBatch>& batches,

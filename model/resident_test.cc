@@ -91,24 +91,10 @@ TEST(ResidentModelTest, ANonFiniteResidualEncodesNothingAndChangesNothing) {
   ASSERT_TRUE(backend.ok());
   ModelBackend& b = **backend;
   const std::vector<float> params = InitialParams(spec, 2);
-  const int64_t n = static_cast<int64_t>(params.size());
   ASSERT_TRUE(b.LoadModel(params).ok());
   ASSERT_TRUE(b.AccumulateGradient(RandomBatches(spec, 1, 8, 4)[0].batch())
                   .ok());
-  ASSERT_TRUE(b.RestoreResidual(
-                   n - 1, {std::numeric_limits<float>::infinity()})
-                  .ok());
-  std::vector<float> before(n), after(n);
-  ASSERT_TRUE(b.ReadResidual(absl::MakeSpan(before)).ok());
-  const OneBitPlan plan = VariedPlan(n);
-  std::vector<char> out(plan.total_bytes, 'x');
-  EXPECT_EQ(b.TakeOneBit(plan, absl::MakeSpan(out)).code(),
-            absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(b.ReadResidual(absl::MakeSpan(after)).ok());
-  for (int64_t i = 0; i < n - 1; ++i) ASSERT_EQ(before[i], after[i]);
-  EXPECT_TRUE(std::isinf(after[n - 1]));
-  for (char c : out) ASSERT_EQ(c, 'x');
-  EXPECT_EQ(b.accumulated(), 0);  // the sum was dropped
+  ExpectNonFiniteResidualRefused(b, static_cast<int64_t>(params.size()) - 1);
 }
 
 }  // namespace

@@ -84,27 +84,35 @@ class FakeClient final : public ParamClient {
   std::unique_ptr<PushEncoder> encoder_;
 };
 
-Batch MakeBatch(const ModelSpec& spec, std::vector<float>* inputs,
-                std::vector<int32_t>* labels) {
-  const int rows = 6;
-  inputs->resize(rows * spec.input_dim());
-  for (size_t i = 0; i < inputs->size(); ++i) {
-    (*inputs)[i] = std::sin(0.7f * static_cast<float>(i));
+// A CPU backend with the model of seed 3 loaded, and one batch.
+class ResidentPushTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = CreateCpuBackend(spec_, 8);
+    ASSERT_TRUE(backend.ok());
+    backend_ = *std::move(backend);
+    ASSERT_TRUE(backend_->LoadModel(InitialParams(spec_, 3)).ok());
+    const int rows = 6;
+    inputs_.resize(rows * spec_.input_dim());
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      inputs_[i] = std::sin(0.7f * static_cast<float>(i));
+    }
+    for (int r = 0; r < rows; ++r) labels_.push_back(r % spec_.num_classes);
+    batch_ = Batch{rows, 1, inputs_, labels_};
   }
-  for (int r = 0; r < rows; ++r) labels->push_back(r % spec.num_classes);
-  return Batch{rows, 1, *inputs, *labels};
-}
 
-TEST(ResidentPushTest, WhatAServerDidNotApplyGoesBackIntoTheResidual) {
-  const ModelSpec spec = Spec();
+  const ModelSpec spec_ = Spec();
+  std::unique_ptr<ModelBackend> backend_;
+  std::vector<float> inputs_;
+  std::vector<int32_t> labels_;
+  Batch batch_;
+};
+
+TEST_F(ResidentPushTest, WhatAServerDidNotApplyGoesBackIntoTheResidual) {
+  const ModelSpec& spec = spec_;
+  const Batch& batch = batch_;
   FakeClient client(spec, PushEncoding::kOneBit);
-  auto backend = CreateCpuBackend(spec, 8);
-  ASSERT_TRUE(backend.ok());
-  ModelBackend& b = **backend;
-  ASSERT_TRUE(b.LoadModel(InitialParams(spec, 3)).ok());
-  std::vector<float> inputs;
-  std::vector<int32_t> labels;
-  const Batch batch = MakeBatch(spec, &inputs, &labels);
+  ModelBackend& b = *backend_;
   ASSERT_TRUE(b.AccumulateGradient(batch).ok());
   const int64_t n = client.layout().total_size();
   std::vector<float> average(n);
@@ -157,16 +165,11 @@ TEST(ResidentPushTest, WhatAServerDidNotApplyGoesBackIntoTheResidual) {
   EXPECT_GT(lost_nonzero, 0);
 }
 
-TEST(ResidentPushTest, FloatPushesSendTheAverageThroughTheClient) {
-  const ModelSpec spec = Spec();
+TEST_F(ResidentPushTest, FloatPushesSendTheAverageThroughTheClient) {
+  const ModelSpec& spec = spec_;
+  const Batch& batch = batch_;
   FakeClient client(spec, std::nullopt);
-  auto backend = CreateCpuBackend(spec, 8);
-  ASSERT_TRUE(backend.ok());
-  ModelBackend& b = **backend;
-  ASSERT_TRUE(b.LoadModel(InitialParams(spec, 3)).ok());
-  std::vector<float> inputs;
-  std::vector<int32_t> labels;
-  const Batch batch = MakeBatch(spec, &inputs, &labels);
+  ModelBackend& b = *backend_;
   ASSERT_TRUE(b.AccumulateGradient(batch).ok());
   ASSERT_TRUE(b.AccumulateGradient(batch).ok());
   ResidentPush push(&b, &client);
