@@ -27,20 +27,36 @@ struct ResidentState {
 ModelBackend::ModelBackend() = default;
 ModelBackend::~ModelBackend() = default;
 
+absl::Status CheckModelSized(absl::string_view call, size_t size,
+                             int64_t num_params) {
+  if (static_cast<int64_t>(size) == num_params) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      call, ": ", size, " values for a model of ", num_params, " parameters"));
+}
+
+absl::Status CheckOneBitCall(const OneBitPlan& plan, int64_t num_params,
+                             size_t out_bytes) {
+  ASGD_RETURN_IF_ERROR(plan.Validate(num_params));
+  if (static_cast<int64_t>(out_bytes) != plan.total_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TakeOneBit: ", out_bytes, " bytes for a plan of ", plan.total_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckResidualRange(int64_t begin, size_t count,
+                                int64_t num_params) {
+  const int64_t n = static_cast<int64_t>(count);
+  if (begin >= 0 && begin <= num_params - n) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("RestoreResidual: [", begin, ", ", begin + n,
+                   ") outside a model of ", num_params));
+}
+
 namespace {
 
 int64_t ParamCount(const ModelBackend& backend) {
   return ModelParamCount(backend.spec());
-}
-
-absl::Status CheckModelSized(const ModelBackend& backend, const char* what,
-                             size_t size) {
-  if (static_cast<int64_t>(size) != ParamCount(backend)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", size, " values for a model of ",
-                     ParamCount(backend), " parameters"));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -58,12 +74,19 @@ absl::StatusOr<ResidentState*> ModelBackend::State() {
 }
 
 absl::Status ModelBackend::LoadModel(absl::Span<const float> params) {
-  ASGD_RETURN_IF_ERROR(CheckModelSized(*this, "LoadModel", params.size()));
+  ASGD_RETURN_IF_ERROR(
+      CheckModelSized("LoadModel", params.size(), ParamCount(*this)));
   ASGD_ASSIGN_OR_RETURN(ResidentState * state, State());
   std::copy(params.begin(), params.end(), state->params.begin());
   state->loaded = true;
   return absl::OkStatus();
 }
+
+absl::Status ModelBackend::PinHostBuffer(absl::Span<const float>) {
+  return absl::OkStatus();
+}
+
+void ModelBackend::UnpinHostBuffer(absl::Span<const float>) {}
 
 absl::StatusOr<BatchResult> ModelBackend::AccumulateGradient(
     const Batch& batch) {
@@ -91,7 +114,8 @@ int ModelBackend::accumulated() const {
 }
 
 absl::Status ModelBackend::TakeAverage(absl::Span<float> out) {
-  ASGD_RETURN_IF_ERROR(CheckModelSized(*this, "TakeAverage", out.size()));
+  ASGD_RETURN_IF_ERROR(
+      CheckModelSized("TakeAverage", out.size(), ParamCount(*this)));
   ASGD_ASSIGN_OR_RETURN(ResidentState * state, State());
   const float scale =
       state->accumulated > 0 ? 1.0f / state->accumulated : 0.0f;
@@ -105,13 +129,8 @@ absl::Status ModelBackend::TakeAverage(absl::Span<float> out) {
 
 absl::Status ModelBackend::TakeOneBit(const OneBitPlan& plan,
                                       absl::Span<char> out) {
+  ASGD_RETURN_IF_ERROR(CheckOneBitCall(plan, ParamCount(*this), out.size()));
   ASGD_ASSIGN_OR_RETURN(ResidentState * state, State());
-  ASGD_RETURN_IF_ERROR(plan.Validate(ParamCount(*this)));
-  if (static_cast<int64_t>(out.size()) != plan.total_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TakeOneBit: ", out.size(), " bytes for a plan of ",
-                     plan.total_bytes));
-  }
   const float scale =
       state->accumulated > 0 ? 1.0f / state->accumulated : 0.0f;
   absl::Status status = EncodeOneBitPlan(
@@ -123,14 +142,10 @@ absl::Status ModelBackend::TakeOneBit(const OneBitPlan& plan,
 
 absl::Status ModelBackend::RestoreResidual(int64_t flat_begin,
                                            absl::Span<const float> values) {
+  ASGD_RETURN_IF_ERROR(
+      CheckResidualRange(flat_begin, values.size(), ParamCount(*this)));
   ASGD_ASSIGN_OR_RETURN(ResidentState * state, State());
-  const int64_t n = ParamCount(*this);
   const int64_t count = static_cast<int64_t>(values.size());
-  if (flat_begin < 0 || flat_begin > n - count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RestoreResidual: [", flat_begin, ", ",
-                     flat_begin + count, ") outside a model of ", n));
-  }
   for (int64_t i = 0; i < count; ++i) {
     state->residual[flat_begin + i] += values[i];
   }
@@ -138,7 +153,8 @@ absl::Status ModelBackend::RestoreResidual(int64_t flat_begin,
 }
 
 absl::Status ModelBackend::ReadResidual(absl::Span<float> out) {
-  ASGD_RETURN_IF_ERROR(CheckModelSized(*this, "ReadResidual", out.size()));
+  ASGD_RETURN_IF_ERROR(
+      CheckModelSized("ReadResidual", out.size(), ParamCount(*this)));
   ASGD_ASSIGN_OR_RETURN(ResidentState * state, State());
   std::copy(state->residual.begin(), state->residual.end(), out.begin());
   return absl::OkStatus();

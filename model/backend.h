@@ -106,6 +106,17 @@ class ModelBackend {
   // for a size other than the model's.
   virtual absl::Status LoadModel(absl::Span<const float> params);
 
+  // Host memory of the model's size that the caller hands to LoadModel again
+  // and again (the worker's model buffers): the CUDA backend page-locks it,
+  // so that LoadModel of exactly that span copies it to the device at the
+  // link's speed, without a pass through a staging buffer. The memory must
+  // stay allocated until UnpinHostBuffer (or the backend's end). The CUDA
+  // backend's errors when the system refuses to lock it (LoadModel then
+  // stages it as any other memory); the default does nothing.
+  virtual absl::Status PinHostBuffer(absl::Span<const float> buffer);
+  // Undoes PinHostBuffer; nothing for a span that is not pinned.
+  virtual void UnpinHostBuffer(absl::Span<const float> buffer);
+
   // Adds the gradient of `batch` at the resident model to the sum, unless
   // it has a NaN or Inf (then result.gradient_finite is false and the sum
   // is unchanged). FailedPrecondition before the first LoadModel; otherwise
@@ -144,6 +155,18 @@ class ModelBackend {
   absl::StatusOr<ResidentState*> State();
   std::unique_ptr<ResidentState> resident_;
 };
+
+// The resident model's argument checks, shared by its implementations so
+// that each gives the same InvalidArgument for the same mistake: a span of
+// `size` values where the model's `num_params` are wanted (naming `call`);
+// a 1-bit plan that does not fit the model or an output of another size
+// than its bytes; a residual range outside the model.
+absl::Status CheckModelSized(absl::string_view call, size_t size,
+                             int64_t num_params);
+absl::Status CheckOneBitCall(const OneBitPlan& plan, int64_t num_params,
+                             size_t out_bytes);
+absl::Status CheckResidualRange(int64_t begin, size_t count,
+                                int64_t num_params);
 
 // Sets the number of OpenBLAS threads for the process (1 is best when
 // several workers share a machine).

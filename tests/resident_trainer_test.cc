@@ -7,6 +7,7 @@
 // for float32 and 1-bit pushes and 1 or 3 minibatches per push. Then one
 // resident worker with background pushes and pulls learns the toy task.
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -25,9 +26,56 @@
 namespace asgd {
 namespace {
 
+// The CPU backend, recording which host buffers the trainer pins and
+// which memory each model is loaded from.
+class RecordingBackend final : public ModelBackend {
+ public:
+  explicit RecordingBackend(std::unique_ptr<ModelBackend> inner)
+      : inner_(std::move(inner)) {}
+  absl::string_view name() const override { return inner_->name(); }
+  const ModelSpec& spec() const override { return inner_->spec(); }
+  int max_rows() const override { return inner_->max_rows(); }
+  absl::StatusOr<BatchResult> ComputeGradient(absl::Span<const float> params,
+                                              const Batch& batch,
+                                              absl::Span<float> grad) override {
+    return inner_->ComputeGradient(params, batch, grad);
+  }
+  absl::Status LogPosteriors(absl::Span<const float> params,
+                             const Batch& batch,
+                             absl::Span<float> out) override {
+    return inner_->LogPosteriors(params, batch, out);
+  }
+  absl::Status Predict(absl::Span<const float> params, const Batch& batch,
+                       absl::Span<int32_t> out) override {
+    return inner_->Predict(params, batch, out);
+  }
+  absl::Status LoadModel(absl::Span<const float> params) override {
+    loads.push_back(params.data());
+    loads_from_pinned += pinned.count(params.data());
+    return ModelBackend::LoadModel(params);
+  }
+  absl::Status PinHostBuffer(absl::Span<const float> b) override {
+    pinned.insert(b.data());
+    ++pins;
+    return absl::OkStatus();
+  }
+  void UnpinHostBuffer(absl::Span<const float> b) override {
+    pinned.erase(b.data());
+  }
+
+  std::set<const float*> pinned;
+  int pins = 0;
+  std::vector<const float*> loads;
+  int loads_from_pinned = 0;
+
+ private:
+  std::unique_ptr<ModelBackend> inner_;
+};
+
 struct RunResult {
   std::vector<float> model;  // the servers' model after the run
   absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
+  std::unique_ptr<RecordingBackend> backend;  // what the run recorded
 };
 
 RunResult Train(PushEncoding encoding, const TrainerOptions& options) {
@@ -59,12 +107,13 @@ RunResult Train(PushEncoding encoding, const TrainerOptions& options) {
   auto train = MakeExamples(spec, &train_utts, ToyDataOptions());
   auto heldout = MakeExamples(spec, &heldout_utts, ToyDataOptions());
   EXPECT_TRUE(train.ok() && heldout.ok());
-  auto backend = CreateCpuBackend(
+  auto cpu = CreateCpuBackend(
       spec, ShapeOfBatch(**train, options.loop.batch_size).rows());
-  EXPECT_TRUE(backend.ok());
+  EXPECT_TRUE(cpu.ok());
   RunResult run;
-  Trainer trainer(client->get(), backend->get(), train->get(), heldout->get(),
-                  options, nullptr);
+  run.backend = std::make_unique<RecordingBackend>(*std::move(cpu));
+  Trainer trainer(client->get(), run.backend.get(), train->get(),
+                  heldout->get(), options, nullptr);
   run.result = trainer.Run();
   run.model = PoolModel(servers);
   return run;
@@ -123,9 +172,22 @@ TEST(ResidentTrainerBackgroundTest, LearnsTheToyTaskWithBackgroundPushes) {
   o.compute_while_pushing = true;
   o.overlap_pulls = true;
   const RunResult run = Train(PushEncoding::kOneBit, o);
+  const RecordingBackend* backend = run.backend.get();
   ASSERT_TRUE(run.result.ok()) << run.result.status();
   EXPECT_GT(run.result->pushes, 0);
   EXPECT_GT(run.result->heldout_accuracy, 0.8);
+  // Both model buffers (the held one and the prefetcher's) were pinned,
+  // every model was loaded from one of them, and both were unpinned before
+  // the prefetcher's went.
+  EXPECT_EQ(backend->pins, 2);
+  EXPECT_TRUE(backend->pinned.empty());
+  EXPECT_GT(backend->loads.size(), 2u);
+  EXPECT_EQ(backend->loads_from_pinned,
+            static_cast<int>(backend->loads.size()));
+  EXPECT_EQ(std::set<const float*>(backend->loads.begin(),
+                                   backend->loads.end())
+                .size(),
+            2u);
 }
 
 }  // namespace

@@ -143,12 +143,18 @@ class CudaBackend final : public ModelBackend {
   // by the first LoadModel.
   absl::Status LoadModel(absl::Span<const float> params) override {
     ASGD_RETURN_IF_ERROR(CheckModelSized("LoadModel", params.size()));
-    ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-    if (resident_ == nullptr) {
-      ASGD_ASSIGN_OR_RETURN(resident_, cuda::ResidentModel::Create(
-                                           num_params_, compute_.get()));
-    }
+    ASGD_RETURN_IF_ERROR(EnsureResident());
     return Checked(resident_->Load(params));
+  }
+
+  absl::Status PinHostBuffer(absl::Span<const float> buffer) override {
+    ASGD_RETURN_IF_ERROR(CheckModelSized("PinHostBuffer", buffer.size()));
+    ASGD_RETURN_IF_ERROR(EnsureResident());
+    return resident_->Pin(buffer);
+  }
+
+  void UnpinHostBuffer(absl::Span<const float> buffer) override {
+    if (resident_ != nullptr) resident_->Unpin(buffer);
   }
 
   absl::StatusOr<BatchResult> AccumulateGradient(const Batch& batch) override {
@@ -185,12 +191,7 @@ class CudaBackend final : public ModelBackend {
 
   absl::Status TakeOneBit(const OneBitPlan& plan,
                           absl::Span<char> out) override {
-    ASGD_RETURN_IF_ERROR(plan.Validate(num_params_));
-    if (static_cast<int64_t>(out.size()) != plan.total_bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("TakeOneBit: ", out.size(), " bytes for a plan of ",
-                       plan.total_bytes));
-    }
+    ASGD_RETURN_IF_ERROR(CheckOneBitCall(plan, num_params_, out.size()));
     ASGD_RETURN_IF_ERROR(NeedResident("TakeOneBit"));
     absl::Status status = resident_->TakeOneBit(plan, d_grad_.get(), out);
     if (absl::IsInvalidArgument(status)) return status;  // NaN/Inf: drained
@@ -199,13 +200,8 @@ class CudaBackend final : public ModelBackend {
 
   absl::Status RestoreResidual(int64_t flat_begin,
                                absl::Span<const float> values) override {
-    const int64_t count = static_cast<int64_t>(values.size());
-    if (flat_begin < 0 || flat_begin > num_params_ - count) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("RestoreResidual: [", flat_begin, ", ",
-                       flat_begin + count, ") outside a model of ",
-                       num_params_));
-    }
+    ASGD_RETURN_IF_ERROR(
+        CheckResidualRange(flat_begin, values.size(), num_params_));
     ASGD_RETURN_IF_ERROR(NeedResident("RestoreResidual"));
     return Checked(
         resident_->RestoreResidual(flat_begin, values, d_grad_.get()));
@@ -315,9 +311,15 @@ class CudaBackend final : public ModelBackend {
   }
 
   absl::Status CheckModelSized(const char* call, size_t size) const {
-    if (static_cast<int64_t>(size) == num_params_) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        call, ": ", size, " values for a model of ", num_params_, " params"));
+    return asgd::CheckModelSized(call, size, num_params_);
+  }
+
+  absl::Status EnsureResident() {
+    ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+    if (resident_ != nullptr) return absl::OkStatus();
+    ASGD_ASSIGN_OR_RETURN(resident_, cuda::ResidentModel::Create(
+                                         num_params_, compute_.get()));
+    return absl::OkStatus();
   }
 
   // The resident model's buffers exist from the first LoadModel on.

@@ -75,8 +75,40 @@ absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
   return m;
 }
 
+ResidentModel::~ResidentModel() {
+  for (const float* p : pinned_) cudaHostUnregister(const_cast<float*>(p));
+}
+
+absl::Status ResidentModel::Pin(absl::Span<const float> buffer) {
+  if (std::find(pinned_.begin(), pinned_.end(), buffer.data()) !=
+      pinned_.end()) {
+    return absl::OkStatus();
+  }
+  ASGD_CUDA_RETURN_IF_ERROR(cudaHostRegister(
+      const_cast<float*>(buffer.data()), buffer.size() * sizeof(float),
+      cudaHostRegisterDefault));
+  pinned_.push_back(buffer.data());
+  return absl::OkStatus();
+}
+
+void ResidentModel::Unpin(absl::Span<const float> buffer) {
+  auto it = std::find(pinned_.begin(), pinned_.end(), buffer.data());
+  if (it == pinned_.end()) return;
+  cudaHostUnregister(const_cast<float*>(*it));
+  pinned_.erase(it);
+}
+
 absl::Status ResidentModel::Load(absl::Span<const float> params) {
   loaded_ = false;
+  if (std::find(pinned_.begin(), pinned_.end(), params.data()) !=
+      pinned_.end()) {
+    ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        model_.get(), params.data(), num_params_ * sizeof(float),
+        cudaMemcpyHostToDevice, stream_));
+    ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    loaded_ = true;
+    return absl::OkStatus();
+  }
   int slot = 0;
   for (int64_t begin = 0; begin < num_params_; begin += kPieceFloats) {
     const int64_t count = std::min(kPieceFloats, num_params_ - begin);

@@ -36,9 +36,16 @@ class ResidentModel {
   static absl::StatusOr<std::unique_ptr<ResidentModel>> Create(
       int64_t num_params, cudaStream_t stream);
 
-  // Uploads `params` (num_params floats) through pinned memory in pieces,
-  // the copy of one overlapping the host's memcpy of the next.
+  // Uploads `params` (num_params floats): straight from a span Pin()ned
+  // before, else through pinned memory in pieces, the copy of one
+  // overlapping the host's memcpy of the next.
   absl::Status Load(absl::Span<const float> params);
+
+  // Page-locks host memory (cudaHostRegister) that Load will read again and
+  // again, until Unpin or the end of this object.
+  absl::Status Pin(absl::Span<const float> buffer);
+  void Unpin(absl::Span<const float> buffer);
+  ~ResidentModel();
   bool loaded() const { return loaded_; }
   const float* model() const { return model_.get(); }
 
@@ -69,6 +76,7 @@ class ResidentModel {
 
   const int64_t num_params_;
   const cudaStream_t stream_;
+  std::vector<const float*> pinned_;  // each num_params floats
   bool loaded_ = false;
   int accumulated_ = 0;
   DeviceBuffer<float> model_, sum_, residual_;

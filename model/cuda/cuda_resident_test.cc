@@ -67,5 +67,37 @@ TEST(CudaResidentTest, RefusesAndFlagsAsTheDefaultDoes) {
   EXPECT_EQ(b.accumulated(), 1);
 }
 
+TEST(CudaResidentTest, APinnedBufferLoadsTheSameModel) {
+  SKIP_WITHOUT_CUDA();
+  const ModelSpec spec = Dnn(64);
+  auto cuda = CreateCudaBackend(spec, 16);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  ModelBackend& b = **cuda;
+  const std::vector<float> params = InitialParams(spec, 4);
+  const auto batches = RandomBatches(spec, 1, 16, 2);
+  const int64_t n = static_cast<int64_t>(params.size());
+  auto average_from = [&](const std::vector<float>& model) {
+    std::vector<float> average(n);
+    EXPECT_TRUE(b.LoadModel(model).ok());
+    EXPECT_TRUE(b.AccumulateGradient(batches[0].batch()).ok());
+    EXPECT_TRUE(b.TakeAverage(absl::MakeSpan(average)).ok());
+    return average;
+  };
+  const std::vector<float> staged = average_from(params);
+  std::vector<float> pinned_copy = params;
+  ASSERT_TRUE(b.PinHostBuffer(pinned_copy).ok());
+  ASSERT_TRUE(b.PinHostBuffer(pinned_copy).ok());  // twice: still one pin
+  EXPECT_EQ(average_from(pinned_copy), staged);
+  // Another model through the pinned buffer, then back to staging.
+  for (float& w : pinned_copy) w *= 0.5f;
+  const std::vector<float> halved = average_from(pinned_copy);
+  EXPECT_NE(halved, staged);
+  b.UnpinHostBuffer(pinned_copy);
+  b.UnpinHostBuffer(pinned_copy);  // not pinned: nothing
+  EXPECT_EQ(average_from(pinned_copy), halved);
+  EXPECT_EQ(b.PinHostBuffer(std::vector<float>(n - 1)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace asgd

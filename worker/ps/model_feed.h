@@ -70,6 +70,12 @@ class ModelFeed {
   // Before a minibatch: brings *params and *versions up to date as above.
   absl::Status Refresh(std::vector<float>* params,
                        std::vector<uint64_t>* versions);
+  // The prefetcher's buffer (see ModelPrefetcher::second_buffer), empty
+  // without overlap; valid until StopPrefetching() or the feed's end.
+  absl::Span<const float> second_buffer() const {
+    return prefetcher_ != nullptr ? prefetcher_->second_buffer()
+                                  : absl::Span<const float>();
+  }
   // Models Refresh has put into *params so far (a caller that keeps its
   // own copy of the model, on a device, reloads it when this changes).
   int64_t models() const { return models_; }

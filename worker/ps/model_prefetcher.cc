@@ -5,7 +5,7 @@
 namespace asgd {
 
 ModelPrefetcher::ModelPrefetcher(ParamClient* client, int64_t size)
-    : client_(client), back_(size) {
+    : client_(client), back_(size), second_buffer_(back_) {
   thread_ = std::thread([this] { Run(); });
 }
 

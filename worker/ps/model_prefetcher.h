@@ -65,6 +65,12 @@ class ModelPrefetcher {
   absl::StatusOr<bool> Wait(std::vector<float>* params,
                             std::vector<uint64_t>* versions);
 
+  // The memory of the buffer the prefetcher brought (taken models alternate
+  // between it and the caller's own): valid until the prefetcher is gone,
+  // whichever of the two holds it. For a caller that pins both
+  // (ModelBackend::PinHostBuffer).
+  absl::Span<const float> second_buffer() const { return second_buffer_; }
+
   // Pulls started so far.
   int64_t pulls() const;
   // True while a pull is in flight or requested and not yet started.
@@ -86,6 +92,7 @@ class ModelPrefetcher {
   int64_t pulls_ ABSL_GUARDED_BY(mu_) = 0;
   // Written by the thread only while in_flight_, read under mu_ otherwise.
   std::vector<float> back_;
+  const absl::Span<const float> second_buffer_;  // back_'s block at the start
   std::vector<uint64_t> back_versions_;
   std::thread thread_;
 };

@@ -121,6 +121,7 @@ class Trainer::PoolStep final : public StepPolicy {
                                                        t_->client_)
                       : nullptr),
         pipeline_(MakePipeline()) {}
+  ~PoolStep() override { UnpinModelBuffers(); }
 
   absl::Status Prepare(Stopwatch* watch, PhaseTimes* step,
                        TrainResult* result) override {
@@ -130,6 +131,7 @@ class Trainer::PoolStep final : public StepPolicy {
     // push is already on the wire.
     ASGD_RETURN_IF_ERROR(feed_.Refresh(&result->params, versions_));
     if (resident_ != nullptr && loaded_model_ != feed_.models()) {
+      if (loaded_model_ < 0) PinModelBuffers(result->params);
       // A new model (or the first): onto the backend once.
       ASGD_RETURN_IF_ERROR(t_->backend_->LoadModel(result->params));
       loaded_model_ = feed_.models();
@@ -182,6 +184,7 @@ class Trainer::PoolStep final : public StepPolicy {
   // last word).
   absl::Status Flush(TrainResult* result) {
     ASGD_RETURN_IF_ERROR(Settle(result));
+    UnpinModelBuffers();  // before the prefetcher's buffer goes
     feed_.StopPrefetching();
     if (pipeline_.pending() > 0 && t_->options_.mode == TrainMode::kAsgd) {
       ASGD_RETURN_IF_ERROR(StartPush(result));
@@ -209,6 +212,30 @@ class Trainer::PoolStep final : public StepPolicy {
       o.max_minibatches = std::min(o.max_minibatches, limit);
     }
     return o;
+  }
+
+  // A resident model is loaded from the two model buffers (the held model
+  // and the prefetcher's, swapped as models arrive) after every pull: the
+  // backend pins them so that a load needs no staging copy. A buffer it
+  // cannot pin is loaded through staging, as before.
+  void PinModelBuffers(const std::vector<float>& front) {
+    for (absl::Span<const float> b :
+         {absl::MakeConstSpan(front), feed_.second_buffer()}) {
+      if (b.empty()) continue;
+      if (absl::Status s = t_->backend_->PinHostBuffer(b); !s.ok()) {
+        if (t_->log_ != nullptr) {
+          *t_->log_ << "worker " << t_->options_.loop.worker_index
+                    << ": model buffer not pinned (" << s.message()
+                    << "); models are loaded through staging" << std::endl;
+        }
+        continue;
+      }
+      pinned_.push_back(b);
+    }
+  }
+  void UnpinModelBuffers() {
+    for (absl::Span<const float> b : pinned_) t_->backend_->UnpinHostBuffer(b);
+    pinned_.clear();
   }
 
   // Host gradients are summed by the pipeline; a resident model's on the
@@ -277,6 +304,7 @@ class Trainer::PoolStep final : public StepPolicy {
   ModelFeed feed_;
   std::unique_ptr<ResidentPush> resident_;  // with options_.resident_model
   int64_t loaded_model_ = -1;  // feed_.models() when the backend loaded it
+  std::vector<absl::Span<const float>> pinned_;  // by PinModelBuffers
   // Last: its push may use feed_ and resident_ until it is gone.
   PushPipeline pipeline_;
 };
