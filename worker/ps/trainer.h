@@ -112,7 +112,8 @@ struct TrainerOptions {
   // average, or with 1-bit pushes their encoding with the error feedback
   // kept on the backend (worker/ps/resident_push.h). With a CUDA backend
   // nothing model-sized crosses PCIe per minibatch. The same pushes, bit
-  // for bit, as without it on the CPU backend (trainer_test).
+  // for bit, as without it on the CPU backend
+  // (tests/resident_trainer_test.cc).
   bool resident_model = false;
   bool use_pool = false;
   uint64_t pool_seed = 1;  // example order of pool epochs (same on all workers)
