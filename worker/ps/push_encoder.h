@@ -22,6 +22,8 @@
 //
 // Thread-safety: calls for different servers may run concurrently; for one
 // server, one call at a time (Encode then Settle of the same push).
+// one_bit_plan(), SplitOneBit and ForEachDecoded read only what Create
+// fixed: from any thread, at any time.
 #ifndef ASGD_WORKER_PS_PUSH_ENCODER_H_
 #define ASGD_WORKER_PS_PUSH_ENCODER_H_
 
