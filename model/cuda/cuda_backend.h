@@ -18,7 +18,10 @@
 // host<->device copies rather than by the GEMMs. Inside one call the uploads
 // of later layers overlap the forward pass of earlier ones, and the gradient
 // download overlaps the backward pass (one compute stream, one copy stream,
-// events between them).
+// events between them). The resident model (model/backend.h LoadModel ..
+// ReadResidual; cuda_resident_model.h) avoids both: the model, the gradient
+// sum and the 1-bit residual stay in device memory, a step uploads only its
+// batch, and a push downloads only its 1-bit bytes (or the average).
 //
 // Numerics: weights, activations and gradients are stored in fp32. In
 // MathMode::kTf32 (the default) cuBLAS rounds GEMM inputs to TF32 (10-bit
@@ -36,9 +39,11 @@
 // cuda_conv_test.cc, cuda_lstm_test.cc) run where a device is present and
 // skip elsewhere. They passed in full on an H100 (one GPU, CUDA 13.0:
 // cuda_backend_test 23 test cases, cuda_conv_test 9, cuda_lstm_test 5),
-// which covers the kernel launches (cuda_exec.cuh), the reduction kernels
-// (cuda_kernels.cu: softmax with cross-entropy, argmax, column and channel
-// sums), the cuBLAS calls, the streams and events of this file, and device
+// and cuda_resident_test (the resident model against the host reference,
+// 2 test cases then) passed on an H200; its pinned-buffer case has not yet
+// run on a device. Together they cover the kernel launches (cuda_exec.cuh),
+// the reduction kernels (cuda_kernels.cu: softmax with cross-entropy,
+// argmax, column and channel sums), the cuBLAS calls, the streams and events of this file, and device
 // memory handling. Without a device, layer_impl_test.cc still runs every
 // layer's steps (dense_impl.h, conv_impl.h, lstm_impl.h: every index, every
 // element-wise op, every GEMM in the column-major form handed to cuBLAS)
