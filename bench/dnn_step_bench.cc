@@ -197,16 +197,8 @@ absl::StatusOr<ModelSpec> ModelFor(absl::string_view kind) {
 // Times `iters` calls of ComputeGradient after `warmup` untimed ones.
 absl::StatusOr<double> TimeSteps(ModelBackend& backend,
                                  const std::vector<float>& params,
-                                 const std::vector<float>& inputs,
-                                 const std::vector<int32_t>& labels,
-                                 int sequences, int steps, int warmup,
-                                 int iters) {
+                                 const Batch& batch, int warmup, int iters) {
   std::vector<float> grad(params.size());
-  const size_t rows = static_cast<size_t>(sequences) * steps;
-  const Batch batch{
-      sequences, steps,
-      absl::MakeConstSpan(inputs).first(rows * backend.spec().input_dim()),
-      absl::MakeConstSpan(labels).first(rows)};
   for (int i = 0; i < warmup; ++i) {
     auto r = backend.ComputeGradient(params, batch, absl::MakeSpan(grad));
     if (!r.ok()) return r.status();
@@ -363,6 +355,10 @@ int Run() {
         static_cast<long long>(macs));
 
     const std::vector<float> params = InitialParams(spec, 1);
+    // --worker_step: the pushes' plan, the same for every measurement.
+    absl::StatusOr<OneBitPlan> plan = OneBitPlan();
+    if (absl::GetFlag(FLAGS_worker_step)) plan = WorkerPushPlan(spec);
+    if (!plan.ok()) return Fail(plan.status());
     std::mt19937 rng(1);
     std::normal_distribution<float> normal;
     std::uniform_int_distribution<int32_t> label(0, spec.num_classes - 1);
@@ -399,21 +395,16 @@ int Run() {
           std::fflush(stdout);
           std::fprintf(stderr, "timing %s %s %s %d x %d ...\n", kind.c_str(),
                        backend_name.c_str(), math.c_str(), count, model_steps);
-          absl::StatusOr<double> seconds;
-          if (absl::GetFlag(FLAGS_worker_step)) {
-            auto plan = WorkerPushPlan(spec);
-            if (!plan.ok()) return Fail(plan.status());
-            const size_t n = static_cast<size_t>(count) * model_steps;
-            const Batch batch{
-                count, model_steps,
-                absl::MakeConstSpan(inputs).first(n * spec.input_dim()),
-                absl::MakeConstSpan(labels).first(n)};
-            seconds =
-                TimeWorkerSteps(**backend, params, batch, *plan, warmup, iters);
-          } else {
-            seconds = TimeSteps(**backend, params, inputs, labels, count,
-                                model_steps, warmup, iters);
-          }
+          const size_t n = static_cast<size_t>(count) * model_steps;
+          const Batch batch{
+              count, model_steps,
+              absl::MakeConstSpan(inputs).first(n * spec.input_dim()),
+              absl::MakeConstSpan(labels).first(n)};
+          const absl::StatusOr<double> seconds =
+              absl::GetFlag(FLAGS_worker_step)
+                  ? TimeWorkerSteps(**backend, params, batch, *plan, warmup,
+                                    iters)
+                  : TimeSteps(**backend, params, batch, warmup, iters);
           if (!seconds.ok()) return Fail(seconds.status());
           rows.push_back({kind,
                           absl::GetFlag(FLAGS_worker_step)

@@ -33,6 +33,12 @@ struct OneBitPlan {
   std::vector<int64_t> offsets;  // byte offset of each chunk's encoding
   int64_t total_bytes = 0;
 
+  // The bytes of chunk c's encoding.
+  int64_t ChunkBytes(size_t c) const {
+    return (c + 1 < offsets.size() ? offsets[c + 1] : total_bytes) -
+           offsets[c];
+  }
+
   // InvalidArgument unless every chunk is valid (as above) and inside
   // [0, model_size), and no two chunks overlap.
   absl::Status Validate(int64_t model_size) const;

@@ -42,9 +42,7 @@ void ExpectSameOneBit(const OneBitPlan& plan, const std::vector<char>& got,
   limits.max_group_size = kGradCodecMaxGroupSize;
   int mean_mismatches = 0;
   for (size_t c = 0; c < plan.chunks.size(); ++c) {
-    const int64_t size = (c + 1 < plan.chunks.size() ? plan.offsets[c + 1]
-                                                     : plan.total_bytes) -
-                         plan.offsets[c];
+    const int64_t size = plan.ChunkBytes(c);
     auto g = ParseCompressedChunk(
         absl::string_view(got.data() + plan.offsets[c], size), limits);
     auto w = ParseCompressedChunk(

@@ -109,11 +109,9 @@ absl::StatusOr<std::vector<ServerPush>> PushEncoder::SplitOneBit(
     const std::vector<ChunkRef>& refs = servers_[s]->compressed_plan;
     for (size_t k = 0; k < refs.size(); ++k) {
       const size_t c = first_chunk_[s] + k;
-      const int64_t end = c + 1 < plan.offsets.size() ? plan.offsets[c + 1]
-                                                      : plan.total_bytes;
       push.chunks.push_back(
           {refs[k], {},
-           std::string(bytes.data() + plan.offsets[c], end - plan.offsets[c])});
+           std::string(bytes.data() + plan.offsets[c], plan.ChunkBytes(c))});
     }
   }
   return pushes;
