@@ -52,9 +52,11 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
     return absl::DataLossError(absl::StrCat(
-        "checkpoint ", path, " is corrupt (", st.st_size,
-        " bytes, more than a checkpoint of this server can have); refusing "
-        "to start from it. Move it away to start fresh."));
+        "checkpoint ", path, " is ", st.st_size,
+        " bytes, more than a checkpoint of this server's model can have: one "
+        "of a larger model, or corrupt; refusing to start from it. Start "
+        "with the flags it was written with, or move it away to start "
+        "fresh."));
   }
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;

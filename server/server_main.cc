@@ -30,6 +30,7 @@
 #include "common/main_preamble.h"
 #include "common/security_flags.h"
 #include "common/status_macros.h"
+#include "model/model_file.h"
 #include "model/model_presets.h"
 #include "model/model_spec.h"
 #include "model/model_spec_proto.h"
@@ -56,6 +57,11 @@ ABSL_FLAG(std::string, model_config, "",
           "A model config file (protobuf text of asgd.v1.ModelSpec, see "
           "proto/model.proto): any layer graph. Replaces --model and the "
           "shape flags.");
+ABSL_FLAG(std::string, init_model, "",
+          "Start from this saved model (a worker's --save_model, asgd_shrink's "
+          "output): its layers replace the model flags above and its weights "
+          "the --seed initialization (a checkpoint in --checkpoint_dir still "
+          "wins). Every server of the pool needs the same file.");
 ABSL_FLAG(int, feature_dim, 40, "Features per frame (40 log-mel bins).");
 ABSL_FLAG(int, context, -1,
           "Frames of context on each side stacked into one input row "
@@ -191,12 +197,8 @@ int RunHealthProbe(const std::string& probe) {
   return 0;
 }
 
-// The model: --model_config, or a preset shaped by the flags.
-absl::StatusOr<ModelSpec> ModelFromFlags() {
-  if (const std::string config = absl::GetFlag(FLAGS_model_config);
-      !config.empty()) {
-    return ReadModelConfig(config);
-  }
+// A preset shaped by the model flags.
+absl::StatusOr<ModelSpec> PresetFromFlags() {
   ModelShapeOptions shape;
   shape.kind = absl::GetFlag(FLAGS_model);
   shape.feature_dim = absl::GetFlag(FLAGS_feature_dim);
@@ -210,6 +212,28 @@ absl::StatusOr<ModelSpec> ModelFromFlags() {
   shape.lstm_projection = absl::GetFlag(FLAGS_lstm_projection);
   shape.cell_clip = static_cast<float>(absl::GetFlag(FLAGS_cell_clip));
   return PresetModel(shape);
+}
+
+// The model and its initial weights: --init_model's, or --model_config or a
+// preset shaped by the flags, initialized from --seed.
+absl::StatusOr<SavedModel> ModelFromFlags() {
+  const std::string config = absl::GetFlag(FLAGS_model_config);
+  if (const std::string file = absl::GetFlag(FLAGS_init_model);
+      !file.empty()) {
+    if (!config.empty()) {
+      return absl::InvalidArgumentError(
+          "--init_model and --model_config both give the model; keep one");
+    }
+    return LoadModel(file);
+  }
+  SavedModel model;
+  if (!config.empty()) {
+    ASGD_ASSIGN_OR_RETURN(model.spec, ReadModelConfig(config));
+  } else {
+    ASGD_ASSIGN_OR_RETURN(model.spec, PresetFromFlags());
+  }
+  model.params = InitialParams(model.spec, absl::GetFlag(FLAGS_seed));
+  return model;
 }
 
 // The store's training options (optimizer, schedule, scales) from the flags.
@@ -407,8 +431,9 @@ int Run() {
       !probe.empty()) {
     return RunHealthProbe(probe);
   }
-  absl::StatusOr<ModelSpec> spec = ModelFromFlags();
-  if (!spec.ok()) return Fail(spec.status());
+  absl::StatusOr<SavedModel> model = ModelFromFlags();
+  if (!model.ok()) return Fail(model.status());
+  const ModelSpec* spec = &model->spec;
   ParamStoreOptions options;
   SetModel(*spec, &options);
   if (absl::Status s = TrainingOptionsFromFlags(&options); !s.ok()) {
@@ -440,7 +465,7 @@ int Run() {
   auto restored = RestoreCheckpoint(checkpoint_dir, options);
   if (!restored.ok()) return Fail(restored.status());
   auto server = GrpcServer::Start(
-      options, InitialParams(*spec, absl::GetFlag(FLAGS_seed)),
+      options, model->params,
       absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_port), &metrics, *security,
       restored->has_value() ? &**restored : nullptr, service_options);
   if (!server.ok()) {
@@ -458,6 +483,10 @@ int Run() {
                                options.num_servers)
                     .c_str(),
                 static_cast<unsigned long long>((*restored)->version));
+  } else if (const std::string file = absl::GetFlag(FLAGS_init_model);
+             !file.empty()) {
+    std::printf("asgd_server %d: initial weights from %s\n",
+                options.server_index, file.c_str());
   }
   std::fflush(stdout);
   WritePortFile(absl::GetFlag(FLAGS_port_file), port);

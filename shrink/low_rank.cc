@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "shrink/svd.h"
 
@@ -82,6 +84,49 @@ void AppendFactors(const Svd& svd, int rank, absl::Span<const float> bias,
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<LayerRank>> ParseLayerRanks(absl::string_view text,
+                                                       const ModelSpec& spec,
+                                                       int rank, double energy) {
+  const int out = static_cast<int>(spec.layers.size());
+  std::vector<LayerRank> layers;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
+    LayerRank l;
+    l.rank = rank;
+    l.energy = energy;
+    if (parts.size() > 2 ||
+        (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &l.rank) ||
+                               l.rank < 1))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--factor item '", item, "': want LAYER or LAYER:RANK with RANK >= 1"));
+    }
+    if (parts[0] == "all") {
+      if (parts.size() == 2) {
+        return absl::InvalidArgumentError("--factor: 'all' takes no rank");
+      }
+      for (int i = 0; i <= out; ++i) {
+        if (i == out || spec.layers[i].kind == LayerKind::kDense) {
+          l.layer = i;
+          layers.push_back(l);
+        }
+      }
+      continue;
+    }
+    if (parts[0] == "output") {
+      l.layer = out;
+    } else if (!absl::SimpleAtoi(parts[0], &l.layer)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--factor item '", item,
+          "': a layer is a hidden layer's index, 'output' or 'all'"));
+    }
+    layers.push_back(l);
+  }
+  if (layers.empty()) {
+    return absl::InvalidArgumentError("--factor names no layer");
+  }
+  return layers;
+}
 
 int RankForEnergy(absl::Span<const double> s, double energy) {
   double total = 0;

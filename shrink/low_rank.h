@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "model/model_file.h"
 #include "model/model_spec.h"
@@ -62,6 +63,15 @@ struct LowRankResult {
 absl::StatusOr<LowRankResult> FactorLowRank(const ModelSpec& spec,
                                             absl::Span<const float> params,
                                             std::vector<LayerRank> layers);
+
+// Parses a --factor list: comma-separated items LAYER or LAYER:RANK, where
+// LAYER is a hidden layer's index, "output", or "all" (every dense layer and
+// the output layer); an item without a rank takes `rank` (when > 0) or
+// `energy`. InvalidArgument for anything else; FactorLowRank checks the
+// layers against the model.
+absl::StatusOr<std::vector<LayerRank>> ParseLayerRanks(absl::string_view text,
+                                                       const ModelSpec& spec,
+                                                       int rank, double energy);
 
 // The rank that keeps at least `energy` of sum s_i² (s descending): the
 // smallest r with sum_{i<r} s_i² >= energy * sum s_i²; at least 1.

@@ -174,5 +174,27 @@ TEST(LowRankTest, RefusesWhatCannotBeFactored) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(LowRankTest, ParsesFactorLists) {
+  const ModelSpec spec = SmallDnn();
+  absl::StatusOr<std::vector<LayerRank>> l =
+      ParseLayerRanks("1:8,output", spec, 0, 0.9);
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_EQ(l->size(), 2u);
+  EXPECT_EQ((*l)[0].layer, 1);
+  EXPECT_EQ((*l)[0].rank, 8);
+  EXPECT_EQ((*l)[1].layer, 2);
+  EXPECT_EQ((*l)[1].rank, 0);
+  EXPECT_EQ((*l)[1].energy, 0.9);
+  l = ParseLayerRanks("all", spec, 4, 0);
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_EQ(l->size(), 3u);
+  EXPECT_EQ((*l)[2].rank, 4);
+  for (const char* bad : {"", "x", "1:", "1:0", "1:2:3", "all:3", "output:-2"}) {
+    EXPECT_EQ(ParseLayerRanks(bad, spec, 4, 0).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace asgd

@@ -125,14 +125,19 @@ int Run() {
       ShapeOfBatch(**heldout, std::max(1, absl::GetFlag(FLAGS_batch_size)));
   auto backend = CreateCpuBackend(spec, shape.rows());
   if (!backend.ok()) return Fail(backend.status());
+  const absl::Time start = absl::Now();
   auto accuracy =
       EvaluateAccuracy(backend->get(), params, **heldout, shape.examples);
   if (!accuracy.ok()) return Fail(accuracy.status());
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::printf("evaluated %s (%s) on %lld held-out frames "
               "(always-majority-class baseline %.1f%%)\n",
               source.c_str(), DescribeModel(spec).c_str(),
               static_cast<long long>(utterances->num_frames()),
               100 * utterances->MajorityClassRate());
+  std::printf("forward passes: %.3f s, %.0f frames/s (OPENBLAS_NUM_THREADS "
+              "sets the cores)\n",
+              seconds, seconds > 0 ? utterances->num_frames() / seconds : 0.0);
   std::printf("held-out frame accuracy: %.1f%%\n", 100 * *accuracy);
   return 0;
 }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Smaller models on the built-in corpus (docs/results/compression): trains
+# the full model through 2 servers, then for each setting of $SETTINGS makes
+# a smaller model with asgd_shrink, evaluates it, retrains it through the
+# servers (asgd_server --init_model) and evaluates it again. The full model
+# gets the same retraining, so every row has had the same training. Forward
+# speed is asgd_eval's, on one core (OPENBLAS_NUM_THREADS=1).
+#
+# Writes $OUT/runs.csv and $OUT/table.md; logs and models in $WORKDIR.
+#
+# Settings (environment variables):
+#   OUT             results directory (default docs/results/compression)
+#   WORKDIR         corpus, logs and models (default /tmp/asgd-shrink)
+#   HIDDEN          the full model's dense layers (default 512,512)
+#   EPOCHS          epochs of the full model's training (default 3)
+#   RETRAIN_EPOCHS  epochs of every retraining (default 1)
+#   LEARNING_RATE   server learning rate (default 0.05; RETRAIN_LR for the
+#                   retraining, default the same)
+#   SETTINGS        asgd_shrink flag sets, separated by ';' (default: all
+#                   layers at kept energy 0.9, 0.8 and 0.6; all at rank 64
+#                   and 32; the output layer at rank 16)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-docs/results/compression}
+WORKDIR=${WORKDIR:-/tmp/asgd-shrink}
+HIDDEN=${HIDDEN:-512,512}
+EPOCHS=${EPOCHS:-3}
+RETRAIN_EPOCHS=${RETRAIN_EPOCHS:-1}
+LEARNING_RATE=${LEARNING_RATE:-0.05}
+RETRAIN_LR=${RETRAIN_LR:-$LEARNING_RATE}
+SETTINGS=${SETTINGS:-"--factor=all --energy=0.9;--factor=all --energy=0.8;--factor=all --energy=0.6;--factor=all --rank=64;--factor=all --rank=32;--factor=output --rank=16"}
+
+source scripts/lib.sh
+asgd_build
+bazel build --noshow_progress //shrink:asgd_shrink 2>&1 | grep -vE '^(INFO|Loading|Analyzing)' || true
+mkdir -p "$OUT" "$WORKDIR/logs" "$WORKDIR/models"
+CORPUS="$WORKDIR/corpus"
+asgd_corpus "$CORPUS"
+
+# train NAME EPOCHS LR [server flags...]: 2 servers, 2 workers; prints the
+# wall time in seconds and leaves the last worker's final model in
+# $WORKDIR/models/NAME.mdl.
+train() {
+  local name=$1 epochs=$2 lr=$3 w pids=() start
+  shift 3
+  asgd_start_servers 2 "$WORKDIR/logs/$name" --num_shards=2 \
+    --learning_rate="$lr" --log_every_s=0 "$@"
+  start=$(date +%s.%N)
+  for w in 0 1; do
+    "$BIN/worker/asgd_worker" --servers="$SERVERS" --corpus="$CORPUS" \
+      --worker_index=$w --num_workers=2 --epochs="$epochs" --log_every=0 \
+      --save_model="$WORKDIR/models/$name.w$w.mdl" \
+      >"$WORKDIR/logs/$name/worker-$w.log" 2>&1 &
+    pids+=($!)
+  done
+  for w in 0 1; do
+    wait "${pids[$w]}" || { cat "$WORKDIR/logs/$name/worker-$w.log" >&2; exit 1; }
+  done
+  calc "$(date +%s.%N) - $start"
+  asgd_cleanup
+  # The worker that finished last pulled the model after every push.
+  cp "$(ls -t "$WORKDIR/models/$name".w*.mdl | head -1)" "$WORKDIR/models/$name.mdl"
+}
+
+# evaluate MODEL: "accuracy frames_per_s" on the held-out split, one core.
+evaluate() {
+  local log
+  log=$(OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="$1" --corpus="$CORPUS")
+  echo "$(sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p' <<<"$log") \
+$(sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p' <<<"$log")"
+}
+
+# params MODEL: its number of parameters (the file's "data N" line).
+params() { grep -a -m1 '^data ' "$1" | cut -d' ' -f2; }
+# calc EXPR: a number to two decimals.
+calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }
+
+echo "== training the full model ($HIDDEN, $EPOCHS epochs)"
+train full "$EPOCHS" "$LEARNING_RATE" --hidden="$HIDDEN" >/dev/null
+FULL="$WORKDIR/models/full.mdl"
+full_params=$(params "$FULL")
+echo "setting,params,params_pct,acc_before,acc_after,retrain_s,frames_per_s,speedup" >"$OUT/runs.csv"
+
+read -r acc fps < <(evaluate "$FULL")
+base_fps=$fps
+echo "== full model: $full_params parameters, $acc%, $fps frames/s; retraining it too"
+secs=$(train full-retrained "$RETRAIN_EPOCHS" "$RETRAIN_LR" --init_model="$FULL")
+read -r acc2 _ < <(evaluate "$WORKDIR/models/full-retrained.mdl")
+echo "full model,$full_params,100.00,$acc,$acc2,$secs,$fps,1.00" >>"$OUT/runs.csv"
+
+IFS=';' read -ra sets <<<"$SETTINGS"
+i=0
+for setting in "${sets[@]}"; do
+  i=$((i + 1))
+  small="$WORKDIR/models/small$i.mdl"
+  # shellcheck disable=SC2086  # a setting is a list of flags
+  "$BIN/shrink/asgd_shrink" --model="$FULL" --out="$small" $setting | tee "$WORKDIR/logs/shrink$i.log"
+  p=$(params "$small")
+  read -r acc fps < <(evaluate "$small")
+  secs=$(train "retrained$i" "$RETRAIN_EPOCHS" "$RETRAIN_LR" --init_model="$small")
+  read -r acc2 _ < <(evaluate "$WORKDIR/models/retrained$i.mdl")
+  echo "== $setting: $p parameters, $acc% -> $acc2% after retraining ($secs s), $fps frames/s"
+  echo "$setting,$p,$(calc "100 * $p / $full_params"),$acc,$acc2,$secs,$fps,$(calc "$fps / $base_fps")" >>"$OUT/runs.csv"
+done
+
+{
+  echo "| model | parameters | % of full | held-out before retraining | after | retraining (s) | forward frames/s, 1 core | × full |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+  tail -n +2 "$OUT/runs.csv" | while IFS=, read -r s p pct a b t f x; do
+    printf '| `%s` | %s | %s | %s%% | %s%% | %.1f | %s | %s |\n' "$s" "$p" "$pct" "$a" "$b" "$t" "$f" "$x"
+  done
+} >"$OUT/table.md"
+cat "$OUT/table.md"

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""A smaller model through the real binaries:
+
+  make_corpus (tiny) -> asgd_server + asgd_worker --save_model ->
+  asgd_shrink (full rank: the same held-out accuracy; low rank: fewer
+  parameters) -> asgd_server --init_model (the servers hold the file's
+  weights: the same accuracy on the servers as from the file) -> asgd_worker
+  retrains the factored model;
+
+and bad requests refused with exit status 1, a message, and no file
+written: a rank larger than the layer, an energy outside (0, 1], both or
+neither of --rank and --energy, a layer that does not exist, a missing
+model; --init_model with --model_config, a missing --init_model file, and
+a checkpoint of the full model under a factored --init_model.
+
+Usage: shrink_binary_test.py SERVER WORKER EVAL SHRINK MAKE_CORPUS
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import testlib
+from testlib import LOGS, read_port
+
+DEADLINE_S = 120
+CHECKS = testlib.Checks()
+check, fail, report_and_exit = CHECKS.check, CHECKS.fail, CHECKS.report_and_exit
+
+
+def run(args):
+    try:
+        return subprocess.run(args, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              timeout=DEADLINE_S)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(args, None, e.stdout or "",
+                                           f"timed out after {DEADLINE_S} s")
+
+
+def accuracy(stdout):
+    m = re.search(r"^held-out frame accuracy: ([0-9.]+)%$", stdout, re.M)
+    return float(m.group(1)) if m else None
+
+
+def parameters(path):
+    with open(path, "rb") as f:
+        for line in f:
+            if line.startswith(b"data "):
+                return int(line.split()[1])
+    return None
+
+
+class Pool:
+    """One server (--num_shards=2) on port 0, stopped on exit."""
+
+    def __init__(self, server, tmp, name, flags):
+        self.port_file = os.path.join(tmp, f"{name}.port")
+        self.log = os.path.join(tmp, f"{name}.log")
+        LOGS.append(self.log)
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(
+                [server, "--host=127.0.0.1", "--port=0",
+                 f"--port_file={self.port_file}", "--num_shards=2",
+                 "--log_every_s=0"] + flags,
+                stdout=log, stderr=subprocess.STDOUT)
+
+    def __enter__(self):
+        port = testlib.wait_for("the server's port",
+                                lambda: read_port(self.port_file),
+                                timeout=DEADLINE_S, interval=0.05,
+                                proc=self.proc)
+        return f"127.0.0.1:{port}"
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(timeout=DEADLINE_S)
+
+
+def main():
+    server, worker, evaluate, shrink, make_corpus = sys.argv[1:6]
+    tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+    corpus = os.path.join(tmp, "corpus")
+    r = run([make_corpus, f"--out={corpus}", "--num_train=24",
+             "--num_heldout=6", "--jobs=2", "--noprogress"])
+    if r.returncode != 0:
+        fail(f"make_corpus: {r.stderr}")
+    train = ["--backend=cpu", "--log_every=0", "--batch_size=128",
+             f"--corpus={corpus}"]
+    full = os.path.join(tmp, "full.mdl")
+    checkpoints = os.path.join(tmp, "checkpoints")
+    with Pool(server, tmp, "full", ["--hidden=64,48",
+                                    f"--checkpoint_dir={checkpoints}"]) as s:
+        r = run([worker, f"--servers={s}", "--epochs=2",
+                 f"--save_model={full}"] + train)
+        if r.returncode != 0:
+            fail(f"asgd_worker: {r.stdout[-2000:]} {r.stderr[-2000:]}")
+    full_acc = accuracy(run([evaluate, f"--model={full}",
+                             f"--corpus={corpus}"]).stdout)
+    check("the full model is evaluated", full_acc is not None and full_acc > 20,
+          str(full_acc))
+
+    # Full rank: the same function, so the same held-out accuracy.
+    same = os.path.join(tmp, "same.mdl")
+    r = run([shrink, f"--model={full}", f"--out={same}", "--factor=0:64,1:48"])
+    same_acc = accuracy(run([evaluate, f"--model={same}",
+                             f"--corpus={corpus}"]).stdout)
+    check("asgd_shrink at full rank keeps the held-out accuracy",
+          r.returncode == 0 and same_acc == full_acc,
+          f"{full_acc} vs {same_acc}: {r.stdout} {r.stderr}")
+
+    small = os.path.join(tmp, "small.mdl")
+    r = run([shrink, f"--model={full}", f"--out={small}", "--factor=all",
+             "--rank=8"])
+    check("asgd_shrink writes a model with fewer parameters",
+          r.returncode == 0 and "rank 8 of 40" in r.stdout
+          and parameters(small) < parameters(full) / 3,
+          f"{r.stdout} {r.stderr} {parameters(small)} {parameters(full)}")
+
+    bad = os.path.join(tmp, "bad.mdl")
+    for flags, what in (
+            (["--factor=0:65"], "a rank larger than the layer"),
+            (["--factor=output:41"], "a rank larger than the output layer"),
+            (["--factor=all", "--energy=1.5"], "an energy above 1"),
+            (["--factor=all", "--energy=0", "--rank=0"], "neither rank nor energy"),
+            (["--factor=all", "--energy=0.5", "--rank=3"], "both rank and energy"),
+            (["--factor=7", "--rank=2"], "a layer that does not exist"),
+            (["--factor=1,1", "--rank=2"], "a layer named twice"),
+            (["--rank=2"], "no --factor")):
+        r = run([shrink, f"--model={full}", f"--out={bad}"] + flags)
+        check(f"asgd_shrink refuses {what}",
+              r.returncode == 1 and r.stderr.startswith("asgd_shrink: ")
+              and not os.path.exists(bad), f"{r.returncode} {r.stderr}")
+    r = run([shrink, f"--model={tmp}/missing.mdl", f"--out={bad}",
+             "--factor=all", "--rank=2"])
+    check("asgd_shrink refuses a missing model",
+          r.returncode == 1 and not os.path.exists(bad), r.stderr)
+
+    # The servers start from the factored model and retrain it.
+    with Pool(server, tmp, "small", [f"--init_model={small}"]) as s:
+        r = run([evaluate, f"--servers={s}", f"--corpus={corpus}"])
+        from_file = accuracy(run([evaluate, f"--model={small}",
+                                  f"--corpus={corpus}"]).stdout)
+        check("the servers hold --init_model's weights",
+              accuracy(r.stdout) is not None and accuracy(r.stdout) == from_file
+              and "initial weights from" in open(
+                  os.path.join(tmp, "small.log")).read(),
+              f"{r.stdout} {r.stderr} vs {from_file}")
+        retrained = os.path.join(tmp, "retrained.mdl")
+        r = run([worker, f"--servers={s}", "--epochs=2",
+                 f"--save_model={retrained}"] + train)
+        check("a worker retrains the factored model through the servers",
+              r.returncode == 0 and parameters(retrained) == parameters(small),
+              r.stdout[-2000:] + r.stderr[-2000:])
+
+    for flags, what in (
+            ([f"--init_model={small}", f"--model_config={tmp}/x.txt"],
+             "--init_model with --model_config"),
+            ([f"--init_model={tmp}/missing.mdl"], "a missing --init_model"),
+            ([f"--init_model={small}", f"--checkpoint_dir={checkpoints}"],
+             "a checkpoint of another model")):
+        # (exit status 2: the server's for a start it refuses)
+        r = run([server, "--host=127.0.0.1", "--port=0"] + flags)
+        check(f"asgd_server refuses {what}",
+              r.returncode == 2 and r.stderr.startswith("asgd_server: "),
+              f"{r.returncode} {r.stdout[-500:]} {r.stderr[-500:]}")
+    report_and_exit()
+
+
+if __name__ == "__main__":
+    main()
