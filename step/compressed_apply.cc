@@ -19,6 +19,7 @@ namespace {
 UpdateContext Shifted(const UpdateContext& ctx, int64_t offset) {
   UpdateContext c = ctx;
   if (c.backup != nullptr) c.backup += offset;
+  if (c.keep != nullptr) c.keep += offset;
   return c;
 }
 
@@ -114,6 +115,7 @@ ApplyStats ApplySparse(const Optimizer& optimizer,
   int64_t at[kApplyBlock];
   UpdateContext c = ctx;
   c.backup = dc ? bg : nullptr;
+  c.keep = nullptr;  // a pruned element is skipped below: its gradient is 0
   TopKReader reader(chunk);
   int64_t index;
   float value;
@@ -127,6 +129,7 @@ ApplyStats ApplySparse(const Optimizer& optimizer,
   while (reader.Next(&index, &value) && index < end) {
     if (index < begin) continue;
     const int64_t i = index - begin;
+    if (ctx.keep != nullptr && ctx.keep[i] == 0) continue;
     at[m] = i;
     g[m] = value;
     wg[m] = w[i];

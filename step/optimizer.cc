@@ -86,6 +86,26 @@ inline float FromBits(uint32_t u) {
 ApplyStats Optimizer::Apply(float* __restrict w, float* __restrict v,
                             const float* __restrict g_in, int64_t n,
                             const UpdateContext& ctx) const {
+  if (ctx.keep != nullptr) {
+    // A pruned model: the step of blocks whose gradient is masked.
+    constexpr int64_t kBlock = 2048;
+    alignas(64) float masked[kBlock];
+    ApplyStats stats;
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t m = std::min(kBlock, n - b);
+      for (int64_t i = 0; i < m; ++i) {
+        masked[i] = ctx.keep[b + i] != 0 ? g_in[b + i] : 0.0f;
+      }
+      UpdateContext c = ctx;
+      c.keep = nullptr;
+      if (c.backup != nullptr) c.backup += b;
+      const ApplyStats s =
+          Apply(w + b, v != nullptr ? v + b : nullptr, masked, m, c);
+      stats.max_abs_w = std::max(stats.max_abs_w, s.max_abs_w);
+      stats.max_abs_v = std::max(stats.max_abs_v, s.max_abs_v);
+    }
+    return stats;
+  }
   const float lr = LearningRate(ctx.step) * ctx.scale;
   const float mu = options_.momentum;
   const float wd = options_.weight_decay;

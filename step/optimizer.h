@@ -96,6 +96,12 @@ struct UpdateContext {
   float scale = 1.0f;               // multiplies the learning rate
   uint64_t step = 0;                // server step, for the schedule
   const float* backup = nullptr;    // the worker's model (DC-ASGD), or null
+  // A pruned model's mask (model/prune_mask.h), or null: flags aligned with
+  // w; an element whose flag is 0 takes gradient 0, whatever was pushed.
+  // A pruned weight is 0 with momentum 0, and every rule above then leaves
+  // it exactly 0 (0 - lr * (0 + wd * 0) = 0; v = mu * 0 + 0; DC's term is
+  // a product with g = 0), so it is never even transiently non-zero.
+  const uint8_t* keep = nullptr;
 };
 
 // What Apply() left behind: max |w| and max |v| over the range (v: 0 without
@@ -148,7 +154,10 @@ class Optimizer {
   float LearningRate(uint64_t step) const;
 
   // Updates w[0..n) (and v[0..n) if has_state()) with gradient g[0..n).
-  // ctx.backup, when set, points at n floats. Returns the maxima after it.
+  // ctx.backup and ctx.keep, when set, point at n values. Returns the
+  // maxima after it. With ctx.keep the step runs in blocks on a masked copy
+  // of g (the same values elementwise as the unmasked step of the kept
+  // elements).
   ApplyStats Apply(float* w, float* v, const float* g, int64_t n,
                    const UpdateContext& ctx) const;
 
