@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "model/model_spec_proto.h"
+#include "model/prune_mask.h"
 
 namespace asgd {
 namespace {
@@ -46,8 +47,10 @@ absl::StatusOr<ModelSpec> DnnFromVersion1(const std::vector<TensorSpec>& tensors
 }  // namespace
 
 absl::Status SaveModel(const std::string& path, const ModelSpec& spec,
-                       absl::Span<const float> params) {
+                       absl::Span<const float> params,
+                       absl::Span<const std::string> pruned) {
   ASGD_RETURN_IF_ERROR(ValidateModelSpec(spec));
+  ASGD_RETURN_IF_ERROR(CheckPrunedTensors(spec, pruned));
   if (static_cast<int64_t>(params.size()) != ModelParamCount(spec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("model has ", params.size(), " parameters, its spec ",
@@ -67,6 +70,7 @@ absl::Status SaveModel(const std::string& path, const ModelSpec& spec,
       for (int64_t d : t.shape) out << " " << d;
       out << "\n";
     }
+    for (const std::string& name : pruned) out << "pruned " << name << "\n";
     out << "data " << params.size() << "\n";
     out.write(reinterpret_cast<const char*>(params.data()),
               params.size() * sizeof(float));
@@ -108,6 +112,7 @@ absl::StatusOr<SavedModel> LoadModel(const std::string& path) {
   std::string spec_text;
   Activation activation = Activation::kRelu;
   int64_t count = -1;
+  std::vector<std::string> pruned;
   while (count < 0 && read_line(&line)) {
     if (version == 2 && absl::StartsWith(line, "spec ")) {
       spec_text = line.substr(5);
@@ -129,6 +134,9 @@ absl::StatusOr<SavedModel> LoadModel(const std::string& path) {
         t.shape.push_back(d);
       }
       tensors.push_back(std::move(t));
+    } else if (version == 2 && f[0] == "pruned" && f.size() == 2 &&
+               pruned.size() < 4096) {
+      pruned.push_back(f[1]);
     } else if (f[0] == "data" && f.size() == 2) {
       if (!absl::SimpleAtoi(f[1], &count) || count < 0) return bad("bad data line");
     } else {
@@ -157,6 +165,10 @@ absl::StatusOr<SavedModel> LoadModel(const std::string& path) {
       return bad(absl::StrCat("tensor ", i, " is not the expected ", want[i].name));
     }
   }
+  if (absl::Status s = CheckPrunedTensors(model.spec, pruned); !s.ok()) {
+    return bad(s.message());
+  }
+  model.pruned = std::move(pruned);
   if (count != ModelParamCount(model.spec)) {
     return bad(absl::StrCat("data has ", count, " floats, tensors need ",
                             ModelParamCount(model.spec)));

@@ -59,6 +59,46 @@ TEST(ModelFileTest, RoundTripsEveryKind) {
   }
 }
 
+TEST(ModelFileTest, RoundTripsPrunedTensors) {
+  const ModelSpec spec = SmallCnn();
+  std::vector<float> params = InitialParams(spec, 3);
+  params[1] = 0.0f;
+  const std::string path = TempPath("pruned.asgd");
+  const std::vector<std::string> pruned = {"layer1/weight", "layer0/filter"};
+  ASSERT_TRUE(SaveModel(path, spec, params, pruned).ok());
+  auto loaded = LoadModel(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->pruned, pruned);
+  EXPECT_EQ(loaded->params, params);
+  // A dense model names none.
+  ASSERT_TRUE(SaveModel(path, spec, params).ok());
+  loaded = LoadModel(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(loaded->pruned.empty());
+
+  const auto kBad = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(SaveModel(path, spec, params, {std::string("layer9/weight")}).code(),
+            kBad);
+  EXPECT_EQ(SaveModel(path, spec, params,
+                      {std::string("layer1/weight"), std::string("layer1/weight")})
+                .code(),
+            kBad);
+  // The same refusals when reading.
+  ASSERT_TRUE(SaveModel(path, spec, params, {std::string("layer1/weight")}).ok());
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  for (const char* line : {"pruned layer1/weight\n", "pruned layer7/weight\n",
+                           "pruned\n"}) {
+    std::string bad = bytes;
+    bad.insert(bad.find("data "), line);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
+    EXPECT_EQ(LoadModel(path).status().code(), kBad) << line;
+  }
+}
+
 TEST(ModelFileTest, ReadsTheEarlierDnnFormat) {
   const std::string path = TempPath("v1.asgd");
   {

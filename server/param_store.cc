@@ -97,6 +97,12 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ParamStore::Create(
         absl::StrCat("initial model has ", initial_model.size(),
                      " values, the layout needs ", layout.total_size()));
   }
+  if (options.keep != nullptr &&
+      static_cast<int64_t>(options.keep->size()) != layout.total_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the pruning mask has ", options.keep->size(),
+                     " flags, the model ", layout.total_size(), " weights"));
+  }
   if (options.queue_capacity < 1 || options.max_chunk_elements < 1 ||
       options.sync_workers < 0 || options.max_push_minibatches < 1) {
     return absl::InvalidArgumentError(
@@ -128,9 +134,13 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ParamStore::Create(
         observer->OnShardApplied(shard, seconds);
       };
     }
+    const uint8_t* keep = store->options_.keep != nullptr
+                              ? store->options_.keep->data() + s.begin
+                              : nullptr;
     store->shards_.push_back(std::make_unique<Shard>(
         k, store->weights_.data() + local, local, s.size(),
-        &store->optimizer_, options.queue_capacity, std::move(on_applied)));
+        &store->optimizer_, options.queue_capacity, std::move(on_applied),
+        keep));
   }
   return store;
 }
@@ -147,7 +157,8 @@ ParamStore::ParamStore(const ParamStoreOptions& options, ModelLayout layout,
       backup_bytes_(std::make_shared<std::atomic<int64_t>>(0)) {
   prefix_.push_back({0.0, 0.0});
   if (options.delta_log_bytes > 0 && options.sync_workers == 0 &&
-      !optimizer_.has_state() && !optimizer_.needs_backup()) {
+      !optimizer_.has_state() && !optimizer_.needs_backup() &&
+      options.keep == nullptr) {
     log_ = std::make_unique<UpdateLog>(options.delta_log_bytes);
   }
 }

@@ -174,8 +174,14 @@ struct ParamStoreOptions {
   // Memory for DC-ASGD's per-worker model copies (with dc_lambda > 0).
   int64_t dc_memory_bytes = int64_t{1} << 30;
   // Memory for the log of recent compressed updates that delta pulls replay
-  // (0: no delta pulls). Used only where delta pulls are possible (above).
+  // (0: no delta pulls). Used only where delta pulls are possible (above)
+  // and the model is not pruned (a worker's replay knows no mask).
   int64_t delta_log_bytes = int64_t{64} << 20;
+  // A pruned model's mask over the whole flat model (model/prune_mask.h:
+  // 0 for a pruned weight), or null: the shards give pruned weights gradient
+  // 0 in every update (UpdateContext::keep) and zero them in an assign, so
+  // they stay 0. Shared, read-only.
+  std::shared_ptr<const std::vector<uint8_t>> keep;
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
   // Served by DescribeModel so workers build the same model (e.g.
   // {"learning_rate", "0.05"}); the store itself does not read them.

@@ -741,3 +741,85 @@ TEST(ParamStoreTest, MaxChangeBoundsCompressedPushesAndTheReplayedRate) {
 
 }  // namespace
 }  // namespace asgd
+
+namespace asgd {
+namespace {
+
+// A pruned model (ParamStoreOptions::keep): float32, 1-bit, top-k and assign
+// pushes, with momentum and weight decay, leave every pruned weight exactly
+// 0 and move the others; no update log is kept (no delta pulls); a snapshot
+// restored into a new store under the same mask keeps them at 0.
+TEST(ParamStoreTest, PrunedWeightsStayZeroUnderEveryPush) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist;
+  ParamStoreOptions o = Options(3, 8);
+  o.optimizer.momentum = 0.9f;
+  o.optimizer.weight_decay = 0.01f;
+  std::vector<float> initial(3800);
+  auto keep = std::make_shared<std::vector<uint8_t>>(3800);
+  for (int64_t i = 0; i < 3800; ++i) {
+    (*keep)[i] = rng() % 10 < 3;
+    initial[i] = (*keep)[i] ? dist(rng) : 0.0f;
+  }
+  o.keep = keep;
+  auto store = ParamStore::Create(o, initial);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ParamStore& ps = **store;
+  EXPECT_EQ(ps.update_log(), nullptr);
+  const FlatRange r = ps.range();
+  auto expect_pruned_zero = [&](const std::vector<float>& w) {
+    int64_t moved = 0;
+    for (int64_t i = 0; i < r.size(); ++i) {
+      if ((*keep)[r.begin + i] == 0) {
+        ASSERT_EQ(w[i], 0.0f) << i;
+      } else {
+        moved += w[i] != initial[r.begin + i];
+      }
+    }
+    EXPECT_GT(moved, r.size() / 5);
+  };
+  uint64_t version = 0;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> g(r.size());
+    for (float& x : g) x = dist(rng);
+    ASSERT_TRUE(SubmitAndWait(ps, Push(version++, std::make_shared<const
+                                       std::vector<float>>(g))).applied);
+    for (GradEncoding e : {GradEncoding::kOneBit, GradEncoding::kTopK}) {
+      ASSERT_TRUE(
+          SubmitAndWait(ps, CompressedPush(version++, Compress(g, e, 500, 37,
+                                                               0.5)))
+              .applied);
+    }
+    expect_pruned_zero(ps.Snapshot());
+  }
+  PushRequest assign = Push(version++, Filled(ps, 3.0f));
+  assign.assign = true;
+  ASSERT_TRUE(SubmitAndWait(ps, std::move(assign)).applied);
+  std::vector<float> w = ps.Snapshot();
+  for (int64_t i = 0; i < r.size(); ++i) {
+    ASSERT_EQ(w[i], (*keep)[r.begin + i] ? 3.0f : 0.0f) << i;
+  }
+
+  // A restart from the snapshot, under the same mask.
+  absl::StatusOr<StoreSnapshot> snapshot = ps.TakeSnapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  auto restarted = ParamStore::Create(o, initial);
+  ASSERT_TRUE(restarted.ok());
+  ASSERT_TRUE((*restarted)->Restore(*snapshot).ok());
+  std::vector<float> g(r.size(), 1.0f);
+  ASSERT_TRUE(SubmitAndWait(**restarted,
+                            Push(snapshot->version,
+                                 std::make_shared<const std::vector<float>>(g)))
+                  .applied);
+  w = (*restarted)->Snapshot();
+  for (int64_t i = 0; i < r.size(); ++i) {
+    if ((*keep)[r.begin + i] == 0) ASSERT_EQ(w[i], 0.0f) << i;
+  }
+
+  o.keep = std::make_shared<std::vector<uint8_t>>(100);  // not the model's
+  EXPECT_EQ(ParamStore::Create(o, initial).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace asgd

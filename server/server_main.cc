@@ -32,6 +32,7 @@
 #include "common/status_macros.h"
 #include "model/model_file.h"
 #include "model/model_presets.h"
+#include "model/prune_mask.h"
 #include "model/model_spec.h"
 #include "model/model_spec_proto.h"
 #include "server/checkpoint.h"
@@ -436,6 +437,15 @@ int Run() {
   const ModelSpec* spec = &model->spec;
   ParamStoreOptions options;
   SetModel(*spec, &options);
+  if (!model->pruned.empty()) {  // the servers hold the pruned weights at 0
+    options.keep = std::make_shared<const std::vector<uint8_t>>(
+        KeepMask(*spec, model->params, model->pruned));
+    const std::string digest = KeepMaskDigest(*options.keep);
+    options.model_id = ModelIdWithMask(options.model_id, digest);
+    options.attributes[kPruneMaskAttribute] = digest;
+    options.attributes[kPrunedTensorsAttribute] =
+        JoinPrunedTensors(model->pruned);
+  }
   if (absl::Status s = TrainingOptionsFromFlags(&options); !s.ok()) {
     return Fail(s);
   }
@@ -487,6 +497,13 @@ int Run() {
              !file.empty()) {
     std::printf("asgd_server %d: initial weights from %s\n",
                 options.server_index, file.c_str());
+  }
+  if (options.keep != nullptr) {
+    std::printf("asgd_server %d: pruned model: %lld of %lld weights held at "
+                "0 (no delta pulls)\n",
+                options.server_index,
+                static_cast<long long>(CountPruned(*options.keep)),
+                static_cast<long long>(options.keep->size()));
   }
   std::fflush(stdout);
   WritePortFile(absl::GetFlag(FLAGS_port_file), port);

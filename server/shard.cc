@@ -26,7 +26,7 @@ bool UpdateCheck::passed() const {
 
 Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
              const Optimizer* optimizer, int queue_capacity,
-             AppliedCallback on_applied)
+             AppliedCallback on_applied, const uint8_t* keep)
     : index_(index),
       weights_(weights),
       local_begin_(local_begin),
@@ -34,6 +34,7 @@ Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
       optimizer_(optimizer),
       capacity_(queue_capacity),
       on_applied_(std::move(on_applied)),
+      keep_(keep),
       state_(optimizer->has_state() ? size : 0, 0.0f),
       max_w_(MaxAbs(weights, size)),
       thread_([this] { Run(); }) {}
@@ -117,7 +118,13 @@ void Shard::Run() {
     const auto start = std::chrono::steady_clock::now();
     if (task.kind == ApplyTask::Kind::kAssign) {
       const float* data = task.data->data() + local_begin_;
-      std::copy(data, data + size_, weights_);
+      if (keep_ == nullptr) {
+        std::copy(data, data + size_, weights_);
+      } else {  // a pruned weight stays 0, never written otherwise
+        for (int64_t i = 0; i < size_; ++i) {
+          weights_[i] = keep_[i] != 0 ? data[i] : 0.0f;
+        }
+      }
       std::fill(state_.begin(), state_.end(), 0.0f);
       max_w_.store(MaxAbs(weights_, size_), std::memory_order_release);
       max_v_.store(0.0f, std::memory_order_release);
@@ -125,6 +132,7 @@ void Shard::Run() {
       UpdateContext ctx;
       ctx.scale = task.scale;
       ctx.step = applied_.load(std::memory_order_relaxed);
+      ctx.keep = keep_;
       if (task.backup != nullptr) ctx.backup = task.backup->data() + local_begin_;
       if (task.compressed != nullptr) {
         ApplyCompressedTask(*task.compressed, task.check.get(), ctx);

@@ -100,9 +100,11 @@ class Shard {
 
   // `weights` points at element `local_begin` of the server's weight buffer,
   // holds `size` floats and must outlive the shard. `on_applied` may be empty.
+  // `keep`, when not null, is a pruned model's mask over the shard's `size`
+  // weights (0: pruned; see ParamStoreOptions::keep) and must outlive it.
   Shard(int index, float* weights, int64_t local_begin, int64_t size,
         const Optimizer* optimizer, int queue_capacity,
-        AppliedCallback on_applied = nullptr);
+        AppliedCallback on_applied = nullptr, const uint8_t* keep = nullptr);
   ~Shard();
 
   Shard(const Shard&) = delete;
@@ -147,6 +149,7 @@ class Shard {
   const Optimizer* const optimizer_;
   const size_t capacity_;
   const AppliedCallback on_applied_;
+  const uint8_t* const keep_;  // null: not pruned
   std::vector<float> state_;  // optimizer state; apply thread only
 
   absl::Mutex mu_;

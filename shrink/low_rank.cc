@@ -106,10 +106,14 @@ absl::StatusOr<std::vector<LayerRank>> ParseLayerRanks(absl::string_view text,
         return absl::InvalidArgumentError("--factor: 'all' takes no rank");
       }
       for (int i = 0; i <= out; ++i) {
-        if (i == out || spec.layers[i].kind == LayerKind::kDense) {
-          l.layer = i;
-          layers.push_back(l);
-        }
+        if (i < out && spec.layers[i].kind != LayerKind::kDense) continue;
+        const int64_t units = i < out ? spec.layers[i].dense.units
+                                      : spec.num_classes;
+        const int64_t full = std::min<int64_t>(
+            units, LayerInputShape(spec, i).dim());
+        if (rank > 0 && rank >= full) continue;  // would not shrink it
+        l.layer = i;
+        layers.push_back(l);
       }
       continue;
     }

@@ -66,8 +66,9 @@ absl::StatusOr<LowRankResult> FactorLowRank(const ModelSpec& spec,
 
 // Parses a --factor list: comma-separated items LAYER or LAYER:RANK, where
 // LAYER is a hidden layer's index, "output", or "all" (every dense layer and
-// the output layer); an item without a rank takes `rank` (when > 0) or
-// `energy`. InvalidArgument for anything else; FactorLowRank checks the
+// the output layer, except, with `rank`, those whose full rank is at most
+// `rank`: factoring would not shrink them); an item without a rank takes
+// `rank` (when > 0) or `energy`. InvalidArgument for anything else; FactorLowRank checks the
 // layers against the model.
 absl::StatusOr<std::vector<LayerRank>> ParseLayerRanks(absl::string_view text,
                                                        const ModelSpec& spec,

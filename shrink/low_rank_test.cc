@@ -189,6 +189,11 @@ TEST(LowRankTest, ParsesFactorLists) {
   ASSERT_TRUE(l.ok()) << l.status();
   ASSERT_EQ(l->size(), 3u);
   EXPECT_EQ((*l)[2].rank, 4);
+  // All at rank 10: the output layer (10 x 20) is left as it is.
+  l = ParseLayerRanks("all", spec, 10, 0);
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_EQ(l->size(), 2u);
+  EXPECT_EQ((*l)[1].layer, 1);
   for (const char* bad : {"", "x", "1:", "1:0", "1:2:3", "all:3", "output:-2"}) {
     EXPECT_EQ(ParseLayerRanks(bad, spec, 4, 0).status().code(),
               absl::StatusCode::kInvalidArgument)

@@ -21,8 +21,8 @@ MAX_FUNCTION_LINES = 120
 SOURCE_EXT = re.compile(r"\.(cc|h|cu|cuh|py|js|sh)$")
 PRODUCTION_DIRS = ["bench", "common", "compression", "corpus", "deploy",
                    "fuzz", "kaldi", "model", "proto", "scripts", "server",
-                   "step", "worker"]
-FUNCTION_DIRS = ["server", "worker", "step", "compression"]
+                   "shrink", "step", "worker"]
+FUNCTION_DIRS = ["server", "worker", "step", "compression", "shrink"]
 # Packages and the top-level directories they must not include.
 FORBIDDEN_INCLUDES = {
     "worker": ["server/"],
@@ -33,6 +33,7 @@ FORBIDDEN_INCLUDES = {
     "model": ["server/", "worker/"],
     "kaldi": ["server/", "worker/"],
     "corpus": ["server/", "worker/"],
+    "shrink": ["server/", "worker/"],
 }
 
 

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""A smaller model through the real binaries:
+"""Smaller models through the real binaries:
 
   make_corpus (tiny) -> asgd_server + asgd_worker --save_model ->
   asgd_shrink (full rank: the same held-out accuracy; low rank: fewer
   parameters) -> asgd_server --init_model (the servers hold the file's
   weights: the same accuracy on the servers as from the file) -> asgd_worker
   retrains the factored model;
+
+  asgd_shrink --prune=0.7 -> servers with --init_model and a checkpoint
+  directory -> a worker retrains it with 1-bit pushes -> the servers are
+  stopped and restarted from their checkpoint -> a worker retrains it with
+  float32 pushes: every pruned weight is still exactly 0 in each worker's
+  saved model, which names the same pruned tensors;
 
 and bad requests refused with exit status 1, a message, and no file
 written: a rank larger than the layer, an energy outside (0, 1], both or
@@ -17,6 +23,7 @@ Usage: shrink_binary_test.py SERVER WORKER EVAL SHRINK MAKE_CORPUS
 """
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -45,11 +52,22 @@ def accuracy(stdout):
 
 
 def parameters(path):
-    with open(path, "rb") as f:
-        for line in f:
-            if line.startswith(b"data "):
-                return int(line.split()[1])
-    return None
+    return len(read_model(path)[1])
+
+
+def read_model(path):
+    """(pruned tensor names, the float values) of a saved model."""
+    data = open(path, "rb").read()
+    pruned, at = [], 0
+    while True:
+        end = data.index(b"\n", at)
+        line = data[at:end].decode()
+        at = end + 1
+        if line.startswith("pruned "):
+            pruned.append(line.split()[1])
+        if line.startswith("data "):
+            n = int(line.split()[1])
+            return pruned, struct.unpack(f"<{n}f", data[at:at + 4 * n])
 
 
 class Pool:
@@ -76,6 +94,61 @@ class Pool:
     def __exit__(self, *exc):
         self.proc.terminate()
         self.proc.wait(timeout=DEADLINE_S)
+
+
+def check_pruning(server, worker, shrink, tmp, full, train):
+    pruned = os.path.join(tmp, "pruned.mdl")
+    r = run([shrink, f"--model={full}", f"--out={pruned}", "--prune=0.7"])
+    names, values = read_model(pruned)
+    zeros = [i for i, v in enumerate(values) if v == 0.0]
+    check("asgd_shrink --prune=0.7 zeros 70% of the weights and names the "
+          "pruned tensors",
+          r.returncode == 0 and len(names) == 3
+          and 0.69 * len(values) < len(zeros) < 0.71 * len(values),
+          f"{r.stdout} {r.stderr} {names} {len(zeros)} of {len(values)}")
+    bad = os.path.join(tmp, "bad.mdl")
+    for flags, what in ((["--prune=1.0"], "a sparsity of 1"),
+                        (["--prune=-0.1"], "a negative sparsity"),
+                        (["--prune=0.5", "--prune_tensors=layer9/weight"],
+                         "a tensor that is not in the model"),
+                        (["--prune=0.5", "--prune_scope=row"], "a bad scope")):
+        r = run([shrink, f"--model={full}", f"--out={bad}"] + flags)
+        check(f"asgd_shrink refuses {what}",
+              r.returncode == 1 and not os.path.exists(bad), r.stderr)
+    r = run([shrink, f"--model={pruned}", f"--out={bad}", "--factor=all",
+             "--rank=4"])
+    check("asgd_shrink refuses to factor a pruned model",
+          r.returncode == 1 and not os.path.exists(bad), r.stderr)
+
+    checkpoints = os.path.join(tmp, "pruned-checkpoints")
+    flags = [f"--init_model={pruned}", f"--checkpoint_dir={checkpoints}"]
+    for run_index, encoding in enumerate(("onebit", "fp32")):
+        with Pool(server, tmp, f"pruned{run_index}", flags) as s:
+            saved = os.path.join(tmp, f"retrained-pruned{run_index}.mdl")
+            r = run([worker, f"--servers={s}", "--epochs=1",
+                     f"--push_encoding={encoding}", f"--save_model={saved}"]
+                    + train)
+            if r.returncode != 0:
+                fail(f"asgd_worker on the pruned model: {r.stdout[-2000:]} "
+                     f"{r.stderr[-2000:]}")
+        log = open(os.path.join(tmp, f"pruned{run_index}.log")).read()
+        got_names, got = read_model(saved)
+        moved = sum(1 for a, b in zip(values, got) if a != b)
+        check(f"{encoding} pushes{' after a restart' if run_index else ''}: "
+              "every pruned weight is still 0 and the others trained",
+              got_names == names and all(got[i] == 0.0 for i in zeros)
+              and moved > len(values) // 5
+              and f"{len(zeros)} of {len(values)} weights held at 0" in log
+              and (run_index == 0 or "restored checkpoint" in log),
+              f"{got_names} {sum(1 for i in zeros if got[i] != 0.0)} pruned "
+              f"weights non-zero, {moved} moved; {log[-1500:]}")
+    other = os.path.join(tmp, "pruned-half.mdl")
+    run([shrink, f"--model={full}", f"--out={other}", "--prune=0.5"])
+    r = run([server, "--host=127.0.0.1", "--port=0", f"--init_model={other}",
+             f"--checkpoint_dir={checkpoints}"])
+    check("asgd_server refuses a checkpoint of another pruning mask",
+          r.returncode == 2 and "does not belong to this server" in r.stderr,
+          r.stderr[-500:])
 
 
 def main():
@@ -153,6 +226,8 @@ def main():
         check("a worker retrains the factored model through the servers",
               r.returncode == 0 and parameters(retrained) == parameters(small),
               r.stdout[-2000:] + r.stderr[-2000:])
+
+    check_pruning(server, worker, shrink, tmp, full, train)
 
     for flags, what in (
             ([f"--init_model={small}", f"--model_config={tmp}/x.txt"],

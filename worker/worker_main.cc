@@ -32,6 +32,7 @@
 #include "model/cuda/cuda_loader.h"
 #include "model/cuda/cuda_options.h"
 #include "model/model_file.h"
+#include "model/prune_mask.h"
 #include "worker/data/kaldi_data.h"
 #include "worker/decentralized_flags.h"
 #include "worker/data/make_examples.h"
@@ -162,11 +163,10 @@ ABSL_FLAG(int, max_overlapped_steps, 1,
           "With --overlap_pulls: the most minibatches computed on one model "
           "while the next one is on the wire.");
 ABSL_FLAG(bool, delta_pulls, true,
-          "With float32 pulls: keep an exact copy of each "
-          "server's slice and pull only the compressed updates applied since "
-          "(servers with plain SGD log them; after float32 pushes, or from "
-          "other servers, the weights come instead). Costs one more model in "
-          "memory.");
+          "With float32 pulls: keep an exact copy of each server's slice and "
+          "pull only the compressed updates applied since (servers with plain "
+          "SGD and a dense model log them; otherwise the weights come). Costs "
+          "one more model in memory.");
 
 namespace asgd {
 namespace {
@@ -514,12 +514,12 @@ int RunTrainer(const TrainerOptions& options, ParamClient* client,
   LogSummary(&std::cout, index, *result,
              absl::StrFormat(", %d pushes dropped as stale, %d refused busy",
                              result->pushes_dropped, result->pushes_busy));
-  if (const std::string path = absl::GetFlag(FLAGS_save_model); !path.empty()) {
-    if (absl::Status s = SaveModel(path, spec, result->params); !s.ok()) {
-      return Fail(s);
-    }
-    std::printf("worker %d: saved model to %s\n", index, path.c_str());
-  }
+  const std::string path = absl::GetFlag(FLAGS_save_model);
+  if (path.empty()) return 0;
+  const absl::Status s = SaveModel(path, spec, result->params,
+                                   PrunedTensorsOf(client->attributes()));
+  if (!s.ok()) return Fail(s);
+  std::printf("worker %d: saved model to %s\n", index, path.c_str());
   return 0;
 }
 

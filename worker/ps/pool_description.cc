@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "compression/grad_codec.h"
 #include "model/model_spec_proto.h"
+#include "model/prune_mask.h"
 
 namespace asgd {
 
@@ -87,10 +88,15 @@ absl::StatusOr<std::pair<ModelSpec, ModelLayout>> PoolModel(
         "the pool serves a model this worker cannot use (an older or newer "
         "asgd_server?): ", model.status().message()));
   }
+  // A pruned model's identity includes its mask (model/prune_mask.h).
+  const auto mask = d.model_attributes().find(kPruneMaskAttribute);
   ASGD_ASSIGN_OR_RETURN(
       ModelLayout layout,
-      ModelLayout::Create(ModelTensors(*model), d.num_servers(),
-                          d.num_shards(), ModelSpecDigest(*model)));
+      ModelLayout::Create(
+          ModelTensors(*model), d.num_servers(), d.num_shards(),
+          ModelIdWithMask(ModelSpecDigest(*model),
+                          mask != d.model_attributes().end() ? mask->second
+                                                             : "")));
   bool same = static_cast<size_t>(d.tensors_size()) == layout.tensors().size();
   for (size_t t = 0; same && t < layout.tensors().size(); ++t) {
     const auto& described = d.tensors(static_cast<int>(t));
