@@ -55,6 +55,17 @@ struct Batch {
   int steps = 1;
   absl::Span<const float> inputs;   // [sequences * steps, input_dim]
   absl::Span<const int32_t> labels;  // [sequences * steps]
+  // Teacher-student training (ComputeGradient, AccumulateGradient): a
+  // teacher's log-posteriors of every row ([rows, num_classes]); empty:
+  // the labels alone. With w = teacher_weight and T = temperature, the loss
+  // of a labelled row is
+  //   (1 - w) * -log p(label) + w * T² * KL(q_T || p_T),
+  // q_T = softmax(teacher / T), p_T = softmax(logits / T), whose gradient
+  // on the logits is (1 - w) (p - onehot) + w T (p_T - q_T); unlabelled
+  // rows take no part, as without a teacher.
+  absl::Span<const float> teacher;
+  float teacher_weight = 0.0f;  // in [0, 1]
+  float temperature = 1.0f;     // in (0, 100]
   int rows() const { return sequences * steps; }
 };
 

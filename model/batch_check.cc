@@ -59,7 +59,31 @@ absl::Status CheckGradientCall(const ModelSpec& spec, int max_rows,
                        spec.num_classes, ")"));
     }
   }
+  if (batch.teacher.empty()) return absl::OkStatus();
+  if (static_cast<int64_t>(batch.teacher.size()) != rows * spec.num_classes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("teacher log-posteriors of ", batch.teacher.size(),
+                     " values, want ", rows * spec.num_classes));
+  }
+  if (!(batch.teacher_weight >= 0.0f && batch.teacher_weight <= 1.0f) ||
+      !(batch.temperature > 0.0f && batch.temperature <= 100.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "teacher weight ", batch.teacher_weight, " (want [0, 1]) and "
+        "temperature ", batch.temperature, " (want (0, 100])"));
+  }
+  for (float v : batch.teacher) {
+    if (!std::isfinite(v)) {
+      return absl::InvalidArgumentError(
+          "teacher log-posteriors hold NaN or Inf");
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Status RefuseTeacher(const Batch& batch) {
+  if (batch.teacher.empty()) return absl::OkStatus();
+  return absl::UnimplementedError(
+      "teacher-student training runs on the CPU backend (--backend=cpu)");
 }
 
 absl::Status CheckOutputCall(const ModelSpec& spec, int max_rows,

@@ -23,11 +23,18 @@ absl::Status CheckBatch(const ModelSpec& spec, int max_rows,
                         const Batch& batch);
 
 // CheckBatch, and rows labels each in [0, num_classes) or kNoLabel, and a
-// gradient buffer of num_params floats (ComputeGradient).
+// gradient buffer of num_params floats (ComputeGradient); with a teacher,
+// rows × num_classes finite log-posteriors, a weight in [0, 1] and a
+// temperature in (0, 100].
 absl::Status CheckGradientCall(const ModelSpec& spec, int max_rows,
                                int64_t num_params,
                                absl::Span<const float> params,
                                const Batch& batch, absl::Span<float> grad);
+
+// Unimplemented for a batch with a teacher (Batch::teacher), from a backend
+// without a soft-target loss (the CUDA backend's: teacher-student training
+// runs on the CPU backend).
+absl::Status RefuseTeacher(const Batch& batch);
 
 // CheckBatch, and an output of `per_row` values per row (LogPosteriors:
 // num_classes; Predict: 1).

@@ -46,11 +46,14 @@ class CpuBackend final : public ModelBackend {
                                               absl::Span<float> grad) override {
     ASGD_RETURN_IF_ERROR(CheckGradientCall(spec_, max_rows_, num_params_,
                                            params, batch, grad));
-    Forward(params.data(), batch);
+    ForwardLogits(params.data(), batch);
+    const bool taught = !batch.teacher.empty();
+    if (taught) SoftTargets(batch);  // from the logits
+    Softmax(batch.rows());
     const int n = batch.rows();
     const int c = spec_.num_classes;
     // Softmax output: loss, accuracy, and dZ = (p - onehot) / labelled,
-    // zero on unlabelled rows.
+    // zero on unlabelled rows (with a teacher, see Batch).
     const float* probs = acts_.back().data();
     BatchResult result;
     for (int i = 0; i < n; ++i) result.labelled += batch.labels[i] != kNoLabel;
@@ -64,9 +67,27 @@ class CpuBackend final : public ModelBackend {
         std::fill(d, d + c, 0.0f);
         continue;
       }
-      result.loss -= std::log(std::max(p[label], 1e-30f));
       result.correct += (std::max_element(p, p + c) - p) == label;
-      for (int k = 0; k < c; ++k) d[k] = (p[k] - (k == label ? 1.0f : 0.0f)) * inv;
+      const double hard = -std::log(std::max(p[label], 1e-30f));
+      if (!taught) {
+        result.loss += hard;
+        for (int k = 0; k < c; ++k) d[k] = (p[k] - (k == label ? 1.0f : 0.0f)) * inv;
+        continue;
+      }
+      const float w = batch.teacher_weight;
+      const float t = batch.temperature;
+      const float* pt = soft_.data() + int64_t{i} * 2 * c;  // p_T, then q_T
+      const float* qt = pt + c;
+      double kl = 0;
+      for (int k = 0; k < c; ++k) {
+        if (qt[k] > 0.0f) {
+          kl += qt[k] * (std::log(double{qt[k]}) -
+                         std::log(std::max(double{pt[k]}, 1e-30)));
+        }
+        d[k] = ((1.0f - w) * (p[k] - (k == label ? 1.0f : 0.0f)) +
+                w * t * (pt[k] - qt[k])) * inv;
+      }
+      result.loss += (1.0 - w) * hard + double{w} * t * t * kl;
     }
     if (result.labelled > 0) result.loss /= result.labelled;
 
@@ -121,18 +142,38 @@ class CpuBackend final : public ModelBackend {
     }
   }
 
-  // ForwardLogits, then the softmax in place of the logits.
-  void Forward(const float* params, const Batch& batch) {
-    ForwardLogits(params, batch);
+  // The softmax of the first `rows` rows of the logits, in place.
+  void Softmax(int rows) {
     const int c = spec_.num_classes;
     float* z = acts_.back().data();
+    for (int i = 0; i < rows; ++i) SoftmaxRow(z + int64_t{i} * c, c, 1.0f);
+  }
+
+  // Per row of a taught batch, from the logits: p_T = softmax(z / T) and
+  // q_T = softmax(teacher / T), side by side in soft_.
+  void SoftTargets(const Batch& batch) {
+    const int c = spec_.num_classes;
+    soft_.resize(int64_t{batch.rows()} * 2 * c);
+    const float* z = acts_.back().data();
     for (int i = 0; i < batch.rows(); ++i) {
-      float* row = z + int64_t{i} * c;
-      const float mx = *std::max_element(row, row + c);
-      float sum = 0.0f;
-      for (int k = 0; k < c; ++k) sum += (row[k] = std::exp(row[k] - mx));
-      for (int k = 0; k < c; ++k) row[k] /= sum;
+      float* pt = soft_.data() + int64_t{i} * 2 * c;
+      std::copy_n(z + int64_t{i} * c, c, pt);
+      std::copy_n(batch.teacher.data() + int64_t{i} * c, c, pt + c);
+      SoftmaxRow(pt, c, batch.temperature);
+      SoftmaxRow(pt + c, c, batch.temperature);
     }
+  }
+
+  // row = softmax(row / t).
+  static void SoftmaxRow(float* row, int c, float t) {
+    const float mx = *std::max_element(row, row + c);
+    float sum = 0.0f;
+    if (t == 1.0f) {
+      for (int k = 0; k < c; ++k) sum += (row[k] = std::exp(row[k] - mx));
+    } else {
+      for (int k = 0; k < c; ++k) sum += (row[k] = std::exp((row[k] - mx) / t));
+    }
+    for (int k = 0; k < c; ++k) row[k] /= sum;
   }
 
   const ModelSpec spec_;
@@ -142,6 +183,7 @@ class CpuBackend final : public ModelBackend {
   std::vector<int64_t> offsets_;                // of each layer's parameters
   std::vector<std::vector<float>> acts_;        // per layer [max_rows, out]
   std::vector<float> delta_, delta_prev_;
+  std::vector<float> soft_;  // a taught batch's p_T and q_T per row
 };
 
 }  // namespace

@@ -13,6 +13,9 @@
   float32 pushes: every pruned weight is still exactly 0 in each worker's
   saved model, which names the same pruned tensors;
 
+  a small student trained through its servers against the full model as
+  teacher (asgd_worker --teacher_model);
+
 and bad requests refused with exit status 1, a message, and no file
 written: a rank larger than the layer, an energy outside (0, 1], both or
 neither of --rank and --energy, a layer that does not exist, a missing
@@ -151,6 +154,27 @@ def check_pruning(server, worker, shrink, tmp, full, train):
           r.stderr[-500:])
 
 
+def check_teacher(server, worker, tmp, full, train):
+    with Pool(server, tmp, "student", ["--hidden=16"]) as s:
+        r = run([worker, f"--servers={s}", "--epochs=2", f"--teacher_model={full}",
+                 "--teacher_weight=0.7", "--teacher_temperature=2"] + train)
+        check("a student trains through the servers against its teacher",
+              r.returncode == 0 and f"teacher {full}: dense(64,relu)" in r.stdout
+              and re.search(r"^worker 0 held-out frame accuracy: [0-9.]+%$",
+                            r.stdout, re.M),
+              r.stdout[-2000:] + r.stderr[-2000:])
+        r = run([worker, f"--servers={s}", "--epochs=1", f"--teacher_model={full}",
+                 "--teacher_weight=1.5"] + train)
+        check("asgd_worker refuses a teacher weight above 1",
+              r.returncode == 1 and "teacher weight" in r.stderr, r.stderr)
+    with Pool(server, tmp, "student3", ["--hidden=16", "--context=3"]) as s:
+        r = run([worker, f"--servers={s}", "--epochs=1",
+                 f"--teacher_model={full}"] + train)
+        check("asgd_worker refuses a teacher of another shape",
+              r.returncode == 1 and "does not fit the student" in r.stderr,
+              r.stderr)
+
+
 def main():
     server, worker, evaluate, shrink, make_corpus = sys.argv[1:6]
     tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
@@ -228,6 +252,7 @@ def main():
               r.stdout[-2000:] + r.stderr[-2000:])
 
     check_pruning(server, worker, shrink, tmp, full, train)
+    check_teacher(server, worker, tmp, full, train)
 
     for flags, what in (
             ([f"--init_model={small}", f"--model_config={tmp}/x.txt"],

@@ -44,6 +44,7 @@
 #include "worker/peer/decentralized_worker.h"
 #include "worker/ps/connect.h"
 #include "worker/ps/trainer.h"
+#include "worker/teacher_flags.h"
 
 ABSL_FLAG(std::string, servers, "",
           "Comma-separated host:port of every server in the pool (any order).");
@@ -222,8 +223,7 @@ int RunDecentralized(LoopOptions loop, int num_workers, int64_t lockstep_steps,
   return 0;
 }
 
-// The flags that decide what this worker is, checked before it connects
-// or loads anything.
+// The flags that decide what this worker is, checked before it connects.
 struct WorkerSetup {
   int index = 0;
   int num_workers = 1;
@@ -440,7 +440,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> MakeWorkerBackend(
       static_cast<long long>(client.layout().total_size()),
       std::string(backend->name()).c_str(), shape.examples, shape.steps);
   std::fflush(stdout);
-  return backend;
+  return WithTeacherFromFlags(std::move(backend), setup.index);
 }
 
 LoopOptions LoopOptionsFromFlags(const WorkerSetup& setup,

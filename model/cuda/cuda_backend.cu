@@ -115,6 +115,7 @@ class CudaBackend final : public ModelBackend {
                                               absl::Span<float> grad) override {
     ASGD_RETURN_IF_ERROR(CheckGradientCall(spec_, max_batch_, num_params_,
                                            params, batch, grad));
+    ASGD_RETURN_IF_ERROR(RefuseTeacher(batch));  // no kernel yet
     absl::StatusOr<BatchResult> result = RunGradient(params, batch, grad);
     if (!result.ok()) Drain();
     return result;
@@ -167,6 +168,7 @@ class CudaBackend final : public ModelBackend {
         spec_, max_batch_, num_params_,
         absl::Span<const float>(resident_->model(), num_params_), batch,
         absl::Span<float>(d_grad_.get(), num_params_)));
+    ASGD_RETURN_IF_ERROR(RefuseTeacher(batch));  // no kernel yet
     absl::StatusOr<BatchResult> result =
         RunGradient({}, batch, {}, resident_->model());
     if (!result.ok()) {

@@ -26,7 +26,8 @@ namespace asgd {
 
 // 4: CudaOptions::conv_block_rows; the plugin computes every layer kind.
 // 5: ModelBackend's resident model (LoadModel .. ReadResidual).
-inline constexpr int kCudaPluginAbiVersion = 5;
+// 6: Batch::teacher (teacher-student training; refused by the plugin).
+inline constexpr int kCudaPluginAbiVersion = 6;
 
 struct CudaPluginApi {
   int abi_version;
