@@ -16,6 +16,10 @@
 #   RETRAIN_EPOCHS  epochs of every retraining (default 1)
 #   LEARNING_RATE   server learning rate (default 0.05; RETRAIN_LR for the
 #                   retraining, default the same)
+#   STUDENT_HIDDEN  the student's dense layers (default 128,128)
+#   TEACHER_FLAGS   the student's teacher flags (default --teacher_weight=0.5
+#                   --teacher_temperature=2)
+#   SPEED_ROUNDS    rounds of the speed measurement (default 5)
 #   SETTINGS        asgd_shrink flag sets, separated by ';' (default: all
 #                   layers at kept energy 0.9, 0.8 and 0.6; all at rank 128,
 #                   64 and 32; the output layer at rank 16; pruning 50, 70,
@@ -31,6 +35,9 @@ EPOCHS=${EPOCHS:-3}
 RETRAIN_EPOCHS=${RETRAIN_EPOCHS:-1}
 LEARNING_RATE=${LEARNING_RATE:-0.05}
 RETRAIN_LR=${RETRAIN_LR:-$LEARNING_RATE}
+STUDENT_HIDDEN=${STUDENT_HIDDEN:-128,128}
+TEACHER_FLAGS=${TEACHER_FLAGS:---teacher_weight=0.5 --teacher_temperature=2}
+SPEED_ROUNDS=${SPEED_ROUNDS:-5}
 SETTINGS=${SETTINGS:-"--factor=all --energy=0.9;--factor=all --energy=0.8;--factor=all --energy=0.6;--factor=all --rank=128;--factor=all --rank=64;--factor=all --rank=32;--factor=output --rank=16;--prune=0.5;--prune=0.7;--prune=0.8;--prune=0.9;--prune=0.7 --prune_scope=tensor;--factor=all --rank=128 --prune=0.5"}
 
 source scripts/lib.sh
@@ -40,19 +47,19 @@ mkdir -p "$OUT" "$WORKDIR/logs" "$WORKDIR/models"
 CORPUS="$WORKDIR/corpus"
 asgd_corpus "$CORPUS"
 
-# train NAME EPOCHS LR [server flags...]: 2 servers, 2 workers; prints the
-# wall time in seconds and leaves the last worker's final model in
-# $WORKDIR/models/NAME.mdl.
+# train NAME EPOCHS LR "WORKER FLAGS" [server flags...]: 2 servers, 2
+# workers; prints the wall time in seconds and leaves the last worker's final
+# model in $WORKDIR/models/NAME.mdl.
 train() {
-  local name=$1 epochs=$2 lr=$3 w pids=() start
-  shift 3
+  local name=$1 epochs=$2 lr=$3 worker_flags=$4 w pids=() start
+  shift 4
   asgd_start_servers 2 "$WORKDIR/logs/$name" --num_shards=2 \
     --learning_rate="$lr" --log_every_s=0 "$@"
   start=$(date +%s.%N)
   for w in 0 1; do
     "$BIN/worker/asgd_worker" --servers="$SERVERS" --corpus="$CORPUS" \
       --worker_index=$w --num_workers=2 --epochs="$epochs" --log_every=0 \
-      --save_model="$WORKDIR/models/$name.w$w.mdl" \
+      --save_model="$WORKDIR/models/$name.w$w.mdl" $worker_flags \
       >"$WORKDIR/logs/$name/worker-$w.log" 2>&1 &
     pids+=($!)
   done
@@ -65,16 +72,16 @@ train() {
   cp "$(ls -t "$WORKDIR/models/$name".w*.mdl | head -1)" "$WORKDIR/models/$name.mdl"
 }
 
-# evaluate MODEL: "accuracy frames_per_s" on the held-out split, one core
-# (frames/s: the best of 3 runs).
-evaluate() {
-  local log fps best=0 k
-  for k in 1 2 3; do
-    log=$(OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="$1" --corpus="$CORPUS")
-    fps=$(sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p' <<<"$log")
-    [ "$fps" -gt "$best" ] && best=$fps
-  done
-  echo "$(sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p' <<<"$log") $best"
+# accuracy MODEL: its held-out accuracy in %.
+accuracy() {
+  "$BIN/worker/asgd_eval" --model="$1" --corpus="$CORPUS" |
+    sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p'
+}
+
+# speed MODEL: its forward frames/s on one core (one run).
+speed() {
+  OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="$1" --corpus="$CORPUS" |
+    sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p'
 }
 
 # params MODEL: its number of parameters (the file's "data N" line).
@@ -83,17 +90,15 @@ params() { grep -a -m1 '^data ' "$1" | cut -d' ' -f2; }
 calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }
 
 echo "== training the full model ($HIDDEN, $EPOCHS epochs)"
-train full "$EPOCHS" "$LEARNING_RATE" --hidden="$HIDDEN" >/dev/null
+train full "$EPOCHS" "$LEARNING_RATE" "" --hidden="$HIDDEN" >/dev/null
 FULL="$WORKDIR/models/full.mdl"
 full_params=$(params "$FULL")
-echo "setting,params,params_pct,nonzero_pct,acc_before,acc_after,retrain_s,frames_per_s,speedup" >"$OUT/runs.csv"
-
-read -r acc fps < <(evaluate "$FULL")
-base_fps=$fps
-echo "== full model: $full_params parameters, $acc%, $fps frames/s; retraining it too"
-secs=$(train full-retrained "$RETRAIN_EPOCHS" "$RETRAIN_LR" --init_model="$FULL")
-read -r acc2 _ < <(evaluate "$WORKDIR/models/full-retrained.mdl")
-echo "full model,$full_params,100.00,100.00,$acc,$acc2,$secs,$fps,1.00" >>"$OUT/runs.csv"
+rows=()   # setting,params,params_pct,nonzero_pct,acc_before,acc_after,retrain_s
+models=("$FULL")
+acc=$(accuracy "$FULL")
+echo "== full model: $full_params parameters, $acc%; retraining it too"
+secs=$(train full-retrained "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" --init_model="$FULL")
+rows+=("full model,$full_params,100.00,100.00,$acc,$(accuracy "$WORKDIR/models/full-retrained.mdl"),$secs")
 
 IFS=';' read -ra sets <<<"$SETTINGS"
 i=0
@@ -104,11 +109,37 @@ for setting in "${sets[@]}"; do
   "$BIN/shrink/asgd_shrink" --model="$FULL" --out="$small" $setting | tee "$WORKDIR/logs/shrink$i.log"
   p=$(params "$small")
   nz=$(sed -n 's/.*: \([0-9]*\) non-zero (.*/\1/p' "$WORKDIR/logs/shrink$i.log")
-  read -r acc fps < <(evaluate "$small")
-  secs=$(train "retrained$i" "$RETRAIN_EPOCHS" "$RETRAIN_LR" --init_model="$small")
-  read -r acc2 _ < <(evaluate "$WORKDIR/models/retrained$i.mdl")
-  echo "== $setting: $p parameters ($nz non-zero), $acc% -> $acc2% after retraining ($secs s), $fps frames/s"
-  echo "$setting,$p,$(calc "100 * $p / $full_params"),$(calc "100 * $nz / $full_params"),$acc,$acc2,$secs,$fps,$(calc "$fps / $base_fps")" >>"$OUT/runs.csv"
+  acc=$(accuracy "$small")
+  secs=$(train "retrained$i" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" --init_model="$small")
+  acc2=$(accuracy "$WORKDIR/models/retrained$i.mdl")
+  echo "== $setting: $p parameters ($nz non-zero), $acc% -> $acc2% after retraining ($secs s)"
+  rows+=("$setting,$p,$(calc "100 * $p / $full_params"),$(calc "100 * $nz / $full_params"),$acc,$acc2,$secs")
+  models+=("$small")
+done
+
+echo "== teacher-student: $STUDENT_HIDDEN alone and taught by the full model ($EPOCHS epochs)"
+echo "student,params,params_pct,accuracy,train_s" >"$OUT/students.csv"
+alone_s=$(train student-alone "$EPOCHS" "$LEARNING_RATE" "" --hidden="$STUDENT_HIDDEN")
+sp=$(params "$WORKDIR/models/student-alone.mdl")
+echo "alone,$sp,$(calc "100 * $sp / $full_params"),$(accuracy "$WORKDIR/models/student-alone.mdl"),$alone_s" >>"$OUT/students.csv"
+taught_s=$(train student-taught "$EPOCHS" "$LEARNING_RATE" \
+  "--teacher_model=$FULL $TEACHER_FLAGS" --hidden="$STUDENT_HIDDEN")
+echo "taught ($TEACHER_FLAGS),$sp,$(calc "100 * $sp / $full_params"),$(accuracy "$WORKDIR/models/student-taught.mdl"),$taught_s" >>"$OUT/students.csv"
+echo "teacher (the full model),$full_params,100.00,$(accuracy "$FULL"),-" >>"$OUT/students.csv"
+cat "$OUT/students.csv"
+
+echo "== forward speed, one core: $SPEED_ROUNDS rounds over ${#models[@]} models"
+best=()
+for m in "${models[@]}"; do best+=(0); done
+for ((round = 0; round < SPEED_ROUNDS; round++)); do
+  for ((j = 0; j < ${#models[@]}; j++)); do
+    f=$(speed "${models[$j]}")
+    [ "$f" -gt "${best[$j]}" ] && best[$j]=$f
+  done
+done
+echo "setting,params,params_pct,nonzero_pct,acc_before,acc_after,retrain_s,frames_per_s,speedup" >"$OUT/runs.csv"
+for ((j = 0; j < ${#rows[@]}; j++)); do
+  echo "${rows[$j]},${best[$j]},$(calc "${best[$j]} / ${best[0]}")" >>"$OUT/runs.csv"
 done
 
 {
@@ -116,6 +147,12 @@ done
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   tail -n +2 "$OUT/runs.csv" | while IFS=, read -r s p pct nz a b t f x; do
     printf '| `%s` | %s | %s | %s | %s%% | %s%% | %.1f | %s | %s |\n' "$s" "$p" "$pct" "$nz" "$a" "$b" "$t" "$f" "$x"
+  done
+  echo
+  echo "| student | parameters | % of the teacher | held-out | training (s) |"
+  echo "|---|---:|---:|---:|---:|"
+  tail -n +2 "$OUT/students.csv" | while IFS=, read -r s p pct a t; do
+    printf '| %s | %s | %s | %s%% | %s |\n' "$s" "$p" "$pct" "$a" "$t"
   done
 } >"$OUT/table.md"
 cat "$OUT/table.md"

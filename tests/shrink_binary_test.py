@@ -198,6 +198,15 @@ def main():
     check("the full model is evaluated", full_acc is not None and full_acc > 20,
           str(full_acc))
 
+    r = run([evaluate, f"--model={full}", f"--corpus={corpus}",
+             "--frame_skip=2"])
+    check("asgd_eval --frame_skip=2 scores every other frame",
+          r.returncode == 0 and accuracy(r.stdout) is not None
+          and "frames/s" in r.stdout, r.stdout + r.stderr)
+    r = run([evaluate, f"--model={full}", f"--corpus={corpus}",
+             "--frame_skip=0"])
+    check("asgd_eval refuses --frame_skip=0", r.returncode == 1, r.stderr)
+
     # Full rank: the same function, so the same held-out accuracy.
     same = os.path.join(tmp, "same.mdl")
     r = run([shrink, f"--model={full}", f"--out={same}", "--factor=0:64,1:48"])

@@ -13,6 +13,7 @@
 #include "common/cli.h"
 #include "common/main_preamble.h"
 #include "common/security_flags.h"
+#include "common/status_macros.h"
 #include "corpus/corpus_io.h"
 #include "model/cpu_backend.h"
 #include "model/model_file.h"
@@ -22,6 +23,7 @@
 #include "worker/kaldi_flags.h"
 #include "worker/loop/loop.h"
 #include "worker/model_source.h"
+#include "worker/utterance_scorer.h"
 
 ABSL_FLAG(std::string, corpus, "",
           "Corpus directory (its held-out split is used); or --kaldi_data "
@@ -39,11 +41,45 @@ ABSL_FLAG(int, chunk_right_context, -1,
           "Recurrent models: extra frames after each chunk (-1: the model's "
           "default).");
 ABSL_FLAG(int, connect_timeout_s, 30, "Seconds to wait for the servers.");
+ABSL_FLAG(int, frame_skip, 1,
+          "Frame models: score utterance by utterance as asgd_forward "
+          "--frame_skip does (every k-th frame computed, its scores copied to "
+          "the next k - 1), to see what skipping costs in accuracy.");
 
 namespace asgd {
 namespace {
 
 int Fail(const absl::Status& s) { return ReportFailure("asgd_eval", s); }
+
+// The held-out accuracy of whole utterances scored with frame skipping
+// (UtteranceScorer, as asgd_forward --frame_skip).
+absl::StatusOr<double> SkippingAccuracy(const ModelSpec& spec,
+                                        const std::vector<float>& params,
+                                        const Utterances& utterances,
+                                        int frame_skip) {
+  ScorerOptions options;
+  options.frame_skip = frame_skip;
+  ASGD_ASSIGN_OR_RETURN(
+      std::unique_ptr<UtteranceScorer> scorer,
+      UtteranceScorer::Create(spec, params, CpuBackendFactory(), options));
+  const int c = spec.num_classes;
+  const int dim = utterances.feature_dim();
+  int64_t correct = 0, labelled = 0;
+  std::vector<float> scores;
+  for (int u = 0; u < utterances.num_utterances(); ++u) {
+    const int64_t begin = utterances.begin(u), end = utterances.end(u);
+    ASGD_RETURN_IF_ERROR(scorer->LogPosteriors(
+        absl::MakeConstSpan(utterances.frame(begin), (end - begin) * dim),
+        end - begin, &scores));
+    for (int64_t f = begin; f < end; ++f) {
+      const float* row = scores.data() + (f - begin) * c;
+      if (utterances.label(f) == kNoLabel) continue;
+      ++labelled;
+      correct += std::max_element(row, row + c) - row == utterances.label(f);
+    }
+  }
+  return labelled > 0 ? static_cast<double>(correct) / labelled : 0.0;
+}
 
 int Run() {
   const std::string servers = absl::GetFlag(FLAGS_servers);
@@ -126,8 +162,11 @@ int Run() {
   auto backend = CreateCpuBackend(spec, shape.rows());
   if (!backend.ok()) return Fail(backend.status());
   const absl::Time start = absl::Now();
+  const int frame_skip = absl::GetFlag(FLAGS_frame_skip);
   auto accuracy =
-      EvaluateAccuracy(backend->get(), params, **heldout, shape.examples);
+      frame_skip == 1
+          ? EvaluateAccuracy(backend->get(), params, **heldout, shape.examples)
+          : SkippingAccuracy(spec, params, *utterances, frame_skip);
   if (!accuracy.ok()) return Fail(accuracy.status());
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::printf("evaluated %s (%s) on %lld held-out frames "

@@ -59,6 +59,10 @@ ABSL_FLAG(int, cuda_device, 0, "CUDA device index for --backend=cuda/auto.");
 ABSL_FLAG(int, batch_frames, 1024,
           "Frame models: frames per forward pass (recurrent models take each "
           "whole utterance).");
+ABSL_FLAG(int, frame_skip, 1,
+          "Frame models: compute every k-th frame's scores and copy them to "
+          "the k - 1 frames after it (1/k of the forward passes; 1: every "
+          "frame).");
 ABSL_FLAG(int64_t, max_frames, 1 << 17,
           "The longest utterance accepted, in frames (longer ones are an "
           "error, or skipped with --bad_data=skip).");
@@ -136,6 +140,7 @@ int Run() {
   ScorerOptions scorer_options;
   scorer_options.batch_rows = absl::GetFlag(FLAGS_batch_frames);
   scorer_options.max_frames = absl::GetFlag(FLAGS_max_frames);
+  scorer_options.frame_skip = absl::GetFlag(FLAGS_frame_skip);
   auto scorer = UtteranceScorer::Create(spec, loaded->model.params, factory,
                                         scorer_options);
   if (!scorer.ok()) return Fail(scorer.status());

@@ -41,6 +41,12 @@ absl::StatusOr<std::unique_ptr<UtteranceScorer>> UtteranceScorer::Create(
         "UtteranceScorer: batch_rows >= 1, max_frames in [1, 2^24] and a "
         "backend factory are needed");
   }
+  if (options.frame_skip < 1 || options.frame_skip > 100 ||
+      (options.frame_skip > 1 && spec.is_sequence())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame skipping of ", options.frame_skip, " (want 1 to 100; only 1 "
+        "for a recurrent model, which reads every frame)"));
+  }
   return std::unique_ptr<UtteranceScorer>(
       new UtteranceScorer(spec, params, std::move(factory), options));
 }
@@ -89,21 +95,33 @@ absl::Status UtteranceScorer::LogPosteriors(absl::Span<const float> features,
     const Batch batch{1, static_cast<int>(frames), inputs_, labels_};
     return backend_->LogPosteriors(params_, batch, absl::MakeSpan(*out));
   }
+  // Frames 0, k, 2k, ... (all of them without skipping) in batches; their
+  // scores go straight to `out`, or with skipping to computed_ first.
+  const int k = options_.frame_skip;
+  const int64_t computed = (frames + k - 1) / k;
   const int batch_rows =
-      static_cast<int>(std::min<int64_t>(options_.batch_rows, frames));
+      static_cast<int>(std::min<int64_t>(options_.batch_rows, computed));
   ASGD_RETURN_IF_ERROR(EnsureBackend(batch_rows));
+  if (k > 1) computed_.resize(computed * classes);
+  float* scores = k > 1 ? computed_.data() : out->data();
   std::vector<int64_t> ids;
-  for (int64_t first = 0; first < frames; first += batch_rows) {
-    const int n = static_cast<int>(std::min<int64_t>(batch_rows, frames - first));
+  for (int64_t first = 0; first < computed; first += batch_rows) {
+    const int n =
+        static_cast<int>(std::min<int64_t>(batch_rows, computed - first));
     ids.resize(n);
-    std::iota(ids.begin(), ids.end(), first);
+    for (int i = 0; i < n; ++i) ids[i] = (first + i) * k;
     inputs_.resize(int64_t{n} * in_dim);
     labels_.resize(n);
     rows.Fill(ids, inputs_.data(), labels_.data());
     const Batch batch{n, 1, inputs_, labels_};
     ASGD_RETURN_IF_ERROR(backend_->LogPosteriors(
         params_, batch,
-        absl::MakeSpan(out->data() + first * classes, int64_t{n} * classes)));
+        absl::MakeSpan(scores + first * classes, int64_t{n} * classes)));
+  }
+  if (k == 1) return absl::OkStatus();
+  for (int64_t t = 0; t < frames; ++t) {  // score copying
+    std::copy_n(computed_.data() + (t / k) * classes, classes,
+                out->data() + t * classes);
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,10 @@
 // a zero state, so a bidirectional layer reads all of it (training sees
 // chunks; decoding needs no truncation).
 //
+// Frame skipping (frame models): with frame_skip = k only frames 0, k, 2k,
+// ... are computed, and each frame takes the scores of the last computed
+// frame at or before it (score copying): 1/k of the forward passes.
+//
 //   auto scorer = UtteranceScorer::Create(spec, params, CpuBackendFactory());
 //   std::vector<float> logp;  // frames × num_classes
 //   ASGD_RETURN_IF_ERROR((*scorer)->LogPosteriors(features, frames, &logp));
@@ -38,12 +42,14 @@ BackendFactory CpuBackendFactory();
 struct ScorerOptions {
   int batch_rows = 1024;           // frame models: rows per forward pass
   int64_t max_frames = 1 << 17;    // longest utterance accepted (21 min)
+  int frame_skip = 1;              // frame models: compute every k-th frame
 };
 
 class UtteranceScorer {
  public:
   // `params` is copied. InvalidArgument for a bad spec, a parameter count
-  // other than the spec's, or bad options.
+  // other than the spec's, or bad options (frame_skip outside [1, 100], or
+  // above 1 for a sequence model).
   static absl::StatusOr<std::unique_ptr<UtteranceScorer>> Create(
       const ModelSpec& spec, absl::Span<const float> params,
       BackendFactory factory, const ScorerOptions& options = {});
@@ -70,6 +76,7 @@ class UtteranceScorer {
   std::unique_ptr<ModelBackend> backend_;
   std::vector<float> inputs_;
   std::vector<int32_t> labels_;
+  std::vector<float> computed_;  // frame skipping: the computed frames' scores
 };
 
 }  // namespace asgd

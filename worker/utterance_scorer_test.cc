@@ -67,6 +67,58 @@ TEST(UtteranceScorerTest, FrameModelsScoreEachFrameWithItsContext) {
   }
 }
 
+// Frame skipping: frame t has exactly the scores the direct evaluation gives
+// frame k * floor(t / k), for batches that cut the computed frames anywhere.
+TEST(UtteranceScorerTest, FrameSkippingCopiesTheLastComputedFrame) {
+  for (const char* kind : {"dnn", "cnn"}) {
+    const ModelSpec spec = ToyModel(kind);
+    const std::vector<float> params = InitialParams(spec, 5);
+    const int frames = 23, c = spec.num_classes;
+    const std::vector<float> f = Features(frames, spec.feature_dim, 2);
+    const std::vector<float> all = Score(spec, params, f, frames);
+    for (int k : {2, 3, 23, 40}) {
+      for (int batch_rows : {1, 4, 1024}) {
+        ScorerOptions o;
+        o.frame_skip = k;
+        o.batch_rows = batch_rows;
+        auto scorer =
+            UtteranceScorer::Create(spec, params, CpuBackendFactory(), o);
+        ASSERT_TRUE(scorer.ok()) << scorer.status();
+        std::vector<float> out;
+        ASSERT_TRUE((*scorer)->LogPosteriors(f, frames, &out).ok());
+        ASSERT_EQ(out.size(), all.size());
+        for (int t = 0; t < frames; ++t) {
+          const int from = (t / k) * k;
+          for (int j = 0; j < c; ++j) {
+            ASSERT_EQ(out[t * c + j], all[from * c + j])
+                << kind << " skip " << k << " frame " << t;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(UtteranceScorerTest, FrameSkippingIsRefusedWhereItCannotApply) {
+  ScorerOptions o;
+  for (int k : {0, -1, 101}) {
+    o.frame_skip = k;
+    const ModelSpec dnn = ToyModel("dnn");
+    EXPECT_EQ(UtteranceScorer::Create(dnn, InitialParams(dnn, 1),
+                                      CpuBackendFactory(), o)
+                  .status()
+                  .code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  o.frame_skip = 2;
+  const ModelSpec lstm = ToyModel("lstm");
+  EXPECT_EQ(UtteranceScorer::Create(lstm, InitialParams(lstm, 1),
+                                    CpuBackendFactory(), o)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(UtteranceScorerTest, SequenceModelsRunTheWholeUtteranceAsOneSequence) {
   for (const char* kind : {"lstm", "blstm"}) {
     const ModelSpec spec = ToyModel(kind);
