@@ -1,30 +1,43 @@
 #!/usr/bin/env bash
-# Smaller models on the built-in corpus (docs/results/compression): trains
-# the full model through 2 servers, then for each setting of $SETTINGS makes
-# a smaller model with asgd_shrink, evaluates it, retrains it through the
-# servers (asgd_server --init_model) and evaluates it again. The full model
-# gets the same retraining, so every row has had the same training. Forward
-# speed is asgd_eval's, on one core (OPENBLAS_NUM_THREADS=1).
+# Smaller and faster models on the built-in corpus
+# (docs/results/compression), in phases ($PHASES, in this order):
+#   shrink    trains the full model through 2 servers, then for each setting
+#             of $SETTINGS makes a smaller model with asgd_shrink, evaluates
+#             it, retrains it through the servers (asgd_server --init_model)
+#             and evaluates it again; the full model gets the same
+#             retraining, so every row has had the same training;
+#   students  a small model ($STUDENT_HIDDEN) trained alone and against the
+#             full model as teacher, once per $TEACHER_SETTINGS, for $EPOCHS
+#             epochs each;
+#   speed     forward frames/s of every model on one core
+#             (OPENBLAS_NUM_THREADS=1, asgd_eval), each model in turn, the
+#             best of $SPEED_ROUNDS rounds;
+#   decode    frame skipping ($SKIPS) on the retrained full model and the
+#             fastest retrained model within 1 point of it.
+# A later phase reuses what an earlier run left in $WORKDIR and $OUT.
 #
-# Writes $OUT/runs.csv and $OUT/table.md; logs and models in $WORKDIR.
+# Writes $OUT/shrink.csv, runs.csv (with the speeds), students.csv,
+# decode.csv and table.md; logs and models in $WORKDIR.
 #
 # Settings (environment variables):
-#   OUT             results directory (default docs/results/compression)
-#   WORKDIR         corpus, logs and models (default /tmp/asgd-shrink)
-#   HIDDEN          the full model's dense layers (default 512,512)
-#   EPOCHS          epochs of the full model's training (default 3)
-#   RETRAIN_EPOCHS  epochs of every retraining (default 1)
-#   LEARNING_RATE   server learning rate (default 0.05; RETRAIN_LR for the
-#                   retraining, default the same)
-#   STUDENT_HIDDEN  the student's dense layers (default 128,128)
-#   TEACHER_FLAGS   the student's teacher flags (default --teacher_weight=0.5
-#                   --teacher_temperature=2)
-#   SPEED_ROUNDS    rounds of the speed measurement (default 5)
-#   SETTINGS        asgd_shrink flag sets, separated by ';' (default: all
-#                   layers at kept energy 0.9, 0.8 and 0.6; all at rank 128,
-#                   64 and 32; the output layer at rank 16; pruning 50, 70,
-#                   80 and 90% globally, 70% per tensor; rank 128 then 50%
-#                   pruned)
+#   OUT              results directory (default docs/results/compression)
+#   WORKDIR          corpus, logs and models (default /tmp/asgd-shrink)
+#   PHASES           default "shrink students speed decode"
+#   HIDDEN           the full model's dense layers (default 512,512)
+#   EPOCHS           epochs of the full model's training (default 3)
+#   RETRAIN_EPOCHS   epochs of every retraining (default 2)
+#   LEARNING_RATE    server learning rate (default 0.05; RETRAIN_LR for the
+#                    retraining, default the same)
+#   STUDENT_HIDDEN   the student's dense layers (default 128,128)
+#   TEACHER_SETTINGS the students' teacher flags, separated by ';' (default
+#                    weight 0.5 at temperature 2, 0.5 at 1, 0.2 at 1)
+#   SPEED_ROUNDS     rounds of the speed measurement (default 5)
+#   SKIPS            frame skips of the decode phase (default "1 2 3")
+#   SETTINGS         asgd_shrink flag sets, separated by ';' (default: all
+#                    layers at kept energy 0.9, 0.8 and 0.6; all at rank 128,
+#                    64 and 32; the output layer at rank 16; pruning 50, 70,
+#                    80 and 90% globally, 70% per tensor; rank 128 then 50%
+#                    pruned)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,12 +45,14 @@ OUT=${OUT:-docs/results/compression}
 WORKDIR=${WORKDIR:-/tmp/asgd-shrink}
 HIDDEN=${HIDDEN:-512,512}
 EPOCHS=${EPOCHS:-3}
-RETRAIN_EPOCHS=${RETRAIN_EPOCHS:-1}
+PHASES=${PHASES:-shrink students speed decode}
+RETRAIN_EPOCHS=${RETRAIN_EPOCHS:-2}
 LEARNING_RATE=${LEARNING_RATE:-0.05}
 RETRAIN_LR=${RETRAIN_LR:-$LEARNING_RATE}
 STUDENT_HIDDEN=${STUDENT_HIDDEN:-128,128}
-TEACHER_FLAGS=${TEACHER_FLAGS:---teacher_weight=0.5 --teacher_temperature=2}
+TEACHER_SETTINGS=${TEACHER_SETTINGS:-"--teacher_weight=0.5 --teacher_temperature=2;--teacher_weight=0.5 --teacher_temperature=1;--teacher_weight=0.2 --teacher_temperature=1"}
 SPEED_ROUNDS=${SPEED_ROUNDS:-5}
+SKIPS=${SKIPS:-1 2 3}
 SETTINGS=${SETTINGS:-"--factor=all --energy=0.9;--factor=all --energy=0.8;--factor=all --energy=0.6;--factor=all --rank=128;--factor=all --rank=64;--factor=all --rank=32;--factor=output --rank=16;--prune=0.5;--prune=0.7;--prune=0.8;--prune=0.9;--prune=0.7 --prune_scope=tensor;--factor=all --rank=128 --prune=0.5"}
 
 source scripts/lib.sh
@@ -89,70 +104,123 @@ params() { grep -a -m1 '^data ' "$1" | cut -d' ' -f2; }
 # calc EXPR: a number to two decimals.
 calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }
 
-echo "== training the full model ($HIDDEN, $EPOCHS epochs)"
-train full "$EPOCHS" "$LEARNING_RATE" "" --hidden="$HIDDEN" >/dev/null
+# phase NAME: whether NAME is in $PHASES.
+phase() { [[ " $PHASES " == *" $1 "* ]]; }
 FULL="$WORKDIR/models/full.mdl"
-full_params=$(params "$FULL")
-rows=()   # setting,params,params_pct,nonzero_pct,acc_before,acc_after,retrain_s
-models=("$FULL")
-acc=$(accuracy "$FULL")
-echo "== full model: $full_params parameters, $acc%; retraining it too"
-secs=$(train full-retrained "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" --init_model="$FULL")
-rows+=("full model,$full_params,100.00,100.00,$acc,$(accuracy "$WORKDIR/models/full-retrained.mdl"),$secs")
 
-IFS=';' read -ra sets <<<"$SETTINGS"
-i=0
-for setting in "${sets[@]}"; do
-  i=$((i + 1))
-  small="$WORKDIR/models/small$i.mdl"
-  # shellcheck disable=SC2086  # a setting is a list of flags
-  "$BIN/shrink/asgd_shrink" --model="$FULL" --out="$small" $setting | tee "$WORKDIR/logs/shrink$i.log"
-  p=$(params "$small")
-  nz=$(sed -n 's/.*: \([0-9]*\) non-zero (.*/\1/p' "$WORKDIR/logs/shrink$i.log")
-  acc=$(accuracy "$small")
-  secs=$(train "retrained$i" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" --init_model="$small")
-  acc2=$(accuracy "$WORKDIR/models/retrained$i.mdl")
-  echo "== $setting: $p parameters ($nz non-zero), $acc% -> $acc2% after retraining ($secs s)"
-  rows+=("$setting,$p,$(calc "100 * $p / $full_params"),$(calc "100 * $nz / $full_params"),$acc,$acc2,$secs")
-  models+=("$small")
-done
-
-echo "== teacher-student: $STUDENT_HIDDEN alone and taught by the full model ($EPOCHS epochs)"
-echo "student,params,params_pct,accuracy,train_s" >"$OUT/students.csv"
-alone_s=$(train student-alone "$EPOCHS" "$LEARNING_RATE" "" --hidden="$STUDENT_HIDDEN")
-sp=$(params "$WORKDIR/models/student-alone.mdl")
-echo "alone,$sp,$(calc "100 * $sp / $full_params"),$(accuracy "$WORKDIR/models/student-alone.mdl"),$alone_s" >>"$OUT/students.csv"
-taught_s=$(train student-taught "$EPOCHS" "$LEARNING_RATE" \
-  "--teacher_model=$FULL $TEACHER_FLAGS" --hidden="$STUDENT_HIDDEN")
-echo "taught ($TEACHER_FLAGS),$sp,$(calc "100 * $sp / $full_params"),$(accuracy "$WORKDIR/models/student-taught.mdl"),$taught_s" >>"$OUT/students.csv"
-echo "teacher (the full model),$full_params,100.00,$(accuracy "$FULL"),-" >>"$OUT/students.csv"
-cat "$OUT/students.csv"
-
-echo "== forward speed, one core: $SPEED_ROUNDS rounds over ${#models[@]} models"
-best=()
-for m in "${models[@]}"; do best+=(0); done
-for ((round = 0; round < SPEED_ROUNDS; round++)); do
-  for ((j = 0; j < ${#models[@]}; j++)); do
-    f=$(speed "${models[$j]}")
-    [ "$f" -gt "${best[$j]}" ] && best[$j]=$f
+if phase shrink; then
+  echo "== training the full model ($HIDDEN, $EPOCHS epochs)"
+  train full "$EPOCHS" "$LEARNING_RATE" "" --hidden="$HIDDEN" >/dev/null
+  full_params=$(params "$FULL")
+  acc=$(accuracy "$FULL")
+  echo "== full model: $full_params parameters, $acc%; retraining it too"
+  secs=$(train full-retrained "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" --init_model="$FULL")
+  echo "setting,params,params_pct,nonzero_pct,acc_before,acc_after,retrain_s" >"$OUT/shrink.csv"
+  echo "full model,$full_params,100.00,100.00,$acc,$(accuracy "$WORKDIR/models/full-retrained.mdl"),$secs" >>"$OUT/shrink.csv"
+  IFS=';' read -ra sets <<<"$SETTINGS"
+  i=0
+  for setting in "${sets[@]}"; do
+    i=$((i + 1))
+    small="$WORKDIR/models/small$i.mdl"
+    # shellcheck disable=SC2086  # a setting is a list of flags
+    "$BIN/shrink/asgd_shrink" --model="$FULL" --out="$small" $setting | tee "$WORKDIR/logs/shrink$i.log"
+    p=$(params "$small")
+    nz=$(sed -n 's/.*: \([0-9]*\) non-zero (.*/\1/p' "$WORKDIR/logs/shrink$i.log")
+    acc=$(accuracy "$small")
+    secs=$(train "retrained$i" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" --init_model="$small")
+    acc2=$(accuracy "$WORKDIR/models/retrained$i.mdl")
+    echo "== $setting: $p parameters ($nz non-zero), $acc% -> $acc2% after retraining ($secs s)"
+    echo "$setting,$p,$(calc "100 * $p / $full_params"),$(calc "100 * $nz / $full_params"),$acc,$acc2,$secs" >>"$OUT/shrink.csv"
   done
-done
-echo "setting,params,params_pct,nonzero_pct,acc_before,acc_after,retrain_s,frames_per_s,speedup" >"$OUT/runs.csv"
-for ((j = 0; j < ${#rows[@]}; j++)); do
-  echo "${rows[$j]},${best[$j]},$(calc "${best[$j]} / ${best[0]}")" >>"$OUT/runs.csv"
-done
+fi
+full_params=$(params "$FULL")
+
+if phase students; then
+  echo "== teacher-student: $STUDENT_HIDDEN alone and taught by the full model ($EPOCHS epochs)"
+  echo "student,params,params_pct,accuracy,train_s" >"$OUT/students.csv"
+  secs=$(train student-alone "$EPOCHS" "$LEARNING_RATE" "" --hidden="$STUDENT_HIDDEN")
+  sp=$(params "$WORKDIR/models/student-alone.mdl")
+  echo "alone,$sp,$(calc "100 * $sp / $full_params"),$(accuracy "$WORKDIR/models/student-alone.mdl"),$secs" >>"$OUT/students.csv"
+  IFS=';' read -ra teachers <<<"$TEACHER_SETTINGS"
+  for t in "${teachers[@]}"; do
+    secs=$(train student-taught "$EPOCHS" "$LEARNING_RATE" "--teacher_model=$FULL $t" \
+      --hidden="$STUDENT_HIDDEN")
+    echo "taught ($t),$sp,$(calc "100 * $sp / $full_params"),$(accuracy "$WORKDIR/models/student-taught.mdl"),$secs" >>"$OUT/students.csv"
+  done
+  echo "teacher (the full model),$full_params,100.00,$(accuracy "$FULL"),-" >>"$OUT/students.csv"
+  cat "$OUT/students.csv"
+fi
+
+if phase speed; then
+  n=$(($(wc -l <"$OUT/shrink.csv") - 2))
+  models=("$FULL")
+  for ((i = 1; i <= n; i++)); do models+=("$WORKDIR/models/small$i.mdl"); done
+  echo "== forward speed, one core: $SPEED_ROUNDS rounds over ${#models[@]} models"
+  best=()
+  for m in "${models[@]}"; do best+=(0); done
+  for ((round = 0; round < SPEED_ROUNDS; round++)); do
+    for ((j = 0; j < ${#models[@]}; j++)); do
+      f=$(speed "${models[$j]}")
+      [ "$f" -gt "${best[$j]}" ] && best[$j]=$f
+    done
+  done
+  echo "$(head -1 "$OUT/shrink.csv"),frames_per_s,speedup" >"$OUT/runs.csv"
+  j=0
+  tail -n +2 "$OUT/shrink.csv" | while IFS= read -r row; do
+    echo "$row,${best[$j]},$(calc "${best[$j]} / ${best[0]}")"
+    j=$((j + 1))
+  done >>"$OUT/runs.csv"
+fi
+
+if phase decode; then
+  # The fastest retrained model within 1 point of the retrained full model.
+  best_row=$(awk -F, 'NR == 2 { full = $6 } NR > 2 && $6 >= full - 1 && $8 > best { best = $8; row = NR - 2 } END { print row + 0 }' "$OUT/runs.csv")
+  decode_models=("$WORKDIR/models/full-retrained.mdl")
+  decode_names=("full model")
+  if [ "$best_row" -gt 0 ]; then
+    decode_models+=("$WORKDIR/models/retrained$best_row.mdl")
+    decode_names+=("$(sed -n "$((best_row + 2))p" "$OUT/runs.csv" | cut -d, -f1)")
+  fi
+  echo "== frame skipping ($SKIPS) on: ${decode_names[*]}"
+  echo "model,frame_skip,accuracy,frames_per_s" >"$OUT/decode.csv"
+  for ((j = 0; j < ${#decode_models[@]}; j++)); do
+    for k in $SKIPS; do
+      best=0
+      for ((round = 0; round < SPEED_ROUNDS; round++)); do
+        log=$(OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="${decode_models[$j]}" \
+          --corpus="$CORPUS" --frame_skip="$k")
+        f=$(sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p' <<<"$log")
+        [ "$f" -gt "$best" ] && best=$f
+      done
+      a=$(sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p' <<<"$log")
+      echo "${decode_names[$j]},$k,$a,$best" >>"$OUT/decode.csv"
+    done
+  done
+fi
 
 {
-  echo "| model | parameters | % of full | non-zero, % of full | held-out before retraining | after | retraining (s) | forward frames/s, 1 core | × full |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-  tail -n +2 "$OUT/runs.csv" | while IFS=, read -r s p pct nz a b t f x; do
-    printf '| `%s` | %s | %s | %s | %s%% | %s%% | %.1f | %s | %s |\n' "$s" "$p" "$pct" "$nz" "$a" "$b" "$t" "$f" "$x"
-  done
-  echo
-  echo "| student | parameters | % of the teacher | held-out | training (s) |"
-  echo "|---|---:|---:|---:|---:|"
-  tail -n +2 "$OUT/students.csv" | while IFS=, read -r s p pct a t; do
-    printf '| %s | %s | %s | %s%% | %s |\n' "$s" "$p" "$pct" "$a" "$t"
-  done
+  if [ -f "$OUT/runs.csv" ]; then
+    echo "| model | parameters | % of full | non-zero, % of full | held-out before retraining | after | retraining (s) | forward frames/s, 1 core | × full |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    tail -n +2 "$OUT/runs.csv" | while IFS=, read -r s p pct nz a b t f x; do
+      printf '| `%s` | %s | %s | %s | %s%% | %s%% | %.1f | %s | %s |\n' "$s" "$p" "$pct" "$nz" "$a" "$b" "$t" "$f" "$x"
+    done
+  fi
+  if [ -f "$OUT/students.csv" ]; then
+    echo
+    echo "| student | parameters | % of the teacher | held-out | training (s) |"
+    echo "|---|---:|---:|---:|---:|"
+    tail -n +2 "$OUT/students.csv" | while IFS=, read -r s p pct a t; do
+      printf '| %s | %s | %s | %s%% | %s |\n' "$s" "$p" "$pct" "$a" "$t"
+    done
+  fi
+  if [ -f "$OUT/decode.csv" ]; then
+    echo
+    echo "| model (retrained) | frame skip | held-out | forward frames/s, 1 core |"
+    echo "|---|---:|---:|---:|"
+    tail -n +2 "$OUT/decode.csv" | while IFS=, read -r m k a f; do
+      printf '| `%s` | %s | %s%% | %s |\n' "$m" "$k" "$a" "$f"
+    done
+  fi
 } >"$OUT/table.md"
 cat "$OUT/table.md"

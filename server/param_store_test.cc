@@ -739,12 +739,6 @@ TEST(ParamStoreTest, MaxChangeBoundsCompressedPushesAndTheReplayedRate) {
   }
 }
 
-}  // namespace
-}  // namespace asgd
-
-namespace asgd {
-namespace {
-
 // A pruned model (ParamStoreOptions::keep): float32, 1-bit, top-k and assign
 // pushes, with momentum and weight decay, leave every pruned weight exactly
 // 0 and move the others; no update log is kept (no delta pulls); a snapshot

@@ -35,13 +35,7 @@ check, fail, report_and_exit = CHECKS.check, CHECKS.fail, CHECKS.report_and_exit
 
 
 def run(args):
-    try:
-        return subprocess.run(args, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True,
-                              timeout=DEADLINE_S)
-    except subprocess.TimeoutExpired as e:
-        return subprocess.CompletedProcess(args, None, e.stdout or "",
-                                           f"timed out after {DEADLINE_S} s")
+    return testlib.run(args, DEADLINE_S)
 
 
 # ----- Kaldi archives, read and written here from the published format.

@@ -25,13 +25,7 @@ def wait_for(what, predicate, proc):
 
 
 def run(args):
-    try:
-        return subprocess.run(args, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True,
-                              timeout=DEADLINE_S)
-    except subprocess.TimeoutExpired as e:  # e.g. a server that did start
-        return subprocess.CompletedProcess(args, None, e.stdout or "",
-                                           f"timed out after {DEADLINE_S} s")
+    return testlib.run(args, DEADLINE_S)
 
 
 def main():

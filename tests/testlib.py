@@ -3,6 +3,7 @@ processes a test started, waiting on a condition with a deadline, and
 reading port files."""
 import os
 import socket
+import subprocess
 import sys
 import time
 import urllib.request
@@ -71,6 +72,22 @@ def wait_for(what, predicate, timeout=90, interval=0.1, must=True, proc=None):
     if must:
         fail(f"timed out waiting for {what}")
     return None
+
+
+def run(args, timeout):
+    """Runs a command to its end, stdout and stderr as text. One that runs
+    past `timeout` seconds is killed and comes back with returncode None and
+    "timed out" in stderr (e.g. a server that did start)."""
+    try:
+        return subprocess.run(args, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout or ""
+        if isinstance(out, bytes):
+            out = out.decode(errors="replace")
+        return subprocess.CompletedProcess(args, None, out,
+                                           f"timed out after {timeout} s")
 
 
 def read_port(path):
