@@ -306,6 +306,9 @@ TEST_F(StreamTest, AStalledPushIsEndedButAStreamBetweenPushesIsNot) {
   PushStreamCall waiting(stub_.get());
   PushReply reply;
   ASSERT_TRUE(waiting.Push(FloatPush(0.25f, 0), &reply));
+  // Its reply is watched until the server saw it written (a client may read
+  // it before that): only then is the stream between pushes.
+  ASSERT_TRUE(AwaitWatched(progress, 0));
   // Another stream starts a push and stalls half way.
   PushStreamCall stalled(stub_.get());
   std::vector<PushChunk> msgs = FloatPush(0.25f, 1);
