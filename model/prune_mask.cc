@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/model_layout.h"
 
 namespace asgd {
 
@@ -30,17 +31,17 @@ std::vector<uint8_t> KeepMask(const ModelSpec& spec,
                               absl::Span<const float> params,
                               absl::Span<const std::string> pruned) {
   std::vector<uint8_t> keep(params.size(), 1);
-  const std::set<std::string> names(pruned.begin(), pruned.end());
-  int64_t offset = 0;
-  for (const TensorSpec& t : ModelTensors(spec)) {
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    if (names.count(t.name) > 0) {
-      for (int64_t i = offset; i < offset + n; ++i) {
-        keep[i] = params[i] != 0.0f;
-      }
+  // A valid spec's tensors always make a layout.
+  const absl::StatusOr<ModelLayout> layout =
+      ModelLayout::Create(ModelTensors(spec), 1, 1);
+  if (!layout.ok()) return keep;
+  for (const std::string& name : pruned) {
+    const int t = layout->FindTensor(name);
+    if (t < 0) continue;  // CheckPrunedTensors refuses it
+    const int64_t end = layout->tensor_offset(t) + layout->tensor_size(t);
+    for (int64_t i = layout->tensor_offset(t); i < end; ++i) {
+      keep[i] = params[i] != 0.0f;
     }
-    offset += n;
   }
   return keep;
 }

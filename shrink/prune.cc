@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/model_layout.h"
 #include "common/status_macros.h"
 #include "model/prune_mask.h"
 
@@ -56,15 +57,16 @@ absl::StatusOr<PruneResult> PruneByMagnitude(const SavedModel& model,
   ASGD_RETURN_IF_ERROR(CheckPrunedTensors(model.spec, options.tensors));
   const std::set<std::string> named(options.tensors.begin(),
                                     options.tensors.end());
+  ASGD_ASSIGN_OR_RETURN(const ModelLayout layout,
+                        ModelLayout::Create(ModelTensors(model.spec), 1, 1));
   std::vector<Span> spans;
-  int64_t offset = 0;
-  for (const TensorSpec& t : ModelTensors(model.spec)) {
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    const bool chosen = named.empty() ? !absl::EndsWith(t.name, "bias")
-                                      : named.count(t.name) > 0;
-    if (chosen) spans.push_back({t.name, offset, n});
-    offset += n;
+  for (int t = 0; t < static_cast<int>(layout.tensors().size()); ++t) {
+    const std::string& name = layout.tensors()[t].name;
+    const bool chosen = named.empty() ? !absl::EndsWith(name, "bias")
+                                      : named.count(name) > 0;
+    if (chosen) {
+      spans.push_back({name, layout.tensor_offset(t), layout.tensor_size(t)});
+    }
   }
   PruneResult result;
   result.model = model;
@@ -77,21 +79,18 @@ absl::StatusOr<PruneResult> PruneByMagnitude(const SavedModel& model,
   std::set<std::string> pruned(model.pruned.begin(), model.pruned.end());
   for (const Span& s : spans) pruned.insert(s.name);
   result.model.pruned.clear();
-  for (const TensorSpec& t : ModelTensors(model.spec)) {  // model order
+  for (const TensorSpec& t : layout.tensors()) {  // model order
     if (pruned.count(t.name) > 0) result.model.pruned.push_back(t.name);
   }
   const std::vector<uint8_t> keep =
       KeepMask(result.model.spec, params, result.model.pruned);
-  offset = 0;
-  for (const TensorSpec& t : ModelTensors(model.spec)) {
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    if (pruned.count(t.name) > 0) {
-      result.tensors.push_back(
-          {t.name, n,
-           CountPruned(absl::MakeConstSpan(keep).subspan(offset, n))});
-    }
-    offset += n;
+  for (const std::string& name : result.model.pruned) {
+    const int t = layout.FindTensor(name);
+    const int64_t n = layout.tensor_size(t);
+    result.tensors.push_back(
+        {name, n,
+         CountPruned(absl::MakeConstSpan(keep).subspan(layout.tensor_offset(t),
+                                                       n))});
   }
   result.params = static_cast<int64_t>(params.size());
   result.pruned = CountPruned(keep);
