@@ -198,10 +198,11 @@ void LogSummary(std::ostream* log, int worker_index, const TrainResult& r,
   const PhaseTimes& ph = r.phases;
   const double busy = ph.data + ph.pull + ph.compute + ph.push + ph.idle;
   *log << absl::StrFormat(
-              "worker %d phases: data %.1f s, pull %.1f s, compute %.1f s, "
-              "push %.1f s, idle %.1f s; blocked on communication %.0f%% of "
-              "step time",
-              worker_index, ph.data, ph.pull, ph.compute, ph.push, ph.idle,
+              "worker %d phases: data %.1f s, pull %.1f s (load %.1f s), "
+              "compute %.1f s, push %.1f s, idle %.1f s; blocked on "
+              "communication %.0f%% of step time",
+              worker_index, ph.data, ph.pull, ph.load, ph.compute, ph.push,
+              ph.idle,
               100 * (ph.pull + ph.push) / std::max(busy, 1e-9))
        << std::endl;
   if (r.heldout_accuracy >= 0) {
@@ -242,6 +243,7 @@ void LoopReporter::BookStep(const BatchResult& r, const PhaseTimes& step,
   PhaseTimes& total = result->phases;
   total.data += step.data;
   total.pull += step.pull;
+  total.load += step.load;
   total.compute += step.compute;
   total.push += step.push;
   total.idle += step.idle;

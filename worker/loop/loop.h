@@ -107,6 +107,7 @@ absl::Status CheckLoopSetup(const LoopOptions& options,
 struct PhaseTimes {
   double data = 0;     // drawing minibatches (and pool fetches)
   double pull = 0;     // pulling the model
+  double load = 0;     // of pull: loading pulled models onto the backend
   double compute = 0;  // forward and backward
   double push = 0;     // pushing, or waiting for the wire or for peers
   double idle = 0;     // injected slowdown
@@ -177,8 +178,9 @@ int64_t LockstepSteps(double epochs, int64_t total_examples, int num_workers,
 // The end-of-run lines both kinds of worker print (wrapped here):
 //   worker 1 done: 500 steps, 12 pushes, 128000 frames in 10.2 s
 //       (12549 frames/s)<done_extra>
-//   worker 1 phases: data 0.2 s, pull 0.0 s, compute 7.9 s, push 1.1 s,
-//       idle 0.0 s; blocked on communication 12% of step time
+//   worker 1 phases: data 0.2 s, pull 0.0 s (load 0.0 s), compute 7.9 s,
+//       push 1.1 s, idle 0.0 s; blocked on communication 12% of step time
+// (load: the part of pull spent loading models onto a resident backend)
 //   worker 1 held-out frame accuracy: 75.0%     (when evaluated)
 void LogSummary(std::ostream* log, int worker_index, const TrainResult& result,
                 absl::string_view done_extra);

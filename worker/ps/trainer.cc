@@ -133,8 +133,12 @@ class Trainer::PoolStep final : public StepPolicy {
     if (resident_ != nullptr && loaded_model_ != feed_.models()) {
       if (loaded_model_ < 0) PinModelBuffers(result->params);
       // A new model (or the first): onto the backend once.
+      step->pull = absl::ToDoubleSeconds(watch->Lap());
       ASGD_RETURN_IF_ERROR(t_->backend_->LoadModel(result->params));
       loaded_model_ = feed_.models();
+      step->load = absl::ToDoubleSeconds(watch->Lap());
+      step->pull += step->load;
+      return absl::OkStatus();
     }
     step->pull = absl::ToDoubleSeconds(watch->Lap());
     return absl::OkStatus();
