@@ -7,8 +7,9 @@
 #   bench/gpu_worker_check.sh PACK.tar.xz
 #
 # PACK.tar.xz: ../shared/gpu-host/pack.sh of asgd_server, asgd_worker,
-# asgd_eval, make_corpus, dnn_step_bench, the four cuda_*_test binaries and
-# bench/torch_dnn_step.py (see docs/results/gpu/README.md for the command).
+# asgd_eval, make_corpus, dnn_step_bench, server_capacity_bench, the four
+# cuda_*_test binaries and bench/torch_dnn_step.py (see
+# docs/results/gpu-h200/README.md for the command).
 set -u
 OUT=${OUT:-$PWD/gpu-check-out}; mkdir -p "$OUT"
 T0=$(date +%s)
@@ -28,7 +29,7 @@ el "env"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
 
 # STAGES: which parts run (all by default).
-STAGES=${STAGES:-"tests bench demo overlap seed lstm"}
+STAGES=${STAGES:-"tests bench demo overlap seed replay lstm server"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has tests; then
 el "gpu tests"
@@ -78,7 +79,9 @@ run_e2e() {  # name workers epochs hidden [worker flags...]
   done
   for p in "${wp[@]}"; do wait $p; done
   local t1=$(date +%s.%N)
-  local acc=$(timeout 60 $B/asgd_eval --servers=$S --corpus=$P/corpus 2>&1 | tail -1)
+  # The evaluation runs on the CPU: all cores (the seed-size model needs them).
+  local acc=$(OPENBLAS_NUM_THREADS=$(nproc) timeout 60 $B/asgd_eval --servers=$S \
+    --corpus=$P/corpus 2>&1 | tail -1)
   kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
   { echo "== $name: $nw x cuda, $ep epochs, hidden $hid, flags: $*"
     echo "wall $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s; eval: $acc"
@@ -97,17 +100,40 @@ if has overlap; then  # more minibatches per pulled model (more staleness)
   run_e2e demo1_1bit_ov3 1 3 512,512 --push_encoding=onebit --max_overlapped_steps=3
   run_e2e demo4_1bit_ov3 4 3 512,512 --push_encoding=onebit --max_overlapped_steps=3
 fi
-if has seed; then  # the seed's DNN size (5 x 2048): throughput in 25 s
-  SEED=2048,2048,2048,2048,2048
-  run_e2e seed1_1bit_host 1 1 $SEED --time_budget_s=25 --push_encoding=onebit --resident_model=off
-  run_e2e seed1_1bit 1 1 $SEED --time_budget_s=25 --push_encoding=onebit
-  run_e2e seed1 1 1 $SEED --time_budget_s=25
-  run_e2e seed4_1bit 4 1 $SEED --time_budget_s=25 --push_encoding=onebit
+if has seed; then  # the seed's DNN size (5 x 2048): throughput in SEED_S (20) s
+  SEED=2048,2048,2048,2048,2048 SEED_S=${SEED_S:-20}
+  run_e2e seed1_1bit_host 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit --resident_model=off
+  run_e2e seed1_1bit 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit
+  run_e2e seed1_1bit_ov3 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit --max_overlapped_steps=3
+  run_e2e seed1 1 1 $SEED --time_budget_s=$SEED_S
+  run_e2e seed4_1bit 4 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit
+fi
+if has replay; then  # delta-pull replay on 1 thread per server against the default
+  SEED=2048,2048,2048,2048,2048 SEED_S=${SEED_S:-20}
+  for r in 1 0; do
+    run_e2e seed1_1bit_replay$r 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit --replay_threads=$r
+    run_e2e seed1_1bit_ov3_replay$r 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit \
+      --max_overlapped_steps=3 --replay_threads=$r
+    run_e2e seed4_1bit_replay$r 4 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit --replay_threads=$r
+  done
+  for r in 1 0; do
+    timeout 60 $B/server_capacity_bench --shards=8 --workers=4 --duration_s=3 \
+      --push_encodings=onebit --pulls=overlapped --replay_threads=$r > $L/51_replay_$r.txt 2>&1
+    echo "capacity replay_threads=$r rc=$?"; grep -E "^\| overlapped" $L/51_replay_$r.txt
+  done
 fi
 if has lstm; then  # LSTM 1 x 128, 2 epochs
   SRV="--model=lstm --lstm_layers=1 --lstm_cells=128 --context=2 --learning_rate=0.3"
   run_e2e lstm1_host 1 2 - --resident_model=off
   run_e2e lstm1 1 2 -
   SRV=
+fi
+if has server; then  # one server process's pushes/s for the seed DNN, 16 cores
+  save; el "server capacity"
+  for sh in 2 8; do
+    timeout 120 $B/server_capacity_bench --shards=$sh --workers=1,4,8 --duration_s=3 \
+      --push_encodings=fp32,onebit --pulls=overlapped > $L/50_capacity_$sh.txt 2>&1
+    echo "capacity shards=$sh rc=$?"; grep -E "^\||saturat" $L/50_capacity_$sh.txt
+  done
 fi
 el "done"

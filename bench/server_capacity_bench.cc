@@ -99,6 +99,9 @@ ABSL_FLAG(bool, delta_pulls, true,
           "sends the compressed updates since the worker's exact copy when it "
           "can, the weights otherwise (always after float32 or bf16 pushes). "
           "false: every pull sends the weights.");
+ABSL_FLAG(int, replay_threads, 0,
+          "Threads replaying one server's updates in each worker's delta "
+          "pulls (0: the worker's default, by the machine's cores).");
 ABSL_FLAG(float, momentum, 0.0f, "Server momentum (0: plain SGD).");
 ABSL_FLAG(int64_t, chunk_elements, asgd::kDefaultMaxChunkElements,
           "Server max_chunk_elements (floats per chunk, at most 786432).");
@@ -341,6 +344,7 @@ int Run() {
             copts.push_encoding = encoding;
             copts.top_k_fraction = absl::GetFlag(FLAGS_top_k_fraction);
             copts.delta_pulls = absl::GetFlag(FLAGS_delta_pulls);
+            copts.replay_threads = absl::GetFlag(FLAGS_replay_threads);
             auto client =
                 GrpcParamClient::Create({(*server)->address()}, copts);
             if (!client.ok()) return Fail(client.status());

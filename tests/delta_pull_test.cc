@@ -1,11 +1,11 @@
 // Delta pulls against real servers on port 0: the worker's client asks for
 // the updates since its exact copy, replays them with the server's
-// arithmetic, and must end bit for bit equal to the servers' weights, with
-// 1-bit and top-k pushes, weight decay, a learning-rate schedule and
-// staleness-scaled steps; it falls back to exact weights (a consistent base)
-// or to plain weights when the log cannot serve it (float32 pushes, a log
-// too small), and servers that cannot answer delta pulls refuse them with
-// INVALID_ARGUMENT.
+// arithmetic (on the pulling thread, or in parts over several), and must end
+// bit for bit equal to the servers' weights, with 1-bit and top-k pushes,
+// weight decay, a learning-rate schedule and staleness-scaled steps; it falls
+// back to exact weights (a consistent base) or to plain weights when the log
+// cannot serve it (float32 pushes, a log too small), and servers that cannot
+// answer delta pulls refuse them with INVALID_ARGUMENT.
 #include <cstring>
 #include <memory>
 #include <string>
@@ -58,10 +58,13 @@ class DeltaPullTest : public ::testing::Test {
     }
   }
 
+  // `replay_threads`: 1 replays on the pulling thread, more in parts.
   std::unique_ptr<GrpcParamClient> Connect(PushEncoding encoding,
-                                           uint64_t worker_id) {
+                                           uint64_t worker_id,
+                                           int replay_threads = 1) {
     PoolClientOptions o;
     o.worker_id = worker_id;
+    o.replay_threads = replay_threads;
     o.push_encoding = encoding;
     o.top_k_fraction = 0.05;
     o.connect_timeout = absl::Seconds(30);
@@ -99,7 +102,8 @@ class DeltaPullTest : public ::testing::Test {
 // Two workers push (1-bit and top-k) and pull in turn; one of them pushes
 // from an older model, so steps are staleness-scaled; the step schedule
 // changes the learning rate on the way, and weight decay is on. After every
-// pull each worker's model is the servers' model, bit for bit.
+// pull each worker's model is the servers' model, bit for bit: worker a
+// replays on its pulling thread, worker b in 3 parts.
 TEST_F(DeltaPullTest, ReplayedUpdatesAreExactlyTheServersModel) {
   PoolSettings settings;
   settings.optimizer.learning_rate = 0.3f;
@@ -110,7 +114,7 @@ TEST_F(DeltaPullTest, ReplayedUpdatesAreExactlyTheServersModel) {
   settings.staleness_lr_scale = StalenessLrScale::kInverse;
   Start(settings);
   auto a = Connect(PushEncoding::kOneBit, 1);
-  auto b = Connect(PushEncoding::kTopK, 2);
+  auto b = Connect(PushEncoding::kTopK, 2, /*replay_threads=*/3);
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(a->uses_delta_pulls());
   const int64_t n = a->layout().total_size();
@@ -201,6 +205,21 @@ TEST_F(DeltaPullTest, ALogTooSmallStillGivesExactModels) {
   }
   EXPECT_EQ(a->update_pulls(), 0);
   EXPECT_EQ(a->exact_weight_pulls(), 2 * 4);
+}
+
+// A replay thread count outside [0, 64] is refused when the client connects.
+TEST_F(DeltaPullTest, ReplayThreadsOutOfRangeAreRefused) {
+  PoolSettings settings;
+  settings.optimizer.learning_rate = 0.1f;
+  Start(settings);
+  for (int threads : {-1, 65}) {
+    PoolClientOptions o;
+    o.replay_threads = threads;
+    o.connect_timeout = absl::Seconds(30);
+    auto client = GrpcParamClient::Create(addresses_, o);
+    EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument)
+        << threads;
+  }
 }
 
 // A server whose optimizer keeps momentum does not offer delta pulls: the

@@ -44,6 +44,7 @@
 #include "worker/peer/decentralized_worker.h"
 #include "worker/ps/connect.h"
 #include "worker/ps/trainer.h"
+#include "worker/pull_flags.h"
 #include "worker/teacher_flags.h"
 
 ABSL_FLAG(std::string, servers, "",
@@ -163,11 +164,6 @@ ABSL_FLAG(bool, overlap_pulls, true,
 ABSL_FLAG(int, max_overlapped_steps, 1,
           "With --overlap_pulls: the most minibatches computed on one model "
           "while the next one is on the wire.");
-ABSL_FLAG(bool, delta_pulls, true,
-          "With float32 pulls: keep an exact copy of each server's slice and "
-          "pull only the compressed updates applied since (servers with plain "
-          "SGD and a dense model log them; otherwise the weights come). Costs "
-          "one more model in memory.");
 
 namespace asgd {
 namespace {
@@ -382,7 +378,7 @@ PoolClientOptions ClientOptionsFromFlags(const WorkerSetup& setup,
   o.wire_dtype = setup.wire_dtype;
   o.push_encoding = setup.push_encoding;
   o.top_k_fraction = absl::GetFlag(FLAGS_top_k_fraction);
-  o.delta_pulls = absl::GetFlag(FLAGS_delta_pulls);
+  PullOptionsFromFlags(&o);  // --delta_pulls, --replay_threads
   return o;
 }
 

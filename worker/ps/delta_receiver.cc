@@ -3,21 +3,32 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "compression/grad_codec.h"
 #include "step/compressed_apply.h"
 #include "step/optimizer.h"
 
 namespace asgd {
+namespace {
+
+absl::Status NonFiniteCopy() {
+  return absl::DataLossError(
+      "a delta pull update made the copy non-finite (or larger than any "
+      "server keeps)");
+}
+
+}  // namespace
 
 DeltaReceiver::DeltaReceiver(const ModelLayout* layout, FlatRange range,
                              int64_t max_chunk_elements,
                              int64_t max_compressed_elements, float* copy,
-                             std::optional<uint64_t> held)
+                             std::optional<uint64_t> held, PartRunner* runner)
     : layout_(layout),
       range_(range),
       max_chunk_elements_(max_chunk_elements),
       max_compressed_elements_(max_compressed_elements),
       copy_(copy),
+      runner_(runner != nullptr && runner->parts() > 1 ? runner : nullptr),
       at_(held) {}
 
 absl::Status DeltaReceiver::Add(const PullMessage& msg) {
@@ -131,6 +142,10 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
     }
     bytes = scratch_;
   }
+  if (runner_ != nullptr) {  // kept until the update is complete
+    kept_bytes_.emplace_back(bytes.data(), bytes.size());
+    bytes = kept_bytes_.back();
+  }
   CodecLimits limits;
   limits.max_elements = max_compressed_elements_;
   absl::StatusOr<CompressedChunk> parsed = ParseCompressedChunk(bytes, limits);
@@ -148,13 +163,15 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
         parsed->count, " ", GradEncodingName(parsed->encoding),
         " elements; the slice has ", range_.size() - next_offset_, " left"));
   }
-  const ApplyStats stats = ApplyCompressedRange(
-      *step_, absl::MakeConstSpan(&*parsed, 1), 0, parsed->count,
-      copy_ + next_offset_, nullptr, UpdateContext{});
-  if (!(stats.max_abs_w <= kMaxMagnitude)) {  // NaN fails too
-    return absl::DataLossError(
-        "a delta pull update made the copy non-finite (or larger than any "
-        "server keeps)");
+  if (runner_ != nullptr) {
+    kept_.push_back(*parsed);
+  } else {
+    const ApplyStats stats = ApplyCompressedRange(
+        *step_, absl::MakeConstSpan(&*parsed, 1), 0, parsed->count,
+        copy_ + next_offset_, nullptr, UpdateContext{});
+    if (!(stats.max_abs_w <= kMaxMagnitude)) {  // NaN fails too
+      return NonFiniteCopy();
+    }
   }
   update_bytes_ += static_cast<int64_t>(bytes.size());
   next_offset_ += parsed->count;
@@ -164,8 +181,29 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
           "delta pull update ", at_version_pending_, " covers ", next_offset_,
           " of ", range_.size(), " elements"));
     }
+    if (runner_ != nullptr) ASGD_RETURN_IF_ERROR(ReplayKept());
     at_ = at_version_pending_;
     ++updates_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeltaReceiver::ReplayKept() {
+  const int parts = runner_->parts();
+  std::vector<float> max_abs_w(parts, 0.0f);
+  runner_->Run([&](int part) {
+    int64_t begin, end;
+    PartRunner::Split(range_.size(), parts, part, &begin, &end);
+    if (begin == end) return;
+    max_abs_w[part] = ApplyCompressedRange(*step_, kept_, begin, end,
+                                           copy_ + begin, nullptr,
+                                           UpdateContext{})
+                          .max_abs_w;
+  });
+  kept_.clear();
+  kept_bytes_.clear();
+  for (float m : max_abs_w) {
+    if (!(m <= kMaxMagnitude)) return NonFiniteCopy();  // NaN fails too
   }
   return absl::OkStatus();
 }

@@ -16,19 +16,33 @@
 // On any error the copy is partly updated: the caller must treat it as lost
 // (pull weights again).
 //
-// Thread-safety: one thread at a time.
+// With a PartRunner of more than one part, an update's chunks are checked as
+// they arrive and kept (their encoded bytes: at most the slice's compressed
+// size), and the whole update is replayed once its last chunk arrived, the
+// slice split into the runner's parts, each replayed by one thread. Every
+// element goes through the same Optimizer::Apply as without the runner (the
+// step is elementwise), so the copy ends bit for bit the same; only where
+// the replay runs changes. An update that would leave the copy non-finite is
+// refused after its replay, as without the runner.
+//
+// Thread-safety: one thread at a time (the runner's helpers work only inside
+// a call).
 #ifndef ASGD_WORKER_PS_DELTA_RECEIVER_H_
 #define ASGD_WORKER_PS_DELTA_RECEIVER_H_
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/chunking.h"
 #include "common/model_layout.h"
 #include "common/tensor_messages.h"
+#include "compression/grad_codec.h"
 #include "step/optimizer.h"
+#include "worker/ps/part_runner.h"
 
 namespace asgd {
 
@@ -36,10 +50,13 @@ class DeltaReceiver {
  public:
   // `copy` holds range.size() floats; `held` is the version it holds
   // exactly, if any. `max_chunk_elements` bounds the weight chunks,
-  // `max_compressed_elements` the compressed ones.
+  // `max_compressed_elements` the compressed ones. `runner` (may be null:
+  // each chunk is replayed on arrival by the calling thread) must outlive the
+  // receiver.
   DeltaReceiver(const ModelLayout* layout, FlatRange range,
                 int64_t max_chunk_elements, int64_t max_compressed_elements,
-                float* copy, std::optional<uint64_t> held);
+                float* copy, std::optional<uint64_t> held,
+                PartRunner* runner = nullptr);
 
   // One message of the reply (not the end-of-pull message): a weight chunk,
   // an update's header or one of its chunks. DataLoss saying what was wrong.
@@ -56,12 +73,15 @@ class DeltaReceiver {
 
  private:
   absl::Status AddUpdateChunk(const TensorChunkView& chunk);
+  // With a runner: replays the kept chunks of the update just completed.
+  absl::Status ReplayKept();
 
   const ModelLayout* const layout_;
   const FlatRange range_;
   const int64_t max_chunk_elements_;
   const int64_t max_compressed_elements_;
   float* const copy_;
+  PartRunner* const runner_;  // null or one part: replay on arrival
   // The version the copy is at after what arrived so far (unset: weights
   // are expected first).
   std::optional<uint64_t> at_;
@@ -76,6 +96,10 @@ class DeltaReceiver {
   int64_t updates_ = 0;
   int64_t update_bytes_ = 0;
   std::string scratch_;  // a chunk whose bytes straddle slices
+  // With a runner: the current update's chunks, viewing kept_bytes_ (a deque:
+  // its strings never move).
+  std::deque<std::string> kept_bytes_;
+  std::vector<CompressedChunk> kept_;
 };
 
 }  // namespace asgd

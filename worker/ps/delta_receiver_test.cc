@@ -1,9 +1,13 @@
 // DeltaReceiver against well-formed and hostile delta-pull replies: updates
 // replayed exactly as a plain float32 step on the decoded gradient, weights
-// then updates, and every malformed sequence refused with DataLoss.
+// then updates, and every malformed sequence refused with DataLoss; each
+// replayed on the reading thread and split over a PartRunner's threads,
+// which give the same bits.
 #include "worker/ps/delta_receiver.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,17 +15,20 @@
 
 #include "compression/grad_codec.h"
 #include "gtest/gtest.h"
+#include "worker/ps/part_runner.h"
 
 namespace asgd {
 namespace {
 
 constexpr int64_t kSize = 48;  // one tensor of 6 x 8, one server
 
-class DeltaReceiverTest : public ::testing::Test {
+// The parameter: the parts of the replay (1: on the reading thread).
+class DeltaReceiverTest : public ::testing::TestWithParam<int> {
  protected:
   DeltaReceiverTest()
       : layout_(*ModelLayout::Create({{"w", {6, 8}}}, 1, 1)),
-        range_(layout_.ServerRange(0)) {
+        range_(layout_.ServerRange(0)),
+        runner_(GetParam()) {
     copy_.resize(kSize);
     for (int64_t i = 0; i < kSize; ++i) copy_[i] = 0.01f * (i - 20);
   }
@@ -70,15 +77,16 @@ class DeltaReceiverTest : public ::testing::Test {
 
   std::unique_ptr<DeltaReceiver> Receiver(std::optional<uint64_t> held) {
     return std::make_unique<DeltaReceiver>(&layout_, range_, 16, 1 << 20,
-                                           copy_.data(), held);
+                                           copy_.data(), held, &runner_);
   }
 
   ModelLayout layout_;
   FlatRange range_;
+  PartRunner runner_;
   std::vector<float> copy_;
 };
 
-TEST_F(DeltaReceiverTest, ReplaysUpdatesAsAPlainStep) {
+TEST_P(DeltaReceiverTest, ReplaysUpdatesAsAPlainStep) {
   std::vector<float> g1, g2;
   const std::string a = OneBit(0, 24, 0.5f, &g1);
   const std::string b = OneBit(24, 24, 0.5f, &g1);
@@ -107,7 +115,7 @@ TEST_F(DeltaReceiverTest, ReplaysUpdatesAsAPlainStep) {
   }
 }
 
-TEST_F(DeltaReceiverTest, WeightsThenUpdates) {
+TEST_P(DeltaReceiverTest, WeightsThenUpdates) {
   std::vector<float> weights(kSize, 0.5f), g;
   std::string bytes(reinterpret_cast<const char*>(weights.data()),
                     kSize * sizeof(float));
@@ -125,7 +133,7 @@ TEST_F(DeltaReceiverTest, WeightsThenUpdates) {
   for (int64_t i = 0; i < kSize; ++i) EXPECT_EQ(copy_[i], 0.5f - 0.5f * g[i]);
 }
 
-TEST_F(DeltaReceiverTest, RefusesMalformedReplies) {
+TEST_P(DeltaReceiverTest, RefusesMalformedReplies) {
   std::vector<float> g;
   const std::string whole = OneBit(0, 48, 1.0f, &g);
   const std::string half = OneBit(0, 24, 1.0f, &g);
@@ -198,6 +206,89 @@ TEST_F(DeltaReceiverTest, RefusesMalformedReplies) {
   ASSERT_TRUE(r->Add(Header(8, 0.1f, 0.0f, 1)).ok());
   ASSERT_TRUE(r->Add(Chunk(whole, 0)).ok());
   EXPECT_EQ(r->Finish(8, 2).code(), absl::StatusCode::kDataLoss);
+}
+
+INSTANTIATE_TEST_SUITE_P(Parts, DeltaReceiverTest, ::testing::Values(1, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 1 ? std::string("OnArrival")
+                                                  : "InParts";
+                         });
+
+// A larger slice, 1-bit and top-k updates (dense and sparse top-k paths),
+// chunk edges that fall inside parts: the replay in 2, 3 and 4 parts leaves
+// the same bits as on the reading thread.
+TEST(DeltaReceiverPartsTest, PartsLeaveTheSameBitsAsOneThread) {
+  constexpr int64_t n = 10007;
+  const ModelLayout layout = *ModelLayout::Create({{"w", {n}}}, 1, 1);
+  struct Update {
+    float lr, wd;
+    std::vector<std::string> chunks;
+  };
+  std::vector<Update> updates;
+  const std::vector<std::vector<int64_t>> cuts = {
+      {3000, 4000, 3007}, {5000, 5007}, {10007}, {1, 9999, 7}};
+  for (int u = 0; u < 6; ++u) {
+    Update up{0.05f + 0.01f * u, u % 3 == 2 ? 1e-3f : 0.0f, {}};
+    int64_t begin = 0;
+    for (int64_t count : cuts[u % cuts.size()]) {
+      std::vector<float> g(count), residual(count, 0.0f);
+      for (int64_t i = 0; i < count; ++i) {
+        g[i] = std::sin(0.37f * static_cast<float>(begin + i) + u);
+      }
+      std::string bytes;
+      const absl::Status s =
+          u % 2 == 0 ? EncodeOneBit(g, 64, 64, absl::MakeSpan(residual), &bytes)
+                     : EncodeTopK(g, std::max<int64_t>(1, count / 100),
+                                  absl::MakeSpan(residual), &bytes);
+      ASSERT_TRUE(s.ok()) << s;
+      up.chunks.push_back(std::move(bytes));
+      begin += count;
+    }
+    updates.push_back(std::move(up));
+  }
+  std::vector<float> initial(n);
+  for (int64_t i = 0; i < n; ++i) initial[i] = 0.001f * (i % 97) - 0.05f;
+
+  auto replay = [&](PartRunner* runner) {
+    std::vector<float> copy = initial;
+    DeltaReceiver r(&layout, layout.ServerRange(0), 1024, 1 << 20,
+                    copy.data(), 20, runner);
+    uint64_t chunks = 0;
+    for (size_t u = 0; u < updates.size(); ++u) {
+      PullMessage h;
+      h.exact = h.has_update = true;
+      h.update.set_version(21 + u);
+      h.update.set_learning_rate(updates[u].lr);
+      h.update.set_weight_decay(updates[u].wd);
+      h.update.set_num_chunks(updates[u].chunks.size());
+      EXPECT_TRUE(r.Add(h).ok());
+      uint64_t offset = 0;
+      for (const std::string& bytes : updates[u].chunks) {
+        PullMessage m;
+        m.exact = m.has_chunk = true;
+        m.chunk.offset = offset;
+        m.chunk.dtype = static_cast<int>(u % 2 == 0 ? PushEncoding::kOneBit
+                                                    : PushEncoding::kTopK);
+        m.chunk.data.push_back(bytes);
+        EXPECT_TRUE(r.Add(m).ok());
+        offset += ParseCompressedChunk(bytes, CodecLimits{})->count;
+        ++chunks;
+      }
+    }
+    EXPECT_TRUE(r.Finish(20 + updates.size(), chunks).ok());
+    EXPECT_EQ(r.updates_applied(), static_cast<int64_t>(updates.size()));
+    return copy;
+  };
+  const std::vector<float> serial = replay(nullptr);
+  int64_t changed = 0;
+  for (int64_t i = 0; i < n; ++i) changed += serial[i] != initial[i];
+  EXPECT_EQ(changed, n);  // the 1-bit updates move every element
+  for (int parts : {2, 3, 4}) {
+    PartRunner runner(parts);
+    const std::vector<float> split = replay(&runner);
+    EXPECT_EQ(std::memcmp(split.data(), serial.data(), n * sizeof(float)), 0)
+        << parts << " parts";
+  }
 }
 
 }  // namespace

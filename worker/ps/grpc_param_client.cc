@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <future>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -315,10 +316,23 @@ absl::Status GrpcParamClient::Configure(
   // Delta pulls: float32 pulls, from servers that offer them.
   use_delta_ =
       options_.delta_pulls && options_.wire_dtype == WireDtype::kFloat32;
+  int replay_threads = options_.replay_threads;
+  if (replay_threads < 0 || replay_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replay_threads=", replay_threads, " is outside [0, 64]"));
+  }
+  if (replay_threads == 0) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    replay_threads = std::clamp(
+        cores / (2 * static_cast<int>(servers.size())), 1, 4);
+  }
   for (size_t s = 0; s < servers.size(); ++s) {
     Server& server = *servers[s];
     server.delta = use_delta_ && descs[s].delta_pulls();
     absl::MutexLock lock(&server.pull_mu);
+    if (server.delta && replay_threads > 1) {
+      server.replay = std::make_unique<PartRunner>(replay_threads);
+    }
     server.copy.max_compressed_elements =
         static_cast<int64_t>(std::min<uint64_t>(
             descs[s].max_compressed_chunk_elements(), kGradCodecMaxElements));
@@ -376,7 +390,8 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
     const bool fresh = server.pull_stream == nullptr;
     RawCall& call = OpenStream(server, /*pull=*/true, deadline).call();
     PullReader reader(&layout_, range, max_chunk_elements_, staging,
-                      server.delta ? &server.copy : nullptr, held);
+                      server.delta ? &server.copy : nullptr, held,
+                      server.replay.get());
     absl::Status bad;
     const bool sent = call.Write(request_buffer, deadline);
     grpc::ByteBuffer buffer;

@@ -60,6 +60,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "proto/asgd.grpc.pb.h"
 #include "worker/ps/param_client.h"
+#include "worker/ps/part_runner.h"
 #include "worker/ps/pull_reader.h"
 #include "worker/ps/pull_sink.h"
 #include "worker/ps/push_encoder.h"
@@ -128,6 +129,8 @@ class GrpcParamClient final : public ParamClient {
     std::unique_ptr<ClientStream> pull_stream ABSL_GUARDED_BY(pull_mu);
     bool delta = false;  // the server answers delta pulls
     DeltaCopy copy ABSL_GUARDED_BY(pull_mu);
+    // Splits the replay of a delta pull over threads (null: one thread).
+    std::unique_ptr<PartRunner> replay ABSL_GUARDED_BY(pull_mu);
   };
 
   GrpcParamClient(PoolClientOptions options, ModelLayout layout,

@@ -103,6 +103,10 @@ struct PoolClientOptions {
   // since, replayed on the copy with the server's arithmetic (bit for bit
   // the server's weights); the server sends weights when it cannot.
   bool delta_pulls = true;
+  // Threads replaying one server's updates of a delta pull (each a part of
+  // the slice; the result is the same bits). 0: by the machine's cores,
+  // hardware threads / (2 x servers), between 1 and 4. At most 64.
+  int replay_threads = 0;
 };
 
 class ParamClient {

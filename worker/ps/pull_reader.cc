@@ -8,8 +8,10 @@ namespace asgd {
 
 PullReader::PullReader(const ModelLayout* layout, FlatRange range,
                        int64_t max_chunk_elements, absl::Span<float> staging,
-                       DeltaCopy* copy, std::optional<uint64_t> held)
+                       DeltaCopy* copy, std::optional<uint64_t> held,
+                       PartRunner* runner)
     : range_(range),
+      runner_(runner),
       staging_(staging),
       copy_(copy),
       assembler_(layout, range, max_chunk_elements, staging.data(),
@@ -18,7 +20,7 @@ PullReader::PullReader(const ModelLayout* layout, FlatRange range,
     copy_->values.resize(range.size());
     receiver_.emplace(layout, range, max_chunk_elements,
                       copy_->max_compressed_elements, copy_->values.data(),
-                      held);
+                      held, runner);
   }
 }
 
@@ -75,8 +77,17 @@ absl::StatusOr<uint64_t> PullReader::Finish() {
   if (exact_) {
     copy_->version = version_;
     copy_->lineage = lineage_;
-    std::memcpy(staging_.data(), copy_->values.data(),
-                range_.size() * sizeof(float));
+    auto copy_part = [&](int part, int parts) {
+      int64_t begin, end;
+      PartRunner::Split(range_.size(), parts, part, &begin, &end);
+      std::memcpy(staging_.data() + begin, copy_->values.data() + begin,
+                  (end - begin) * sizeof(float));
+    };
+    if (runner_ != nullptr) {
+      runner_->Run([&](int part) { copy_part(part, runner_->parts()); });
+    } else {
+      copy_part(0, 1);
+    }
     return version_;
   }
   error_ = assembler_.Finish(assembler_.chunks_received());

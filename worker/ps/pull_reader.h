@@ -39,6 +39,7 @@
 #include "common/model_layout.h"
 #include "common/tensor_messages.h"
 #include "worker/ps/delta_receiver.h"
+#include "worker/ps/part_runner.h"
 
 namespace asgd {
 
@@ -63,9 +64,12 @@ class PullReader {
  public:
   // `staging` holds range.size() floats. `copy`: the server's DeltaCopy for
   // a delta pull (after BeginDelta returned `held`), null for a plain one.
+  // `runner` (may be null): splits a delta pull's replay and the copy into
+  // staging over its threads (DeltaReceiver); it must outlive the reader.
   PullReader(const ModelLayout* layout, FlatRange range,
              int64_t max_chunk_elements, absl::Span<float> staging,
-             DeltaCopy* copy, std::optional<uint64_t> held);
+             DeltaCopy* copy, std::optional<uint64_t> held,
+             PartRunner* runner = nullptr);
 
   // One message of the reply.
   absl::Status Add(const PullMessage& msg);
@@ -88,6 +92,7 @@ class PullReader {
   absl::Status AddChecked(const PullMessage& msg);
 
   const FlatRange range_;
+  PartRunner* const runner_;  // may be null
   const absl::Span<float> staging_;
   DeltaCopy* const copy_;
   ChunkAssembler assembler_;
