@@ -29,7 +29,7 @@ el "env"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
 
 # STAGES: which parts run (all by default).
-STAGES=${STAGES:-"tests bench demo overlap seed replay lstm server"}
+STAGES=${STAGES:-"tests bench demo overlap seed replay shards lstm server"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has tests; then
 el "gpu tests"
@@ -66,7 +66,7 @@ run_e2e() {  # name workers epochs hidden [worker flags...]
   local d=$P/run-$name; mkdir -p $d; local pids=() addrs=() s w
   for s in 0 1; do
     $B/asgd_server --host=127.0.0.1 --port=0 --port_file=$d/port.$s --server_index=$s \
-      --num_servers=2 --num_shards=2 ${SRV:---model=dnn --hidden=$hid --learning_rate=0.05} \
+      --num_servers=2 --num_shards=${SHARDS:-2} ${SRV:---model=dnn --hidden=$hid --learning_rate=0.05} \
       > $d/server-$s.log 2>&1 & pids+=($!)
   done
   for s in 0 1; do for i in $(seq 100); do [ -s $d/port.$s ] && break; sleep 0.1; done
@@ -85,7 +85,7 @@ run_e2e() {  # name workers epochs hidden [worker flags...]
   kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
   { echo "== $name: $nw x cuda, $ep epochs, hidden $hid, flags: $*"
     echo "wall $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s; eval: $acc"
-    grep -hE "done:|phases|rror" $d/worker-*.log | head -4; } | tee -a $L/40_e2e.txt
+    grep -hE "done:|phases|rror" $d/worker-*.log | head -10; } | tee -a $L/40_e2e.txt
   cp $d/worker-0.log $L/41_worker0_$name.log 2>/dev/null; save
 }
 el "e2e"
@@ -121,6 +121,15 @@ if has replay; then  # delta-pull replay on 1 thread per server against the defa
       --push_encodings=onebit --pulls=overlapped --replay_threads=$r > $L/51_replay_$r.txt 2>&1
     echo "capacity replay_threads=$r rc=$?"; grep -E "^\| overlapped" $L/51_replay_$r.txt
   done
+fi
+if has shards; then  # 4 shards per server (SHARDS: 2 elsewhere): faster applies
+  SEED=2048,2048,2048,2048,2048 SEED_S=${SEED_S:-20}
+  SHARDS=4 run_e2e seed1_1bit_sh4 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit
+  SHARDS=4 run_e2e seed1_1bit_ov3_sh4 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit \
+    --max_overlapped_steps=3
+  SHARDS=4 run_e2e seed4_1bit_sh4 4 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit
+  SHARDS=4 run_e2e seed4_1bit_ov3_sh4 4 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit \
+    --max_overlapped_steps=3
 fi
 if has lstm; then  # LSTM 1 x 128, 2 epochs
   SRV="--model=lstm --lstm_layers=1 --lstm_cells=128 --context=2 --learning_rate=0.3"
