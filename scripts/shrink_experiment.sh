@@ -13,16 +13,21 @@
 #             (OPENBLAS_NUM_THREADS=1, asgd_eval), each model in turn, the
 #             best of $SPEED_ROUNDS rounds;
 #   decode    frame skipping ($SKIPS) on the retrained full model and the
-#             fastest retrained model within 1 point of it.
+#             fastest retrained model within 1 point of it;
+#   onnx      every model exported (asgd_export_onnx) and timed in
+#             onnxruntime on one core (bench/onnx_decode_bench.js) next to
+#             asgd_eval's forward pass, alternately, the best of
+#             $SPEED_ROUNDS rounds each (needs node; tests/onnx/install.sh
+#             installs onnxruntime-node).
 # A later phase reuses what an earlier run left in $WORKDIR and $OUT.
 #
 # Writes $OUT/shrink.csv, runs.csv (with the speeds), students.csv,
-# decode.csv and table.md; logs and models in $WORKDIR.
+# decode.csv, onnx.csv and table.md; logs and models in $WORKDIR.
 #
 # Settings (environment variables):
 #   OUT              results directory (default docs/results/compression)
 #   WORKDIR          corpus, logs and models (default /tmp/asgd-shrink)
-#   PHASES           default "shrink students speed decode"
+#   PHASES           default "shrink students speed decode onnx"
 #   HIDDEN           the full model's dense layers (default 512,512)
 #   EPOCHS           epochs of the full model's training (default 3)
 #   RETRAIN_EPOCHS   epochs of every retraining (default 2)
@@ -45,7 +50,7 @@ OUT=${OUT:-docs/results/compression}
 WORKDIR=${WORKDIR:-/tmp/asgd-shrink}
 HIDDEN=${HIDDEN:-512,512}
 EPOCHS=${EPOCHS:-3}
-PHASES=${PHASES:-shrink students speed decode}
+PHASES=${PHASES:-shrink students speed decode onnx}
 RETRAIN_EPOCHS=${RETRAIN_EPOCHS:-2}
 LEARNING_RATE=${LEARNING_RATE:-0.05}
 RETRAIN_LR=${RETRAIN_LR:-$LEARNING_RATE}
@@ -57,7 +62,8 @@ SETTINGS=${SETTINGS:-"--factor=all --energy=0.9;--factor=all --energy=0.8;--fact
 
 source scripts/lib.sh
 asgd_build
-bazel build --noshow_progress //shrink:asgd_shrink 2>&1 | grep -vE '^(INFO|Loading|Analyzing)' || true
+bazel build --noshow_progress //shrink:asgd_shrink //worker:asgd_export_onnx 2>&1 |
+  grep -vE '^(INFO|Loading|Analyzing)' || true
 mkdir -p "$OUT" "$WORKDIR/logs" "$WORKDIR/models"
 CORPUS="$WORKDIR/corpus"
 asgd_corpus "$CORPUS"
@@ -198,6 +204,36 @@ if phase decode; then
   done
 fi
 
+if phase onnx; then
+  tests/onnx/install.sh
+  n=$(($(wc -l <"$OUT/shrink.csv") - 2))
+  models=("$FULL") names=("full model")
+  for ((i = 1; i <= n; i++)); do
+    models+=("$WORKDIR/models/small$i.mdl")
+    names+=("$(sed -n "$((i + 2))p" "$OUT/shrink.csv" | cut -d, -f1)")
+  done
+  echo "== onnxruntime against asgd, one core: $SPEED_ROUNDS rounds over ${#models[@]} models"
+  asgd_best=() onnx_best=()
+  for ((j = 0; j < ${#models[@]}; j++)); do
+    "$BIN/worker/asgd_export_onnx" --model="${models[$j]}" --out="$WORKDIR/models/m$j.onnx" >/dev/null
+    asgd_best+=(0) onnx_best+=(0)
+  done
+  for ((round = 0; round < SPEED_ROUNDS; round++)); do
+    for ((j = 0; j < ${#models[@]}; j++)); do
+      f=$(speed "${models[$j]}")
+      [ "$f" -gt "${asgd_best[$j]}" ] && asgd_best[$j]=$f
+      f=$(NODE_PATH=tests/onnx/node_modules node bench/onnx_decode_bench.js --rounds=1 \
+        "$WORKDIR/models/m$j.onnx" | awk '{ print $3 }')
+      [ "$f" -gt "${onnx_best[$j]}" ] && onnx_best[$j]=$f
+    done
+  done
+  echo "model,asgd_frames_per_s,onnx_frames_per_s,onnx_vs_asgd,onnx_vs_full_onnx" >"$OUT/onnx.csv"
+  for ((j = 0; j < ${#models[@]}; j++)); do
+    echo "${names[$j]},${asgd_best[$j]},${onnx_best[$j]},$(calc "${onnx_best[$j]} / ${asgd_best[$j]}"),$(calc "${onnx_best[$j]} / ${onnx_best[0]}")"
+  done >>"$OUT/onnx.csv"
+  cat "$OUT/onnx.csv"
+fi
+
 {
   if [ -f "$OUT/runs.csv" ]; then
     echo "| model | parameters | % of full | non-zero, % of full | held-out before retraining | after | retraining (s) | forward frames/s, 1 core | × full |"
@@ -220,6 +256,14 @@ fi
     echo "|---|---:|---:|---:|"
     tail -n +2 "$OUT/decode.csv" | while IFS=, read -r m k a f; do
       printf '| `%s` | %s | %s%% | %s |\n' "$m" "$k" "$a" "$f"
+    done
+  fi
+  if [ -f "$OUT/onnx.csv" ]; then
+    echo
+    echo "| model | asgd forward frames/s, 1 core | onnxruntime frames/s, 1 core | onnxruntime ÷ asgd | onnxruntime × full |"
+    echo "|---|---:|---:|---:|---:|"
+    tail -n +2 "$OUT/onnx.csv" | while IFS=, read -r m a o r x; do
+      printf '| `%s` | %s | %s | %s | %s |\n' "$m" "$a" "$o" "$r" "$x"
     done
   fi
 } >"$OUT/table.md"
