@@ -3,10 +3,10 @@
 // package onnxruntime-node): frames/s on one core (one intra-op thread,
 // sequential execution, all graph optimizations), for comparison with
 // asgd's own forward pass (asgd_eval / asgd_forward with one OpenBLAS
-// thread). Frame models only: the input is --frames rows of the model's
-// input width, fed in batches of --batch rows (asgd_eval's batch is 1024);
-// the values are a fixed pseudo-random pattern (a dense model's cost does
-// not depend on them). The best of --rounds timed passes is printed per
+// thread). The input is --frames rows of the model's input width, fed in
+// batches of --batch rows (asgd_eval's batch is 1024; for a recurrent model
+// a batch is one utterance of that many frames); the values are a fixed
+// pseudo-random pattern (a model's cost does not depend on them). The best of --rounds timed passes is printed per
 // model, after one untimed pass.
 //
 //   NODE_PATH=tests/onnx/node_modules node bench/onnx_decode_bench.js \
@@ -46,7 +46,7 @@ async function framesPerSecond(file, opts) {
   const width = meta.shape[meta.shape.length - 1];
   if (meta.shape.length !== 2 || typeof width !== 'number') {
     throw new Error(`${file}: input ${JSON.stringify(meta.shape)} is not [frames, width] ` +
-                    '(a recurrent model? this bench times frame models)');
+                    '(not an asgd_export_onnx model?)');
   }
   const batch = Math.min(opts.batch, opts.frames);
   const data = new Float32Array(batch * width);

@@ -5,9 +5,10 @@
 # runs them. onnxruntime-node is installed outside Bazel by
 # tests/onnx/install.sh (scripts/test.sh runs it first), because tests do not
 # reach the network.
-# Usage: onnx_runtime_test.sh REFERENCE_TOOL SCRIPT.js
+# Then a smoke run of bench/onnx_decode_bench.js on the exported models.
+# Usage: onnx_runtime_test.sh REFERENCE_TOOL SCRIPT.js BENCH.js
 set -euo pipefail
-REFERENCE=$1 SCRIPT=$2
+REFERENCE=$1 SCRIPT=$2 BENCH=$3
 if ! command -v node >/dev/null 2>&1; then
   echo "FAIL: node not found; install Debian's nodejs (and npm), then run tests/onnx/install.sh" >&2
   exit 1
@@ -22,3 +23,17 @@ fi
 DIR=$(mktemp -d "${TEST_TMPDIR:-/tmp}/onnx.XXXXXX")
 "$REFERENCE" --out="$DIR"
 NODE_PATH="$modules" node "$SCRIPT" "$DIR"
+# The decode bench: one line per model with a positive speed; a bad flag is
+# refused.
+out=$(NODE_PATH="$modules" node "$BENCH" --frames=512 --batch=256 --rounds=1 \
+  "$DIR/dnn.onnx" "$DIR/lstm.onnx")
+echo "$out"
+for kind in dnn lstm; do
+  grep -qE "/$kind\.onnx frames_per_s [1-9][0-9]*$" <<<"$out" ||
+    { echo "FAIL: onnx_decode_bench gave no speed for $kind" >&2; exit 1; }
+done
+if NODE_PATH="$modules" node "$BENCH" --frames=0 "$DIR/dnn.onnx" 2>/dev/null; then
+  echo "FAIL: onnx_decode_bench accepted --frames=0" >&2
+  exit 1
+fi
+echo "onnx_decode_bench: ok"
