@@ -73,6 +73,46 @@ absl::StatusOr<std::vector<int>> ParseCountList(absl::string_view flag,
   return out;
 }
 
+absl::StatusOr<std::vector<double>> ParseFractionList(absl::string_view flag,
+                                                      absl::string_view text) {
+  std::vector<double> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    part = absl::StripAsciiWhitespace(part);
+    double v = 0;
+    if (!absl::SimpleAtod(part, &v) || !(v > 0.0 && v <= 1.0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, ": \"", part, "\" is not a number in (0, 1]"));
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::pair<int, int>>> ParseShapeList(
+    absl::string_view flag, absl::string_view text) {
+  std::vector<std::pair<int, int>> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    part = absl::StripAsciiWhitespace(part);
+    std::vector<absl::string_view> sides = absl::StrSplit(part, 'x');
+    int a = 0, b = 0;
+    if (sides.size() != 2 || !absl::SimpleAtoi(sides[0], &a) ||
+        !absl::SimpleAtoi(sides[1], &b) || a < 1 || b < 1 ||
+        int64_t{a} * b > (int64_t{1} << 28)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, ": \"", part,
+          "\" is not AxB with positive A, B and A*B <= 2^28"));
+    }
+    out.emplace_back(a, b);
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  }
+  return out;
+}
+
 std::string FormatBytes(int64_t bytes) {
   static constexpr const char* kUnits[] = {"G", "M", "K"};
   static constexpr int kShifts[] = {30, 20, 10};

@@ -43,6 +43,35 @@ absl::StatusOr<std::vector<int64_t>> ParseByteList(absl::string_view flag,
 absl::StatusOr<std::vector<int>> ParseCountList(absl::string_view flag,
                                                 absl::string_view text);
 
+// Parses "0.25,0.35" (numbers in (0, 1]).
+absl::StatusOr<std::vector<double>> ParseFractionList(absl::string_view flag,
+                                                      absl::string_view text);
+
+// Parses "2048x2000,512x40" (pairs of positive integers, their product at
+// most 2^28) into (first, second) pairs.
+absl::StatusOr<std::vector<std::pair<int, int>>> ParseShapeList(
+    absl::string_view flag, absl::string_view text);
+
+// Seconds per call of pass(): one untimed call, then the best of `rounds`
+// rounds, each repeating pass() for at least `min_seconds`.
+template <typename Pass>
+double BestSecondsPerPass(Pass pass, int rounds, double min_seconds) {
+  pass();  // warm-up: caches, library buffers
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    int64_t passes = 0;
+    const Clock::time_point t0 = Clock::now();
+    double s = 0;
+    do {
+      pass();
+      ++passes;
+      s = SecondsBetween(t0, Clock::now());
+    } while (s < min_seconds);
+    best = std::min(best, s / passes);
+  }
+  return best;
+}
+
 // "64K", "1M", "256M": the shortest exact power-of-1024 form, else bytes.
 std::string FormatBytes(int64_t bytes);
 

@@ -31,8 +31,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "model/lazy_output.h"
 
@@ -52,50 +50,11 @@ namespace {
 
 using bench::Clock;
 
-struct Shape {
-  int in = 0, classes = 0;
-};
-
-bool ParseShapes(const std::string& text, std::vector<Shape>* out) {
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    std::vector<absl::string_view> parts = absl::StrSplit(item, 'x');
-    Shape s;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &s.in) ||
-        !absl::SimpleAtoi(parts[1], &s.classes) || s.in < 1 ||
-        s.classes < 2 || int64_t{s.in} * s.classes > (int64_t{1} << 28)) {
-      return false;
-    }
-    out->push_back(s);
-  }
-  return !out->empty();
-}
-
-bool ParseFractions(const std::string& text, std::vector<double>* out) {
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    double f;
-    if (!absl::SimpleAtod(item, &f) || !(f > 0.0 && f <= 1.0)) return false;
-    out->push_back(f);
-  }
-  return !out->empty();
-}
-
-// Seconds per pass of `pass`, the best of --rounds rounds.
+// Seconds per pass, by the --rounds and --min_seconds flags.
 template <typename Pass>
 double BestSeconds(Pass pass) {
-  pass();  // warm-up: caches, OpenBLAS's buffers
-  double best = 1e30;
-  for (int r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
-    int64_t passes = 0;
-    const Clock::time_point t0 = Clock::now();
-    double s = 0;
-    do {
-      pass();
-      ++passes;
-      s = bench::SecondsBetween(t0, Clock::now());
-    } while (s < absl::GetFlag(FLAGS_min_seconds));
-    best = std::min(best, s / passes);
-  }
-  return best;
+  return bench::BestSecondsPerPass(pass, absl::GetFlag(FLAGS_rounds),
+                                   absl::GetFlag(FLAGS_min_seconds));
 }
 
 ActiveOutputs RandomActive(int64_t frames, int classes, double fraction,
@@ -114,15 +73,14 @@ ActiveOutputs RandomActive(int64_t frames, int classes, double fraction,
 }
 
 int Run() {
-  std::vector<Shape> shapes;
-  std::vector<double> fractions;
-  if (!ParseShapes(absl::GetFlag(FLAGS_layers), &shapes)) {
-    std::fprintf(stderr, "lazy_output_bench: bad --layers (want INxCLASSES,...)\n");
-    return 1;
-  }
-  if (!ParseFractions(absl::GetFlag(FLAGS_fractions), &fractions)) {
-    std::fprintf(stderr, "lazy_output_bench: bad --fractions (want values in (0, 1])\n");
-    return 1;
+  auto shapes = bench::ParseShapeList("layers", absl::GetFlag(FLAGS_layers));
+  auto fractions =
+      bench::ParseFractionList("fractions", absl::GetFlag(FLAGS_fractions));
+  for (const absl::Status& st : {shapes.status(), fractions.status()}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "lazy_output_bench: %s\n", st.ToString().c_str());
+      return 1;
+    }
   }
   const int batch = absl::GetFlag(FLAGS_batch);
   const int frames = absl::GetFlag(FLAGS_frames);
@@ -140,23 +98,24 @@ int Run() {
               batch);
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
   std::mt19937 rng(1);
-  for (const Shape& s : shapes) {
+  for (const std::pair<int, int>& shape : *shapes) {
+    const int in = shape.first, classes = shape.second;  // lambdas capture these
     std::uniform_real_distribution<float> u(-0.1f, 0.1f);
-    std::vector<float> params(int64_t{s.classes} * s.in + s.classes);
+    std::vector<float> params(int64_t{classes} * in + classes);
     for (float& x : params) x = u(rng);
-    OutputLayerView layer{params.data(), params.data() + int64_t{s.classes} * s.in,
-                          s.in, s.classes};
+    OutputLayerView layer{params.data(), params.data() + int64_t{classes} * in,
+                          in, classes};
     const int64_t rows = std::max(batch, frames);
-    std::vector<float> h(rows * s.in);
+    std::vector<float> h(rows * in);
     for (float& x : h) x = u(rng);
-    std::vector<float> full(int64_t{batch} * s.classes);
-    for (double fraction : fractions) {
-      const ActiveOutputs active = RandomActive(rows, s.classes, fraction, rng);
+    std::vector<float> full(int64_t{batch} * classes);
+    for (double fraction : *fractions) {
+      const ActiveOutputs active = RandomActive(rows, classes, fraction, rng);
       std::vector<float> lazy(active.pdfs.size());
       // One frame at a time: `frames` frames per pass.
       const double full_one = BestSeconds([&] {
         for (int f = 0; f < frames; ++f) {
-          FullLogits(layer, h.data() + int64_t{f} * s.in, 1, full.data());
+          FullLogits(layer, h.data() + int64_t{f} * in, 1, full.data());
         }
       }) / frames;
       ActiveOutputs first;  // the first `frames` frames of `active`
@@ -176,11 +135,11 @@ int Run() {
           BestSeconds([&] { LazyLogits(layer, h.data(), batched, lazy.data()); }) /
           batch;
       std::printf("| %dx%d | %.0f%% | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
-                  s.in, s.classes, 100 * fraction, 1e6 * full_one,
+                  in, classes, 100 * fraction, 1e6 * full_one,
                   1e6 * lazy_one, full_one / lazy_one, 1e6 * full_batch,
                   1e6 * lazy_batch, full_batch / lazy_batch);
-      std::printf("csv,lazy_output,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f\n", s.in,
-                  s.classes, fraction, 1e6 * full_one, 1e6 * lazy_one,
+      std::printf("csv,lazy_output,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f\n", in,
+                  classes, fraction, 1e6 * full_one, 1e6 * lazy_one,
                   1e6 * full_batch, 1e6 * lazy_batch);
     }
   }

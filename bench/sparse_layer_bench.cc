@@ -23,8 +23,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "model/sparse_layer.h"
 
@@ -44,76 +42,37 @@ namespace {
 
 using bench::Clock;
 
-struct Shape {
-  int rows = 0, cols = 0;
-};
-
-bool ParseShapes(const std::string& text, std::vector<Shape>* out) {
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    std::vector<absl::string_view> parts = absl::StrSplit(item, 'x');
-    Shape s;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &s.rows) ||
-        !absl::SimpleAtoi(parts[1], &s.cols) || s.rows < 1 || s.cols < 1 ||
-        int64_t{s.rows} * s.cols > (int64_t{1} << 28)) {
-      return false;
-    }
-    out->push_back(s);
-  }
-  return !out->empty();
-}
-
-bool ParseDensities(const std::string& text, std::vector<double>* out) {
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    double d;
-    if (!absl::SimpleAtod(item, &d) || !(d > 0.0 && d <= 1.0)) return false;
-    out->push_back(d);
-  }
-  return !out->empty();
-}
-
+// Seconds per pass, by the --rounds and --min_seconds flags.
 template <typename Pass>
 double BestSeconds(Pass pass) {
-  pass();  // warm-up
-  double best = 1e30;
-  for (int r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
-    int64_t passes = 0;
-    const Clock::time_point t0 = Clock::now();
-    double s = 0;
-    do {
-      pass();
-      ++passes;
-      s = bench::SecondsBetween(t0, Clock::now());
-    } while (s < absl::GetFlag(FLAGS_min_seconds));
-    best = std::min(best, s / passes);
-  }
-  return best;
+  return bench::BestSecondsPerPass(pass, absl::GetFlag(FLAGS_rounds),
+                                   absl::GetFlag(FLAGS_min_seconds));
 }
 
 // out = h W^T + bias with OpenBLAS (the dense layer's product).
 void DenseAffine(const std::vector<float>& w, const std::vector<float>& bias,
-                 const Shape& s, const float* h, int frames, float* out) {
+                 int rows, int cols, const float* h, int frames, float* out) {
   for (int f = 0; f < frames; ++f) {
-    std::copy(bias.begin(), bias.end(), out + int64_t{f} * s.rows);
+    std::copy(bias.begin(), bias.end(), out + int64_t{f} * rows);
   }
   if (frames == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, s.rows, s.cols, 1.0f, w.data(),
-                s.cols, h, 1, 1.0f, out, 1);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, cols, 1.0f, w.data(),
+                cols, h, 1, 1.0f, out, 1);
   } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, frames, s.rows,
-                s.cols, 1.0f, h, s.cols, w.data(), s.cols, 1.0f, out, s.rows);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, frames, rows,
+                cols, 1.0f, h, cols, w.data(), cols, 1.0f, out, rows);
   }
 }
 
 int Run() {
-  std::vector<Shape> shapes;
-  std::vector<double> densities;
-  if (!ParseShapes(absl::GetFlag(FLAGS_layers), &shapes)) {
-    std::fprintf(stderr, "sparse_layer_bench: bad --layers (want ROWSxCOLS,...)\n");
-    return 1;
-  }
-  if (!ParseDensities(absl::GetFlag(FLAGS_densities), &densities)) {
-    std::fprintf(stderr, "sparse_layer_bench: bad --densities (want values in (0, 1])\n");
-    return 1;
+  auto shapes = bench::ParseShapeList("layers", absl::GetFlag(FLAGS_layers));
+  auto densities =
+      bench::ParseFractionList("densities", absl::GetFlag(FLAGS_densities));
+  for (const absl::Status& st : {shapes.status(), densities.status()}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "sparse_layer_bench: %s\n", st.ToString().c_str());
+      return 1;
+    }
   }
   const int batch = absl::GetFlag(FLAGS_batch);
   const int frames = absl::GetFlag(FLAGS_frames);
@@ -134,42 +93,43 @@ int Run() {
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-0.1f, 0.1f);
   std::uniform_real_distribution<double> coin(0.0, 1.0);
-  for (const Shape& s : shapes) {
+  for (const std::pair<int, int>& shape : *shapes) {
+    const int rows = shape.first, cols = shape.second;  // lambdas capture these
     const int64_t rows_h = std::max(batch, frames);
-    std::vector<float> h(rows_h * s.cols), bias(s.rows),
-        out(rows_h * int64_t{s.rows});
+    std::vector<float> h(rows_h * cols), bias(rows),
+        out(rows_h * int64_t{rows});
     for (float& x : h) x = u(rng);
     for (float& x : bias) x = u(rng);
-    for (double density : densities) {
-      std::vector<float> w(int64_t{s.rows} * s.cols);
+    for (double density : *densities) {
+      std::vector<float> w(int64_t{rows} * cols);
       for (float& x : w) x = coin(rng) < density ? u(rng) : 0.0f;
-      const SparseWeight sw = SparseWeight::FromDense(w.data(), s.rows, s.cols);
+      const SparseWeight sw = SparseWeight::FromDense(w.data(), rows, cols);
       const double dense_one = BestSeconds([&] {
         for (int f = 0; f < frames; ++f) {
-          DenseAffine(w, bias, s, h.data() + int64_t{f} * s.cols, 1, out.data());
+          DenseAffine(w, bias, rows, cols, h.data() + int64_t{f} * cols, 1, out.data());
         }
       }) / frames;
       const double sparse_one = BestSeconds([&] {
         for (int f = 0; f < frames; ++f) {
-          SparseAffine(sw, bias.data(), h.data() + int64_t{f} * s.cols, 1,
+          SparseAffine(sw, bias.data(), h.data() + int64_t{f} * cols, 1,
                        out.data());
         }
       }) / frames;
       const double dense_batch = BestSeconds([&] {
-        DenseAffine(w, bias, s, h.data(), batch, out.data());
+        DenseAffine(w, bias, rows, cols, h.data(), batch, out.data());
       }) / batch;
       const double sparse_batch = BestSeconds([&] {
         SparseAffine(sw, bias.data(), h.data(), batch, out.data());
       }) / batch;
       const double bytes_ratio =
-          static_cast<double>(sw.bytes()) / (4.0 * s.rows * s.cols);
+          static_cast<double>(sw.bytes()) / (4.0 * rows * cols);
       std::printf("| %dx%d | %.0f%% | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
-                  s.rows, s.cols, 100.0 * sw.nonzeros() / (double{1} * s.rows * s.cols),
+                  rows, cols, 100.0 * sw.nonzeros() / (double{1} * rows * cols),
                   bytes_ratio, 1e6 * dense_one, 1e6 * sparse_one,
                   dense_one / sparse_one, 1e6 * dense_batch, 1e6 * sparse_batch,
                   dense_batch / sparse_batch);
-      std::printf("csv,sparse_layer,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", s.rows,
-                  s.cols, density, bytes_ratio, 1e6 * dense_one, 1e6 * sparse_one,
+      std::printf("csv,sparse_layer,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", rows,
+                  cols, density, bytes_ratio, 1e6 * dense_one, 1e6 * sparse_one,
                   1e6 * dense_batch, 1e6 * sparse_batch);
     }
   }
