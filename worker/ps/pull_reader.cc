@@ -77,16 +77,17 @@ absl::StatusOr<uint64_t> PullReader::Finish() {
   if (exact_) {
     copy_->version = version_;
     copy_->lineage = lineage_;
-    auto copy_part = [&](int part, int parts) {
+    const int parts = runner_ != nullptr ? runner_->parts() : 1;
+    auto copy_part = [&](int part) {
       int64_t begin, end;
       PartRunner::Split(range_.size(), parts, part, &begin, &end);
       std::memcpy(staging_.data() + begin, copy_->values.data() + begin,
                   (end - begin) * sizeof(float));
     };
     if (runner_ != nullptr) {
-      runner_->Run([&](int part) { copy_part(part, runner_->parts()); });
+      runner_->Run(copy_part);
     } else {
-      copy_part(0, 1);
+      copy_part(0);
     }
     return version_;
   }
