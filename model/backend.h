@@ -10,7 +10,10 @@
 // use steps = 1), each input_dim() floats, with one label per row: a class
 // id, or kNoLabel for rows that only give context (the extra frames around
 // a recurrent model's chunk): they are computed but neither scored nor
-// trained on.
+// trained on. A multi-frame model (output_frames = k > 1) has k labels per
+// row, row i's head j at labels[i * k + j] (kNoLabel past its utterance's
+// end), and its outputs likewise: k predictions, k × num_classes
+// log-posteriors per row; the loss is the mean over every labelled head.
 //
 //   auto backend = CreateCpuBackend(spec, /*max_rows=*/256);
 //   Batch batch{sequences, steps, inputs, labels};
@@ -54,9 +57,9 @@ struct Batch {
   int sequences = 0;
   int steps = 1;
   absl::Span<const float> inputs;   // [sequences * steps, input_dim]
-  absl::Span<const int32_t> labels;  // [sequences * steps]
+  absl::Span<const int32_t> labels;  // [sequences * steps * output_frames]
   // Teacher-student training (ComputeGradient, AccumulateGradient): a
-  // teacher's log-posteriors of every row ([rows, num_classes]); empty:
+  // teacher's log-posteriors of every row ([rows, output_dim()]); empty:
   // the labels alone. With w = teacher_weight and T = temperature, the loss
   // of a labelled row is
   //   (1 - w) * -log p(label) + w * T² * KL(q_T || p_T),

@@ -47,23 +47,27 @@ absl::Status CheckGradientCall(const ModelSpec& spec, int max_rows,
         "gradient buffer has ", grad.size(), " floats, want ", num_params));
   }
   const int64_t rows = batch.rows();
-  if (static_cast<int64_t>(batch.labels.size()) != rows) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch has ", batch.labels.size(), " labels, want ", rows));
+  const int64_t heads = spec.output_frames;
+  if (static_cast<int64_t>(batch.labels.size()) != rows * heads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch has ", batch.labels.size(), " labels, want ",
+                     rows * heads, " (", rows, " rows x ", heads,
+                     " output frames)"));
   }
-  for (int64_t i = 0; i < rows; ++i) {
+  for (int64_t i = 0; i < rows * heads; ++i) {
     const int32_t label = batch.labels[i];
     if (label != kNoLabel && (label < 0 || label >= spec.num_classes)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("label ", label, " at row ", i, " outside [0, ",
-                       spec.num_classes, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "label ", label, " at row ", i / heads,
+          heads > 1 ? absl::StrCat(" head ", i % heads) : "", " outside [0, ",
+          spec.num_classes, ")"));
     }
   }
   if (batch.teacher.empty()) return absl::OkStatus();
-  if (static_cast<int64_t>(batch.teacher.size()) != rows * spec.num_classes) {
+  if (static_cast<int64_t>(batch.teacher.size()) != rows * spec.output_dim()) {
     return absl::InvalidArgumentError(
         absl::StrCat("teacher log-posteriors of ", batch.teacher.size(),
-                     " values, want ", rows * spec.num_classes));
+                     " values, want ", rows * spec.output_dim()));
   }
   if (!(batch.teacher_weight >= 0.0f && batch.teacher_weight <= 1.0f) ||
       !(batch.temperature > 0.0f && batch.temperature <= 100.0f)) {

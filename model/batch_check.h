@@ -22,10 +22,10 @@ absl::Status CheckBatch(const ModelSpec& spec, int max_rows,
                         int64_t num_params, absl::Span<const float> params,
                         const Batch& batch);
 
-// CheckBatch, and rows labels each in [0, num_classes) or kNoLabel, and a
-// gradient buffer of num_params floats (ComputeGradient); with a teacher,
-// rows × num_classes finite log-posteriors, a weight in [0, 1] and a
-// temperature in (0, 100].
+// CheckBatch, and rows × output_frames labels each in [0, num_classes) or
+// kNoLabel, and a gradient buffer of num_params floats (ComputeGradient);
+// with a teacher, rows × output_dim() finite log-posteriors, a weight in
+// [0, 1] and a temperature in (0, 100].
 absl::Status CheckGradientCall(const ModelSpec& spec, int max_rows,
                                int64_t num_params,
                                absl::Span<const float> params,
@@ -37,7 +37,7 @@ absl::Status CheckGradientCall(const ModelSpec& spec, int max_rows,
 absl::Status RefuseTeacher(const Batch& batch);
 
 // CheckBatch, and an output of `per_row` values per row (LogPosteriors:
-// num_classes; Predict: 1).
+// output_dim(); Predict: output_frames).
 absl::Status CheckOutputCall(const ModelSpec& spec, int max_rows,
                              int64_t num_params, absl::Span<const float> params,
                              const Batch& batch, int64_t output_size,

@@ -49,11 +49,13 @@ class CpuBackend final : public ModelBackend {
     ForwardLogits(params.data(), batch);
     const bool taught = !batch.teacher.empty();
     if (taught) SoftTargets(batch);  // from the logits
-    Softmax(batch.rows());
-    const int n = batch.rows();
+    // A multi-frame model's logits [rows, k * c] are rows * k heads of c
+    // classes each, in the order of the labels: every head is a row here.
+    const int n = batch.rows() * spec_.output_frames;
     const int c = spec_.num_classes;
+    Softmax(n);
     // Softmax output: loss, accuracy, and dZ = (p - onehot) / labelled,
-    // zero on unlabelled rows (with a teacher, see Batch).
+    // zero on unlabelled heads (with a teacher, see Batch).
     const float* probs = acts_.back().data();
     BatchResult result;
     for (int i = 0; i < n; ++i) result.labelled += batch.labels[i] != kNoLabel;
@@ -108,11 +110,11 @@ class CpuBackend final : public ModelBackend {
                              const Batch& batch,
                              absl::Span<float> out) override {
     ASGD_RETURN_IF_ERROR(CheckOutputCall(spec_, max_rows_, num_params_, params,
-                                         batch, out.size(), spec_.num_classes));
+                                         batch, out.size(), spec_.output_dim()));
     ForwardLogits(params.data(), batch);
     const int c = spec_.num_classes;
     const float* z = acts_.back().data();
-    for (int i = 0; i < batch.rows(); ++i) {
+    for (int i = 0; i < batch.rows() * spec_.output_frames; ++i) {
       LogSoftmaxRow(z + int64_t{i} * c, c, out.data() + int64_t{i} * c);
     }
     return absl::OkStatus();
@@ -121,11 +123,12 @@ class CpuBackend final : public ModelBackend {
   absl::Status Predict(absl::Span<const float> params, const Batch& batch,
                        absl::Span<int32_t> out) override {
     ASGD_RETURN_IF_ERROR(CheckOutputCall(spec_, max_rows_, num_params_, params,
-                                         batch, out.size(), 1));
+                                         batch, out.size(),
+                                         spec_.output_frames));
     ForwardLogits(params.data(), batch);
     const int c = spec_.num_classes;
     const float* z = acts_.back().data();
-    for (int i = 0; i < batch.rows(); ++i) {
+    for (int i = 0; i < batch.rows() * spec_.output_frames; ++i) {
       const float* row = z + int64_t{i} * c;
       out[i] = static_cast<int32_t>(std::max_element(row, row + c) - row);
     }
@@ -142,20 +145,21 @@ class CpuBackend final : public ModelBackend {
     }
   }
 
-  // The softmax of the first `rows` rows of the logits, in place.
+  // The softmax of the first `rows` rows of num_classes logits, in place.
   void Softmax(int rows) {
     const int c = spec_.num_classes;
     float* z = acts_.back().data();
     for (int i = 0; i < rows; ++i) SoftmaxRow(z + int64_t{i} * c, c, 1.0f);
   }
 
-  // Per row of a taught batch, from the logits: p_T = softmax(z / T) and
+  // Per head of a taught batch, from the logits: p_T = softmax(z / T) and
   // q_T = softmax(teacher / T), side by side in soft_.
   void SoftTargets(const Batch& batch) {
     const int c = spec_.num_classes;
-    soft_.resize(int64_t{batch.rows()} * 2 * c);
+    const int heads = batch.rows() * spec_.output_frames;
+    soft_.resize(int64_t{heads} * 2 * c);
     const float* z = acts_.back().data();
-    for (int i = 0; i < batch.rows(); ++i) {
+    for (int i = 0; i < heads; ++i) {
       float* pt = soft_.data() + int64_t{i} * 2 * c;
       std::copy_n(z + int64_t{i} * c, c, pt);
       std::copy_n(batch.teacher.data() + int64_t{i} * c, c, pt + c);

@@ -18,6 +18,11 @@ absl::StatusOr<OutputLayerView> OutputLayerOf(const ModelSpec& spec,
         absl::StrCat("the model has ", params.size(),
                      " parameters; its spec wants ", total));
   }
+  if (spec.output_frames > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lazy output evaluation takes a model of one output frame, not ",
+        spec.output_frames));
+  }
   const int output = static_cast<int>(spec.layers.size());
   OutputLayerView view;
   view.classes = spec.num_classes;

@@ -45,7 +45,8 @@ struct OutputLayerView {
 };
 
 // The output layer of `spec` in `params` (viewed, not copied).
-// InvalidArgument for an invalid spec or a parameter count not the spec's.
+// InvalidArgument for an invalid spec, a parameter count not the spec's, or a
+// multi-frame model.
 absl::StatusOr<OutputLayerView> OutputLayerOf(const ModelSpec& spec,
                                               absl::Span<const float> params);
 

@@ -19,6 +19,7 @@ absl::StatusOr<ModelSpec> PresetModel(const ModelShapeOptions& o) {
   ModelSpec spec;
   spec.feature_dim = o.feature_dim;
   spec.num_classes = o.num_classes;
+  spec.output_frames = o.output_frames;
   spec.context = o.context >= 0 ? o.context : (dnn || cnn ? 5 : 0);
   ASGD_ASSIGN_OR_RETURN(Activation act, ParseActivation(o.activation));
   std::string hidden_text = o.hidden;

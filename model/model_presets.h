@@ -38,6 +38,7 @@ struct ModelShapeOptions {
   int lstm_layers = 2;
   int lstm_projection = 0;
   float cell_clip = 0.0f;
+  int output_frames = 1;  // dnn, cnn: softmax heads (multi-frame model)
 };
 
 // InvalidArgument for an unknown kind or bad sizes (the message names the

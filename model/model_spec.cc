@@ -165,6 +165,16 @@ absl::Status ValidateModelSpec(const ModelSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat(
         spec.layers.size(), " layers; at most ", kMaxLayers, " are allowed"));
   }
+  if (spec.output_frames < 1 || spec.output_frames > kMaxOutputFrames) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output_frames must be in [1, ", kMaxOutputFrames,
+                     "], got ", spec.output_frames));
+  }
+  if (spec.output_frames > 1 && spec.is_sequence()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output_frames ", spec.output_frames,
+        ": a multi-frame output needs a frame model (no lstm)"));
+  }
   constexpr int kMaxWidth = 1 << 16;
   FeatureShape shape = InputShape(spec);
   bool past_conv = false;
@@ -251,7 +261,7 @@ FeatureShape LayerInputShape(const ModelSpec& spec, int layer) {
 
 FeatureShape LayerOutputShape(const ModelSpec& spec, int layer) {
   if (layer == static_cast<int>(spec.layers.size())) {
-    return {1, 1, spec.num_classes};
+    return {1, 1, spec.output_dim()};
   }
   return Apply(spec.layers[layer], LayerInputShape(spec, layer));
 }
@@ -259,8 +269,8 @@ FeatureShape LayerOutputShape(const ModelSpec& spec, int layer) {
 std::vector<TensorSpec> LayerTensors(const ModelSpec& spec, int layer) {
   const FeatureShape in = LayerInputShape(spec, layer);
   if (layer == static_cast<int>(spec.layers.size())) {
-    return {{"weight", {spec.num_classes, in.dim()}},
-            {"bias", {spec.num_classes}}};
+    return {{"weight", {spec.output_dim(), in.dim()}},
+            {"bias", {spec.output_dim()}}};
   }
   return HiddenTensors(spec.layers[layer], in);
 }
@@ -401,6 +411,9 @@ std::string DescribeModel(const ModelSpec& spec) {
     }
   }
   parts.push_back(absl::StrCat("softmax(", spec.num_classes, ")"));
+  if (spec.output_frames > 1) {
+    parts.back() = absl::StrCat(spec.output_frames, "x", parts.back());
+  }
   return absl::StrCat(absl::StrJoin(parts, " "), " on ",
                       2 * spec.context + 1, "x", spec.feature_dim, " inputs");
 }

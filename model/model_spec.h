@@ -8,6 +8,14 @@
 // The hidden layers run in order; an output layer (affine, then softmax)
 // always follows them.
 //
+// A multi-frame model (output_frames = k > 1, frame models only) has k
+// softmax heads over one shared stack of hidden layers: head j of the row
+// centred on frame t predicts the label of frame t + j. Its output layer is
+// one affine map to k * num_classes logits, head j's being columns
+// [j * num_classes, (j + 1) * num_classes); every output of the backends
+// (labels, log-posteriors, predictions) then has k entries per row, head
+// after head (see model/backend.h). A decoder computes every k-th frame.
+//
 //   dense   y = act(W x + b) per row.
 //   conv    the row read as a 1-channel image of (2*context+1) time steps ×
 //           feature_dim frequency bins (or the previous conv's feature
@@ -35,7 +43,9 @@
 //           when projected; rec = projection or cells; gate blocks of
 //           cells rows in the order i, f, g, o. Bidirectional: the same
 //           under layer<i>/fw/ and then layer<i>/bw/.
-//   output  layer<L>/weight [num_classes, in], layer<L>/bias [num_classes]
+//   output  layer<L>/weight [k * num_classes, in], layer<L>/bias
+//           [k * num_classes], k = output_frames (1 but for multi-frame
+//           models)
 // A DNN's tensors are thus those of earlier asgd versions.
 //
 // Thread-safety: plain value types and pure functions.
@@ -116,18 +126,24 @@ struct ModelSpec {
   int context = 5;
   std::vector<LayerSpec> layers;
   int num_classes = 40;
+  // Softmax heads, each for the next frame (see the top of this file).
+  int output_frames = 1;
 
   // Values per input row: (2 * context + 1) * feature_dim.
   int input_dim() const { return (2 * context + 1) * feature_dim; }
   // True when a layer is an LSTM (the model sees sequences).
   bool is_sequence() const;
+  // Logits (and log-posteriors) per row: output_frames * num_classes.
+  int output_dim() const { return output_frames * num_classes; }
 };
 
 // InvalidArgument, naming the layer and the problem, unless: sizes are
 // positive; num_classes > 1; conv layers come first, in a frame model, and
 // each leaves at least one time step and frequency bin; cell_clip >= 0;
-// the model has at most kMaxLayers layers and kMaxParams parameters.
+// the model has at most kMaxLayers layers and kMaxParams parameters;
+// output_frames is in [1, kMaxOutputFrames], and 1 for a sequence model.
 inline constexpr int kMaxLayers = 64;
+inline constexpr int kMaxOutputFrames = 16;
 inline constexpr int64_t kMaxParams = int64_t{1} << 31;
 absl::Status ValidateModelSpec(const ModelSpec& spec);
 

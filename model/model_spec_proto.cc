@@ -77,6 +77,7 @@ Proto ModelSpecToProto(const ModelSpec& spec) {
   msg.set_feature_dim(spec.feature_dim);
   msg.set_context(spec.context);
   msg.set_num_classes(spec.num_classes);
+  if (spec.output_frames != 1) msg.set_output_frames(spec.output_frames);
   for (const LayerSpec& l : spec.layers) {
     asgd::v1::Layer* layer = msg.add_layers();
     switch (l.kind) {
@@ -113,6 +114,10 @@ absl::StatusOr<ModelSpec> ModelSpecFromProto(const Proto& msg) {
   ASGD_ASSIGN_OR_RETURN(spec.feature_dim, Int(msg.feature_dim(), "feature_dim"));
   ASGD_ASSIGN_OR_RETURN(spec.context, Int(msg.context(), "context"));
   ASGD_ASSIGN_OR_RETURN(spec.num_classes, Int(msg.num_classes(), "num_classes"));
+  if (msg.output_frames() != 0) {
+    ASGD_ASSIGN_OR_RETURN(spec.output_frames,
+                          Int(msg.output_frames(), "output_frames"));
+  }
   if (msg.layers_size() > kMaxLayers) {
     return absl::InvalidArgumentError(absl::StrCat(
         msg.layers_size(), " layers; at most ", kMaxLayers, " are allowed"));

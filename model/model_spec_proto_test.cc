@@ -29,6 +29,33 @@ TEST(ModelSpecProtoTest, EveryPresetRoundTripsThroughProtoAndText) {
   }
 }
 
+TEST(ModelSpecProtoTest, OutputFramesRoundTripAndOneKeepsTheOldDigest) {
+  ModelShapeOptions o;
+  auto one = PresetModel(o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  // A one-frame model writes no output_frames: its digest (and so every
+  // checkpoint's fingerprint) is that of earlier versions.
+  EXPECT_EQ(ModelSpecToProto(*one).output_frames(), 0u);
+  EXPECT_THAT(ModelSpecToText(*one), ::testing::Not(HasSubstr("output")));
+  o.output_frames = 3;
+  auto three = PresetModel(o);
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_NE(ModelSpecDigest(*three), ModelSpecDigest(*one));
+  auto back = ParseModelConfig(ModelSpecToText(*three));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->output_frames, 3);
+  EXPECT_EQ(ModelSpecDigest(*back), ModelSpecDigest(*three));
+  EXPECT_THAT(ParseModelConfig("feature_dim: 4 num_classes: 4 "
+                               "output_frames: 17 "
+                               "layers { dense { units: 8 } }")
+                  .status()
+                  .message(),
+              HasSubstr("output_frames"));
+  o.kind = "lstm";
+  EXPECT_EQ(PresetModel(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ModelSpecProtoTest, PresetsHaveTheDocumentedShapes) {
   ModelShapeOptions o;
   auto dnn = PresetModel(o);

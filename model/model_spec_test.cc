@@ -153,6 +153,42 @@ TEST(ModelSpecTest, ValidationNamesTheLayerAndTheProblem) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ModelSpecTest, AMultiFrameModelHasOneOutputLayerForItsHeads) {
+  ModelSpec spec = Dnn();
+  const std::vector<TensorSpec> one = ModelTensors(spec);
+  spec.output_frames = 3;
+  ASSERT_TRUE(ValidateModelSpec(spec).ok());
+  EXPECT_EQ(spec.output_dim(), 3 * spec.num_classes);
+  const std::vector<TensorSpec> three = ModelTensors(spec);
+  ASSERT_EQ(three.size(), one.size());
+  // Hidden layers unchanged; the output layer's rows are the heads'.
+  for (size_t i = 0; i + 2 < one.size(); ++i) {
+    EXPECT_EQ(three[i].name, one[i].name);
+    EXPECT_EQ(three[i].shape, one[i].shape);
+  }
+  const TensorSpec& weight = three[three.size() - 2];
+  EXPECT_EQ(weight.name, one[one.size() - 2].name);
+  EXPECT_EQ(weight.shape,
+            (std::vector<int64_t>{3 * spec.num_classes,
+                                  one[one.size() - 2].shape[1]}));
+  EXPECT_EQ(three.back().shape, (std::vector<int64_t>{3 * spec.num_classes}));
+  EXPECT_EQ(LayerOutputShape(spec, static_cast<int>(spec.layers.size())).dim(),
+            3 * spec.num_classes);
+  EXPECT_THAT(DescribeModel(spec), HasSubstr("3xsoftmax(40)"));
+
+  for (int bad : {0, -1, kMaxOutputFrames + 1}) {
+    spec.output_frames = bad;
+    EXPECT_THAT(ValidateModelSpec(spec).message(), HasSubstr("output_frames"))
+        << bad;
+  }
+  ModelSpec lstm = Blstm();
+  lstm.output_frames = 2;
+  EXPECT_THAT(ValidateModelSpec(lstm).message(), HasSubstr("frame model"));
+  ModelSpec cnn = Cnn();
+  cnn.output_frames = kMaxOutputFrames;
+  EXPECT_TRUE(ValidateModelSpec(cnn).ok());
+}
+
 TEST(ModelSpecTest, Describe) {
   EXPECT_EQ(DescribeModel(Cnn()),
             "conv(8,3x8,pool 1x3,relu) conv(4,3x4,pool 2x2,relu) "

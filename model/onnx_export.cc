@@ -287,12 +287,24 @@ absl::StatusOr<std::string> ExportOnnx(const ModelSpec& spec,
     const int64_t in = LayerInputShape(spec, l).dim();
     if (l == layers) {  // the output layer
       if (image) x = g.Apply("Flatten", {x});
-      const int64_t k = spec.num_classes;
+      const int64_t k = spec.output_dim();
       const std::string w = g.Floats(names + "weight", {k, in}, p);
       const std::string b = g.Floats(names + "bias", {k}, p + k * in);
       const std::string logits = Affine(&g, x, w, b);
-      NodeProto* n = g.Add("LogSoftmax", {logits}, {kOnnxOutputName});
-      SetInt(n, "axis", 1);
+      if (spec.output_frames == 1) {
+        NodeProto* n = g.Add("LogSoftmax", {logits}, {kOnnxOutputName});
+        SetInt(n, "axis", 1);
+        break;
+      }
+      // A multi-frame model: a log-softmax per head of num_classes.
+      const std::string heads = g.Apply(
+          "Reshape", {logits, g.Int64s(names + "head_shape",
+                                       {-1, spec.output_frames,
+                                        spec.num_classes})});
+      const std::string log_heads = g.Fresh("LogSoftmax");
+      SetInt(g.Add("LogSoftmax", {heads}, {log_heads}), "axis", 2);
+      g.Add("Reshape", {log_heads, g.Int64s(names + "out_shape", {-1, k})},
+            {kOnnxOutputName});
       break;
     }
     const LayerSpec& layer = spec.layers[l];
@@ -357,7 +369,7 @@ absl::StatusOr<std::string> ExportOnnx(const ModelSpec& spec,
       }
     }
   }
-  SetFloatType(graph->add_output(), kOnnxOutputName, {-1, spec.num_classes});
+  SetFloatType(graph->add_output(), kOnnxOutputName, {-1, spec.output_dim()});
   std::string bytes;
   if (!model.SerializeToString(&bytes)) {
     return absl::InternalError("ExportOnnx: the model does not serialize");

@@ -8,7 +8,9 @@
 //                                    stacked (edge frames repeated), of
 //                                    features normalised as in training
 //   output          "log_posteriors" float [frames, num_classes] (natural
-//                                    log of the softmax)
+//                                    log of the softmax); a multi-frame
+//                                    model's [frames, k * num_classes],
+//                                    head after head (model_spec.h)
 // `frames` is a symbolic dimension. A recurrent model reads the rows as one
 // sequence (step t = row t), from a zero state, as asgd_forward does.
 //
@@ -16,7 +18,8 @@
 // Relu/Sigmoid/Tanh; conv → Reshape to [frames, 1, 2*context+1,
 // feature_dim], Conv, the activation, MaxPool (floor: leftover positions
 // dropped), and Flatten after the last one (channel-major, as asgd's rows);
-// the output layer → Gemm and LogSoftmax. ONNX's LSTM operator has neither a
+// the output layer → Gemm and LogSoftmax (per head of a multi-frame model:
+// Reshape to [frames, k, num_classes], LogSoftmax, Reshape back). ONNX's LSTM operator has neither a
 // recurrent projection nor cell clipping (its `clip` bounds the gate
 // pre-activations), so an LSTM layer is written out: its input part for
 // all steps as one Gemm, then a Scan whose body is one step of

@@ -19,7 +19,7 @@ class TeacherBackend final : public ModelBackend {
         teacher_params_(std::move(teacher_params)),
         options_(options),
         log_posteriors_(static_cast<size_t>(student_->max_rows()) *
-                        student_->spec().num_classes) {}
+                        student_->spec().output_dim()) {}
 
   absl::string_view name() const override { return student_->name(); }
   const ModelSpec& spec() const override { return student_->spec(); }
@@ -73,7 +73,7 @@ class TeacherBackend final : public ModelBackend {
  private:
   // The batch with the teacher's log-posteriors of its rows.
   absl::StatusOr<Batch> Taught(const Batch& batch) {
-    const int64_t values = int64_t{batch.rows()} * spec().num_classes;
+    const int64_t values = int64_t{batch.rows()} * spec().output_dim();
     if (batch.rows() > max_rows() || batch.rows() < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "batch of ", batch.rows(), " rows, at most ", max_rows()));
@@ -92,7 +92,7 @@ class TeacherBackend final : public ModelBackend {
   const std::unique_ptr<ModelBackend> teacher_;
   const std::vector<float> teacher_params_;
   const TeacherOptions options_;
-  std::vector<float> log_posteriors_;  // [max_rows, num_classes]
+  std::vector<float> log_posteriors_;  // [max_rows, output_dim()]
 };
 
 }  // namespace
@@ -110,11 +110,13 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacher(
   const ModelSpec& s = student->spec();
   const ModelSpec& t = teacher->spec();
   if (t.feature_dim != s.feature_dim || t.context != s.context ||
-      t.num_classes != s.num_classes || t.is_sequence() != s.is_sequence()) {
+      t.num_classes != s.num_classes || t.is_sequence() != s.is_sequence() ||
+      t.output_frames != s.output_frames) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the teacher (", DescribeModel(t), ") does not fit the student (",
         DescribeModel(s), "): the input rows (feature_dim, context), the "
-        "classes and the kind (frame or sequence model) must be the same"));
+        "classes, the output frames and the kind (frame or sequence model) "
+        "must be the same"));
   }
   if (static_cast<int64_t>(teacher_params.size()) != ModelParamCount(t)) {
     return absl::InvalidArgumentError(

@@ -83,6 +83,10 @@ ABSL_FLAG(int, lstm_projection, 0,
           "lstm, blstm: recurrent projection size (0: none).");
 ABSL_FLAG(double, cell_clip, 0,
           "lstm, blstm: clip LSTM cell values to +-this (0: no clipping).");
+ABSL_FLAG(int, output_frames, 1,
+          "dnn, cnn: softmax heads, head j predicting the label of the "
+          "row's frame + j (a multi-frame model: decoding computes every "
+          "k-th frame; 1 to 16). Trains on the CPU backend.");
 ABSL_FLAG(double, learning_rate, 0.05, "Server-side learning rate.");
 ABSL_FLAG(double, momentum, 0.0, "Momentum in [0, 1); 0 is plain SGD.");
 ABSL_FLAG(bool, nesterov, false,
@@ -212,6 +216,7 @@ absl::StatusOr<ModelSpec> PresetFromFlags() {
   shape.lstm_cells = absl::GetFlag(FLAGS_lstm_cells);
   shape.lstm_projection = absl::GetFlag(FLAGS_lstm_projection);
   shape.cell_clip = static_cast<float>(absl::GetFlag(FLAGS_cell_clip));
+  shape.output_frames = absl::GetFlag(FLAGS_output_frames);
   return PresetModel(shape);
 }
 

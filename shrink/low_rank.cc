@@ -47,7 +47,7 @@ absl::Status CheckRequest(const ModelSpec& spec,
           " layer; only dense layers and the output layer can be factored"));
     }
     const int64_t units = l.layer < out ? spec.layers[l.layer].dense.units
-                                        : spec.num_classes;
+                                        : spec.output_dim();
     const int64_t inputs = LayerInputShape(spec, l.layer).dim();
     const int64_t full = std::min(units, inputs);
     if (l.rank != 0 && (l.rank < 1 || l.rank > full)) {
@@ -108,7 +108,7 @@ absl::StatusOr<std::vector<LayerRank>> ParseLayerRanks(absl::string_view text,
       for (int i = 0; i <= out; ++i) {
         if (i < out && spec.layers[i].kind != LayerKind::kDense) continue;
         const int64_t units = i < out ? spec.layers[i].dense.units
-                                      : spec.num_classes;
+                                      : spec.output_dim();
         const int64_t full = std::min<int64_t>(
             units, LayerInputShape(spec, i).dim());
         if (rank > 0 && rank >= full) continue;  // would not shrink it
@@ -173,7 +173,7 @@ absl::StatusOr<LowRankResult> FactorLowRank(const ModelSpec& spec,
     const LayerRank& want = layers[next++];
     FactoredLayer f;
     f.layer = l;
-    f.units = l < num_out ? spec.layers[l].dense.units : spec.num_classes;
+    f.units = l < num_out ? spec.layers[l].dense.units : spec.output_dim();
     f.inputs = LayerInputShape(spec, l).dim();
     const absl::Span<const float> w =
         params.subspan(offset, f.units * f.inputs);

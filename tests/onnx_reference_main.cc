@@ -10,7 +10,8 @@
 //
 // The models: a DNN (relu and tanh layers), a CNN (two conv layers, one
 // pooled, sigmoid), an LSTM with a recurrent projection and cell clipping
-// over 2 layers, and a BLSTM likewise. Their clipping is checked to be
+// over 2 layers, a BLSTM likewise, and a multi-frame DNN of 3 heads (every
+// row's heads, from the backend, as the graph gives them). Their clipping is checked to be
 // active: the same model without it must give other log-posteriors (by more
 // than 1e-2), or the tool fails.
 #include <cmath>
@@ -23,6 +24,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
+#include "model/cpu_backend.h"
 #include "model/onnx_export.h"
 #include "worker/data/frame_examples.h"
 #include "worker/data/utterances.h"
@@ -75,8 +77,11 @@ std::vector<Case> Cases() {
   ModelSpec blstm = lstm;
   l.bidirectional = true;
   blstm.layers = {LayerSpec::Lstm(l), LayerSpec::Lstm(l)};
-  return {{"dnn", dnn, 57}, {"cnn", cnn, 41}, {"lstm", lstm, 150},
-          {"blstm", blstm, 150}};
+  ModelSpec multi = dnn;  // a multi-frame model: 3 heads
+  multi.output_frames = 3;
+  return {{"dnn", dnn, 57},      {"cnn", cnn, 41},
+          {"lstm", lstm, 150},   {"blstm", blstm, 150},
+          {"multi", multi, 57}};
 }
 
 absl::Status WriteFloats(const std::string& path, const std::vector<float>& v) {
@@ -99,6 +104,19 @@ absl::StatusOr<std::vector<float>> Score(const ModelSpec& spec,
   return out;
 }
 
+absl::StatusOr<std::vector<float>> AllHeads(const ModelSpec& spec,
+                                            const std::vector<float>& params,
+                                            const std::vector<float>& input,
+                                            int frames) {
+  auto backend = CreateCpuBackend(spec, frames);
+  if (!backend.ok()) return backend.status();
+  std::vector<float> out(int64_t{frames} * spec.output_dim());
+  absl::Status s = (*backend)->LogPosteriors(
+      params, Batch{frames, 1, input, {}}, absl::MakeSpan(out));
+  if (!s.ok()) return s;
+  return out;
+}
+
 absl::Status Run(const std::string& dir) {
   std::string manifest;
   uint32_t seed = 11;
@@ -114,7 +132,18 @@ absl::Status Run(const std::string& dir) {
     std::vector<float> features(int64_t{c.frames} * spec.feature_dim);
     for (float& f : features) f = normal(rng);
 
-    auto expected = Score(spec, params, features, c.frames);
+    // The input rows: each frame with its context, as training makes them.
+    Utterances utt(spec.feature_dim);
+    utt.Add(features, std::vector<int32_t>(c.frames, 0));
+    FrameExamples rows(&utt, spec.context);
+    std::vector<float> input(int64_t{c.frames} * spec.input_dim());
+    for (int t = 0; t < c.frames; ++t) rows.Splice(t, &input[t * spec.input_dim()]);
+
+    // A multi-frame model's graph gives every row's heads: the backend's
+    // log-posteriors of every row (a decoder uses every 3rd).
+    auto expected = spec.output_frames > 1
+                        ? AllHeads(spec, params, input, c.frames)
+                        : Score(spec, params, features, c.frames);
     if (!expected.ok()) return expected.status();
     if (spec.is_sequence()) {
       ModelSpec unclipped = spec;
@@ -131,20 +160,13 @@ absl::Status Run(const std::string& dir) {
             "); the check would not test it"));
       }
     }
-    // The input rows: each frame with its context, as training makes them.
-    Utterances utt(spec.feature_dim);
-    utt.Add(features, std::vector<int32_t>(c.frames, 0));
-    FrameExamples rows(&utt, spec.context);
-    std::vector<float> input(int64_t{c.frames} * spec.input_dim());
-    for (int t = 0; t < c.frames; ++t) rows.Splice(t, &input[t * spec.input_dim()]);
-
     const std::string base = absl::StrCat(dir, "/", c.kind);
     absl::Status s = WriteOnnxModel(base + ".onnx", spec, params);
     if (!s.ok()) return s;
     if (s = WriteFloats(base + ".input.f32", input); !s.ok()) return s;
     if (s = WriteFloats(base + ".expected.f32", *expected); !s.ok()) return s;
     absl::StrAppend(&manifest, c.kind, " ", c.frames, " ", spec.input_dim(),
-                    " ", spec.num_classes, "\n");
+                    " ", spec.output_dim(), "\n");
     std::printf("%s: %s, %d frames\n", c.kind.c_str(),
                 DescribeModel(spec).c_str(), c.frames);
   }

@@ -1,7 +1,8 @@
 // asgd's ONNX export run in an independent runtime: onnxruntime (the CPU
 // runtime bundled with the npm package onnxruntime-node). For each model kind
 // written by tests/onnx_reference_main.cc (DNN, CNN, LSTM and BLSTM, the
-// recurrent ones with a projection and cell clipping), the runtime's
+// recurrent ones with a projection and cell clipping, and a multi-frame DNN
+// whose rows hold 3 heads' log-posteriors), the runtime's
 // log-posteriors of one utterance must equal asgd's own within TOLERANCE
 // (absolute, in nats). Prints the largest difference per kind and overall.
 //
@@ -27,7 +28,7 @@ async function main() {
   const dir = process.argv[2];
   const manifest = fs.readFileSync(path.join(dir, 'manifest.txt'), 'utf8')
     .trim().split('\n').map((line) => line.split(' '));
-  if (manifest.length !== 4) throw new Error(`want 4 models, got ${manifest.length}`);
+  if (manifest.length !== 5) throw new Error(`want 5 models, got ${manifest.length}`);
   let worst = 0;
   let failed = 0;
   for (const [kind, framesText, inputDimText, classesText] of manifest) {

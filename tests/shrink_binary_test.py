@@ -16,6 +16,10 @@
   a small student trained through its servers against the full model as
   teacher (asgd_worker --teacher_model);
 
+  a multi-frame model (asgd_server --output_frames=2) trained through its
+  servers and scored by its heads by asgd_eval, from the file and from the
+  servers alike;
+
 and bad requests refused with exit status 1, a message, and no file
 written: a rank larger than the layer, an energy outside (0, 1], both or
 neither of --rank and --energy, a layer that does not exist, a missing
@@ -169,6 +173,38 @@ def check_teacher(server, worker, tmp, full, train):
               r.stderr)
 
 
+def check_multi_frame(server, worker, evaluate, tmp, corpus, train, full_acc):
+    multi = os.path.join(tmp, "multi.mdl")
+    with Pool(server, tmp, "multi", ["--hidden=64,48",
+                                     "--output_frames=2"]) as s:
+        r = run([worker, f"--servers={s}", "--epochs=2",
+                 f"--save_model={multi}"] + train)
+        check("a multi-frame model (2 heads) trains through the servers",
+              r.returncode == 0 and "2xsoftmax(40)" in r.stdout,
+              r.stdout[-2000:] + r.stderr[-2000:])
+        from_servers = run([evaluate, f"--servers={s}", f"--corpus={corpus}"])
+    r = run([evaluate, f"--model={multi}", f"--corpus={corpus}"])
+    acc = accuracy(r.stdout)
+    check("asgd_eval scores the multi-frame model by its heads, near the "
+          "one-frame model",
+          r.returncode == 0 and acc is not None and acc > full_acc - 15
+          and "one frame in 2 computed, its 2 heads" in r.stdout
+          and accuracy(from_servers.stdout) == acc,
+          f"{acc} vs {full_acc}: {r.stdout} {r.stderr} {from_servers.stdout}")
+    r = run([evaluate, f"--model={multi}", f"--corpus={corpus}",
+             "--frame_skip=2"])
+    check("asgd_eval refuses frame skipping on a multi-frame model",
+          r.returncode == 1 and "multi-frame" in r.stderr, r.stderr)
+    for flags, what in ((["--output_frames=17"], "17 output frames"),
+                        (["--output_frames=0"], "0 output frames"),
+                        (["--model=lstm", "--output_frames=2"],
+                         "a multi-frame LSTM")):
+        r = run([server, "--host=127.0.0.1", "--port=0"] + flags)
+        check(f"asgd_server refuses {what}",
+              r.returncode == 2 and "output_frames" in r.stderr,
+              f"{r.returncode} {r.stderr[-500:]}")
+
+
 def main():
     server, worker, evaluate, shrink, make_corpus = sys.argv[1:6]
     tmp = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
@@ -256,6 +292,7 @@ def main():
 
     check_pruning(server, worker, shrink, tmp, full, train)
     check_teacher(server, worker, tmp, full, train)
+    check_multi_frame(server, worker, evaluate, tmp, corpus, train, full_acc)
 
     for flags, what in (
             ([f"--init_model={small}", f"--model_config={tmp}/x.txt"],

@@ -44,16 +44,18 @@ ABSL_FLAG(int, connect_timeout_s, 30, "Seconds to wait for the servers.");
 ABSL_FLAG(int, frame_skip, 1,
           "Frame models: score utterance by utterance as asgd_forward "
           "--frame_skip does (every k-th frame computed, its scores copied to "
-          "the next k - 1), to see what skipping costs in accuracy.");
+          "the next k - 1), to see what skipping costs in accuracy. A "
+          "multi-frame model is always scored so (by its heads); keep 1.");
 
 namespace asgd {
 namespace {
 
 int Fail(const absl::Status& s) { return ReportFailure("asgd_eval", s); }
 
-// The held-out accuracy of whole utterances scored with frame skipping
-// (UtteranceScorer, as asgd_forward --frame_skip).
-absl::StatusOr<double> SkippingAccuracy(const ModelSpec& spec,
+// The held-out accuracy of whole utterances scored as asgd_forward scores
+// them (UtteranceScorer): with frame skipping, or a multi-frame model's
+// heads.
+absl::StatusOr<double> UtteranceAccuracy(const ModelSpec& spec,
                                         const std::vector<float>& params,
                                         const Utterances& utterances,
                                         int frame_skip) {
@@ -163,10 +165,11 @@ int Run() {
   if (!backend.ok()) return Fail(backend.status());
   const absl::Time start = absl::Now();
   const int frame_skip = absl::GetFlag(FLAGS_frame_skip);
+  const bool by_utterance = frame_skip != 1 || spec.output_frames > 1;
   auto accuracy =
-      frame_skip == 1
-          ? EvaluateAccuracy(backend->get(), params, **heldout, shape.examples)
-          : SkippingAccuracy(spec, params, *utterances, frame_skip);
+      by_utterance
+          ? UtteranceAccuracy(spec, params, *utterances, frame_skip)
+          : EvaluateAccuracy(backend->get(), params, **heldout, shape.examples);
   if (!accuracy.ok()) return Fail(accuracy.status());
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::printf("evaluated %s (%s) on %lld held-out frames "
@@ -177,6 +180,12 @@ int Run() {
   std::printf("forward passes: %.3f s, %.0f frames/s (OPENBLAS_NUM_THREADS "
               "sets the cores)\n",
               seconds, seconds > 0 ? utterances->num_frames() / seconds : 0.0);
+  if (spec.output_frames > 1) {
+    std::printf("scored as asgd_forward scores it: one frame in %d "
+                "computed, its %d heads scoring that frame and the next %d\n",
+                spec.output_frames, spec.output_frames,
+                spec.output_frames - 1);
+  }
   std::printf("held-out frame accuracy: %.1f%%\n", 100 * *accuracy);
   return 0;
 }

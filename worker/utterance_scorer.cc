@@ -47,6 +47,12 @@ absl::StatusOr<std::unique_ptr<UtteranceScorer>> UtteranceScorer::Create(
         "frame skipping of ", options.frame_skip, " (want 1 to 100; only 1 "
         "for a recurrent model, which reads every frame)"));
   }
+  if (options.frame_skip > 1 && spec.output_frames > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame skipping of ", options.frame_skip, " with a model of ",
+        spec.output_frames, " output frames: a multi-frame model already "
+        "computes every ", spec.output_frames, "th frame (keep 1)"));
+  }
   return std::unique_ptr<UtteranceScorer>(
       new UtteranceScorer(spec, params, std::move(factory), options));
 }
@@ -96,13 +102,17 @@ absl::Status UtteranceScorer::LogPosteriors(absl::Span<const float> features,
     return backend_->LogPosteriors(params_, batch, absl::MakeSpan(*out));
   }
   // Frames 0, k, 2k, ... (all of them without skipping) in batches; their
-  // scores go straight to `out`, or with skipping to computed_ first.
-  const int k = options_.frame_skip;
+  // scores go straight to `out`, or with skipping to computed_ first. A
+  // multi-frame model's row at frame t scores frames t .. t + m - 1: rows
+  // every m frames, whose heads lie in computed_ in frame order.
+  const int m = spec_.output_frames;
+  const int k = m > 1 ? m : options_.frame_skip;
   const int64_t computed = (frames + k - 1) / k;
+  const int64_t per_row = int64_t{m} * classes;
   const int batch_rows =
       static_cast<int>(std::min<int64_t>(options_.batch_rows, computed));
   ASGD_RETURN_IF_ERROR(EnsureBackend(batch_rows));
-  if (k > 1) computed_.resize(computed * classes);
+  if (k > 1) computed_.resize(computed * per_row);
   float* scores = k > 1 ? computed_.data() : out->data();
   std::vector<int64_t> ids;
   for (int64_t first = 0; first < computed; first += batch_rows) {
@@ -116,9 +126,13 @@ absl::Status UtteranceScorer::LogPosteriors(absl::Span<const float> features,
     const Batch batch{n, 1, inputs_, labels_};
     ASGD_RETURN_IF_ERROR(backend_->LogPosteriors(
         params_, batch,
-        absl::MakeSpan(scores + first * classes, int64_t{n} * classes)));
+        absl::MakeSpan(scores + first * per_row, int64_t{n} * per_row)));
   }
   if (k == 1) return absl::OkStatus();
+  if (m > 1) {  // head j of row r is frame r * m + j
+    std::copy_n(computed_.data(), frames * classes, out->data());
+    return absl::OkStatus();
+  }
   for (int64_t t = 0; t < frames; ++t) {  // score copying
     std::copy_n(computed_.data() + (t / k) * classes, classes,
                 out->data() + t * classes);

@@ -9,6 +9,9 @@
 // Frame skipping (frame models): with frame_skip = k only frames 0, k, 2k,
 // ... are computed, and each frame takes the scores of the last computed
 // frame at or before it (score copying): 1/k of the forward passes.
+// A multi-frame model (output_frames m > 1, model/model_spec.h) computes
+// frames 0, m, 2m, ... likewise, but frame t + j takes head j of frame t's
+// row: its own prediction instead of a copy.
 //
 //   auto scorer = UtteranceScorer::Create(spec, params, CpuBackendFactory());
 //   std::vector<float> logp;  // frames × num_classes
@@ -49,7 +52,7 @@ class UtteranceScorer {
  public:
   // `params` is copied. InvalidArgument for a bad spec, a parameter count
   // other than the spec's, or bad options (frame_skip outside [1, 100], or
-  // above 1 for a sequence model).
+  // above 1 for a sequence model or a multi-frame model).
   static absl::StatusOr<std::unique_ptr<UtteranceScorer>> Create(
       const ModelSpec& spec, absl::Span<const float> params,
       BackendFactory factory, const ScorerOptions& options = {});

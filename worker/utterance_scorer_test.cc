@@ -9,7 +9,9 @@
 
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
+#include "worker/data/frame_examples.h"
 #include "worker/data/toy_task.h"
+#include "worker/data/utterances.h"
 
 namespace asgd {
 namespace {
@@ -95,6 +97,53 @@ TEST(UtteranceScorerTest, FrameSkippingCopiesTheLastComputedFrame) {
           }
         }
       }
+    }
+  }
+}
+
+// A multi-frame model computes every m-th frame; frame t + j takes head j
+// of frame t's row, evaluated here row by row through the backend.
+TEST(UtteranceScorerTest, AMultiFrameModelScoresFramesByItsHeads) {
+  for (const char* kind : {"dnn", "cnn"}) {
+    for (int m : {2, 3}) {
+      ModelSpec spec = ToyModel(kind);
+      spec.output_frames = m;
+      const std::vector<float> params = InitialParams(spec, 5);
+      const int frames = 23, c = spec.num_classes;
+      const std::vector<float> f = Features(frames, spec.feature_dim, 2);
+      // Direct evaluation: each computed frame's row alone.
+      Utterances utt(spec.feature_dim);
+      utt.Add(f, std::vector<int32_t>(frames, 0));
+      auto backend = CreateCpuBackend(spec, 1);
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      std::vector<float> row(spec.input_dim()), direct(int64_t{m} * c);
+      std::vector<std::vector<float>> heads(frames);
+      for (int t = 0; t < frames; t += m) {
+        SpliceFrames(utt, t, spec.context, row.data());
+        ASSERT_TRUE((*backend)
+                        ->LogPosteriors(params, Batch{1, 1, row, {}},
+                                        absl::MakeSpan(direct))
+                        .ok());
+        heads[t] = direct;
+      }
+      for (int batch_rows : {1, 4, 1024}) {
+        const std::vector<float> out =
+            Score(spec, params, f, frames, batch_rows);
+        ASSERT_EQ(out.size(), static_cast<size_t>(frames * c));
+        for (int t = 0; t < frames; ++t) {
+          const std::vector<float>& from = heads[(t / m) * m];
+          for (int j = 0; j < c; ++j) {
+            ASSERT_EQ(out[t * c + j], from[(t % m) * c + j])
+                << kind << " m " << m << " frame " << t;
+          }
+        }
+      }
+      ScorerOptions skip;
+      skip.frame_skip = 2;
+      EXPECT_EQ(UtteranceScorer::Create(spec, params, CpuBackendFactory(), skip)
+                    .status()
+                    .code(),
+                absl::StatusCode::kInvalidArgument);
     }
   }
 }

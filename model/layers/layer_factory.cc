@@ -24,7 +24,7 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const ModelSpec& spec,
   }
   const FeatureShape in = LayerInputShape(spec, index);
   if (index == num) {
-    return std::make_unique<DenseLayer>(in.dim(), spec.num_classes,
+    return std::make_unique<DenseLayer>(in.dim(), spec.output_dim(),
                                         Activation::kNone, max_rows);
   }
   const LayerSpec& layer = spec.layers[index];

@@ -37,22 +37,27 @@ class ExampleSet {
   virtual int max_labelled_steps() const = 0;
   // Labelled rows over all examples (each labelled frame counts once).
   virtual int64_t labelled_frames() const = 0;
+  // Labels per row: the model's output_frames (1 but for multi-frame
+  // models).
+  virtual int labels_per_row() const { return 1; }
   // Writes examples `ids` as one batch of ids.size() sequences × steps()
-  // rows: `inputs` [rows, input_dim()], `labels` [rows], row t * n + b being
-  // step t of example ids[b]. Ids must be in [0, num_examples()).
+  // rows: `inputs` [rows, input_dim()], `labels` [rows, labels_per_row()],
+  // row t * n + b being step t of example ids[b]. Ids must be in
+  // [0, num_examples()).
   virtual void Fill(absl::Span<const int64_t> ids, float* inputs,
                     int32_t* labels) const = 0;
   // The accuracy of always guessing the most frequent label.
   virtual double MajorityClassRate() const = 0;
 };
 
-// A batch's storage, sized for `sequences` examples of `steps` rows.
+// A batch's storage, sized for `sequences` examples of `steps` rows, with
+// `labels_per_row` labels each (ExampleSet::labels_per_row()).
 struct BatchBuffer {
-  BatchBuffer(int sequences, int steps, int input_dim)
+  BatchBuffer(int sequences, int steps, int input_dim, int labels_per_row = 1)
       : sequences(sequences),
         steps(steps),
         inputs(int64_t{sequences} * steps * input_dim),
-        labels(int64_t{sequences} * steps) {}
+        labels(int64_t{sequences} * steps * labels_per_row) {}
   int sequences;
   int steps;
   std::vector<float> inputs;

@@ -17,8 +17,9 @@ void SpliceFrames(const Utterances& utterances, int64_t frame, int context,
   }
 }
 
-FrameExamples::FrameExamples(const Utterances* utterances, int context)
-    : utt_(utterances), context_(context) {}
+FrameExamples::FrameExamples(const Utterances* utterances, int context,
+                             int output_frames)
+    : utt_(utterances), context_(context), output_frames_(output_frames) {}
 
 void FrameExamples::Splice(int64_t frame, float* out) const {
   SpliceFrames(*utt_, frame, context_, out);
@@ -29,7 +30,15 @@ void FrameExamples::Fill(absl::Span<const int64_t> ids, float* inputs,
   const int dim = input_dim();
   for (size_t i = 0; i < ids.size(); ++i) {
     Splice(ids[i], inputs + static_cast<int64_t>(i) * dim);
-    labels[i] = utt_->label(ids[i]);
+    if (output_frames_ == 1) {
+      labels[i] = utt_->label(ids[i]);
+      continue;
+    }
+    const int64_t end = utt_->end(utt_->utterance_of(ids[i]));
+    int32_t* row = labels + static_cast<int64_t>(i) * output_frames_;
+    for (int j = 0; j < output_frames_; ++j) {
+      row[j] = ids[i] + j < end ? utt_->label(ids[i] + j) : kNoLabel;
+    }
   }
 }
 

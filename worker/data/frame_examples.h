@@ -17,7 +17,8 @@ namespace asgd {
 class FrameExamples final : public ExampleSet {
  public:
   // `utterances` must outlive this object.
-  FrameExamples(const Utterances* utterances, int context);
+  FrameExamples(const Utterances* utterances, int context,
+                int output_frames = 1);
 
   int64_t num_examples() const override { return utt_->num_frames(); }
   int input_dim() const override {
@@ -26,6 +27,7 @@ class FrameExamples final : public ExampleSet {
   int steps() const override { return 1; }
   int max_labelled_steps() const override { return 1; }
   int64_t labelled_frames() const override { return utt_->num_frames(); }
+  int labels_per_row() const override { return output_frames_; }
   void Fill(absl::Span<const int64_t> ids, float* inputs,
             int32_t* labels) const override;
   double MajorityClassRate() const override {
@@ -38,6 +40,7 @@ class FrameExamples final : public ExampleSet {
  private:
   const Utterances* const utt_;
   const int context_;
+  const int output_frames_;
 };
 
 // Writes the 2*context+1 frames centred on `frame` (edge frames repeated at

@@ -53,6 +53,34 @@ TEST(FrameExamplesTest, SplicesWithEdgeRepeatAndNormalises) {
   EXPECT_EQ(label, 1);
 }
 
+TEST(FrameExamplesTest, AMultiFrameRowHasTheNextFramesLabels) {
+  corpus::Utterance a = Utt(4, 10), b = Utt(2, 20);
+  a.labels = {0, 1, 2, 1};
+  b.labels = {2, 0};
+  const Utterances utts = Utterances::FromCorpus(Info(), {a, b});
+  FrameExamples data(&utts, /*context=*/1, /*output_frames=*/3);
+  EXPECT_EQ(data.labels_per_row(), 3);
+  EXPECT_EQ(data.num_examples(), 6);
+  const std::vector<int64_t> ids = {0, 2, 3, 4, 5};
+  std::vector<float> rows(ids.size() * data.input_dim());
+  std::vector<int32_t> labels(ids.size() * 3, -5);
+  data.Fill(ids, rows.data(), labels.data());
+  const std::vector<int32_t> want = {
+      0, 1, 2,                    // frame 0: frames 0, 1, 2
+      2, 1, kNoLabel,             // frame 2: the utterance ends after 3
+      1, kNoLabel, kNoLabel,      // frame 3, its last
+      2, 0, kNoLabel,             // utterance 1 never takes utterance 0's
+      0, kNoLabel, kNoLabel};
+  EXPECT_EQ(labels, want);
+  // The inputs are those of one-frame examples.
+  FrameExamples single(&utts, /*context=*/1);
+  std::vector<float> single_rows(rows.size());
+  std::vector<int32_t> single_labels(ids.size());
+  single.Fill(ids, single_rows.data(), single_labels.data());
+  EXPECT_EQ(rows, single_rows);
+  EXPECT_EQ(single_labels, (std::vector<int32_t>{0, 2, 1, 2, 0}));
+}
+
 TEST(FrameExamplesTest, PartsSplitUtterancesDisjointly) {
   std::vector<corpus::Utterance> utts;
   for (int i = 0; i < 5; ++i) utts.push_back(Utt(i + 1, i * 100));

@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<ExampleSet>> MakeExamples(
         utterances, spec.context, ResolveChunkOptions(spec, options)));
   }
   return std::unique_ptr<ExampleSet>(
-      new FrameExamples(utterances, spec.context));
+      new FrameExamples(utterances, spec.context, spec.output_frames));
 }
 
 absl::Status CheckDataFitsModel(int feature_dim, int num_classes,

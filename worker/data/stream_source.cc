@@ -153,6 +153,12 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
   const int n = batch->sequences;
   const int steps = batch->steps;
   const int64_t dim = spec_.input_dim();
+  const int heads = spec_.output_frames;
+  if (batch->labels.size() != static_cast<size_t>(n) * steps * heads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "StreamSource: a minibatch with ", batch->labels.size(),
+        " labels for ", n, " x ", steps, " rows of ", heads, " labels"));
+  }
   int filled = 0;
   while (filled < n) {
     if (examples_ == nullptr || cursor_ == order_.size()) {
@@ -174,7 +180,8 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
       // Rows of a time-major part: step t of example b is row t * take + b;
       // in the minibatch it is row t * n + filled + b.
       if (scratch_ == nullptr || scratch_->sequences < take) {
-        scratch_ = std::make_unique<BatchBuffer>(n, steps, spec_.input_dim());
+        scratch_ = std::make_unique<BatchBuffer>(n, steps, spec_.input_dim(),
+                                                 heads);
       }
       examples_->Fill(ids_, scratch_->inputs.data(), scratch_->labels.data());
       for (int t = 0; t < steps; ++t) {
@@ -182,8 +189,9 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
         std::memcpy(batch->inputs.data() + to * dim,
                     scratch_->inputs.data() + from * dim,
                     sizeof(float) * dim * take);
-        std::memcpy(batch->labels.data() + to,
-                    scratch_->labels.data() + from, sizeof(int32_t) * take);
+        std::memcpy(batch->labels.data() + to * heads,
+                    scratch_->labels.data() + from * heads,
+                    sizeof(int32_t) * take * heads);
       }
     }
     filled += take;
@@ -202,11 +210,14 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
       const int64_t row = int64_t{t} * n + filled;
       std::fill(batch->inputs.begin() + row * dim,
                 batch->inputs.begin() + (row + n - filled) * dim, 0.0f);
-      std::fill(batch->labels.begin() + row, batch->labels.begin() + row + n - filled,
-                kNoLabel);
+      std::fill(batch->labels.begin() + row * heads,
+                batch->labels.begin() + (row + n - filled) * heads, kNoLabel);
     }
   }
-  for (int32_t label : batch->labels) labelled_drawn_ += label != kNoLabel;
+  // Frames drawn: a multi-frame row's first head is its own frame.
+  for (size_t i = 0; i < batch->labels.size(); i += heads) {
+    labelled_drawn_ += batch->labels[i] != kNoLabel;
+  }
   full_batches_ += filled == n;
   return true;
 }

@@ -136,7 +136,8 @@ absl::StatusOr<double> EvaluateAccuracy(ModelBackend* backend,
   const int64_t stride =
       max_examples > 0 ? std::max<int64_t>(1, n / max_examples) : 1;
   const int per = std::max(1, examples_per_batch);
-  BatchBuffer batch(per, data.steps(), data.input_dim());
+  const int heads = data.labels_per_row();
+  BatchBuffer batch(per, data.steps(), data.input_dim(), heads);
   std::vector<int32_t> predicted(batch.labels.size());
   std::vector<int64_t> ids;
   int64_t correct = 0, total = 0;
@@ -149,10 +150,10 @@ absl::StatusOr<double> EvaluateAccuracy(ModelBackend* backend,
     const Batch view{k, data.steps(),
                      absl::MakeConstSpan(batch.inputs.data(),
                                          int64_t{rows} * data.input_dim()),
-                     absl::MakeConstSpan(batch.labels.data(), rows)};
+                     absl::MakeConstSpan(batch.labels.data(), rows * heads)};
     ASGD_RETURN_IF_ERROR(backend->Predict(
-        params, view, absl::MakeSpan(predicted.data(), rows)));
-    for (int r = 0; r < rows; ++r) {
+        params, view, absl::MakeSpan(predicted.data(), rows * heads)));
+    for (int r = 0; r < rows * heads; ++r) {
       if (batch.labels[r] == kNoLabel) continue;
       correct += predicted[r] == batch.labels[r];
       ++total;

@@ -155,7 +155,9 @@ absl::Status CheckStepFinite(const BatchResult& r, absl::Span<const float> grad,
 bool IsNonFiniteStep(const absl::Status& status);
 
 // Frame accuracy of `params` on the labelled rows of `data`, in batches of
-// `examples_per_batch` examples (at most the backend's max_rows rows).
+// `examples_per_batch` examples (at most the backend's max_rows rows); a
+// multi-frame model's over every labelled head (each row predicting its
+// frame and the next output_frames - 1).
 // With max_frames > 0, on an evenly strided subset of about that many
 // frames. FailedPrecondition when there is nothing to evaluate.
 absl::StatusOr<double> EvaluateAccuracy(ModelBackend* backend,

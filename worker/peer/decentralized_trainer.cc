@@ -116,7 +116,8 @@ absl::StatusOr<DecentralizedResult> DecentralizedTrainer::Run() {
                           options_.peer_observer);
   std::vector<float> snapshot(total), grad(total), pending(total);
   bool have_pending = false;
-  BatchBuffer batch(shape.examples, shape.steps, train_->input_dim());
+  BatchBuffer batch(shape.examples, shape.steps, train_->input_dim(),
+                    train_->labels_per_row());
 
   auto flush_log = [&] {
     for (const std::string& line : averager.TakeLogLines()) {

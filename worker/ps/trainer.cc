@@ -387,7 +387,8 @@ absl::Status Trainer::TrainLoop(StepPolicy* policy, BatchSource* source,
                                 TrainResult* result) {
   const LoopOptions& loop = options_.loop;
   const BatchShape shape = ShapeOfBatch(*train_, loop.batch_size);
-  BatchBuffer batch(shape.examples, shape.steps, train_->input_dim());
+  BatchBuffer batch(shape.examples, shape.steps, train_->input_dim(),
+                    train_->labels_per_row());
   std::vector<float> grad(policy->HostGradient() ? result->params.size() : 0);
   for (;;) {
     if (max_steps > 0 && result->steps >= max_steps) break;
