@@ -14,6 +14,13 @@
 #             best of $SPEED_ROUNDS rounds;
 #   decode    frame skipping ($SKIPS) on the retrained full model and the
 #             fastest retrained model within 1 point of it;
+#   multi     multi-frame models (asgd_server --output_frames=k, for k in
+#             $MULTI_FRAMES) trained from scratch through the servers for
+#             $EPOCHS + $RETRAIN_EPOCHS epochs (the retrained full model's
+#             training), then scored by their heads next to the retrained
+#             full model with --frame_skip=k (the same forward passes per
+#             frame): accuracy and one core's frames/s, the best of
+#             $SPEED_ROUNDS rounds;
 #   onnx      every model exported (asgd_export_onnx) and timed in
 #             onnxruntime on one core (bench/onnx_decode_bench.js) next to
 #             asgd_eval's forward pass, alternately, the best of
@@ -22,12 +29,12 @@
 # A later phase reuses what an earlier run left in $WORKDIR and $OUT.
 #
 # Writes $OUT/shrink.csv, runs.csv (with the speeds), students.csv,
-# decode.csv, onnx.csv and table.md; logs and models in $WORKDIR.
+# decode.csv, multi.csv, onnx.csv and table.md; logs and models in $WORKDIR.
 #
 # Settings (environment variables):
 #   OUT              results directory (default docs/results/compression)
 #   WORKDIR          corpus, logs and models (default /tmp/asgd-shrink)
-#   PHASES           default "shrink students speed decode onnx"
+#   PHASES           default "shrink students speed decode multi onnx"
 #   HIDDEN           the full model's dense layers (default 512,512)
 #   EPOCHS           epochs of the full model's training (default 3)
 #   RETRAIN_EPOCHS   epochs of every retraining (default 2)
@@ -38,6 +45,7 @@
 #                    weight 0.5 at temperature 2, 0.5 at 1, 0.2 at 1)
 #   SPEED_ROUNDS     rounds of the speed measurement (default 5)
 #   SKIPS            frame skips of the decode phase (default "1 2 3")
+#   MULTI_FRAMES     output frames of the multi phase (default "2 3")
 #   SETTINGS         asgd_shrink flag sets, separated by ';' (default: all
 #                    layers at kept energy 0.9, 0.8 and 0.6; all at rank 128,
 #                    64 and 32; the output layer at rank 16; pruning 50, 70,
@@ -50,7 +58,7 @@ OUT=${OUT:-docs/results/compression}
 WORKDIR=${WORKDIR:-/tmp/asgd-shrink}
 HIDDEN=${HIDDEN:-512,512}
 EPOCHS=${EPOCHS:-3}
-PHASES=${PHASES:-shrink students speed decode onnx}
+PHASES=${PHASES:-shrink students speed decode multi onnx}
 RETRAIN_EPOCHS=${RETRAIN_EPOCHS:-2}
 LEARNING_RATE=${LEARNING_RATE:-0.05}
 RETRAIN_LR=${RETRAIN_LR:-$LEARNING_RATE}
@@ -58,6 +66,7 @@ STUDENT_HIDDEN=${STUDENT_HIDDEN:-128,128}
 TEACHER_SETTINGS=${TEACHER_SETTINGS:-"--teacher_weight=0.5 --teacher_temperature=2;--teacher_weight=0.5 --teacher_temperature=1;--teacher_weight=0.2 --teacher_temperature=1"}
 SPEED_ROUNDS=${SPEED_ROUNDS:-5}
 SKIPS=${SKIPS:-1 2 3}
+MULTI_FRAMES=${MULTI_FRAMES:-2 3}
 SETTINGS=${SETTINGS:-"--factor=all --energy=0.9;--factor=all --energy=0.8;--factor=all --energy=0.6;--factor=all --rank=128;--factor=all --rank=64;--factor=all --rank=32;--factor=output --rank=16;--prune=0.5;--prune=0.7;--prune=0.8;--prune=0.9;--prune=0.7 --prune_scope=tensor;--factor=all --rank=128 --prune=0.5"}
 
 source scripts/lib.sh
@@ -204,6 +213,37 @@ if phase decode; then
   done
 fi
 
+# best_eval MODEL [FLAGS...]: "ACCURACY FRAMES_PER_S" of asgd_eval on one
+# core, the best frames/s of $SPEED_ROUNDS runs.
+best_eval() {
+  local model=$1 best=0 log f round
+  shift
+  for ((round = 0; round < SPEED_ROUNDS; round++)); do
+    log=$(OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="$model" \
+      --corpus="$CORPUS" "$@")
+    f=$(sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p' <<<"$log")
+    [ "$f" -gt "$best" ] && best=$f
+  done
+  echo "$(sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p' <<<"$log") $best"
+}
+
+if phase multi; then
+  epochs=$((EPOCHS + RETRAIN_EPOCHS))
+  echo "== multi-frame models ($MULTI_FRAMES frames) against frame skipping, $epochs epochs"
+  echo "model,frames_per_row,params,accuracy,frames_per_s,train_s" >"$OUT/multi.csv"
+  read -r a f <<<"$(best_eval "$WORKDIR/models/full-retrained.mdl")"
+  echo "full model,1,$(params "$WORKDIR/models/full-retrained.mdl"),$a,$f,-" >>"$OUT/multi.csv"
+  for k in $MULTI_FRAMES; do
+    secs=$(train "multi$k" "$epochs" "$LEARNING_RATE" "" --hidden="$HIDDEN" \
+      --output_frames="$k")
+    read -r a f <<<"$(best_eval "$WORKDIR/models/full-retrained.mdl" --frame_skip="$k")"
+    echo "full model --frame_skip=$k,$k,$(params "$WORKDIR/models/full-retrained.mdl"),$a,$f,-" >>"$OUT/multi.csv"
+    read -r a f <<<"$(best_eval "$WORKDIR/models/multi$k.mdl")"
+    echo "multi-frame $k,$k,$(params "$WORKDIR/models/multi$k.mdl"),$a,$f,$secs" >>"$OUT/multi.csv"
+  done
+  cat "$OUT/multi.csv"
+fi
+
 if phase onnx; then
   tests/onnx/install.sh
   n=$(($(wc -l <"$OUT/shrink.csv") - 2))
@@ -256,6 +296,14 @@ fi
     echo "|---|---:|---:|---:|"
     tail -n +2 "$OUT/decode.csv" | while IFS=, read -r m k a f; do
       printf '| `%s` | %s | %s%% | %s |\n' "$m" "$k" "$a" "$f"
+    done
+  fi
+  if [ -f "$OUT/multi.csv" ]; then
+    echo
+    echo "| model | frames per computed row | parameters | held-out | forward frames/s, 1 core | training (s) |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    tail -n +2 "$OUT/multi.csv" | while IFS=, read -r m k p a f t; do
+      printf '| `%s` | %s | %s | %s%% | %s | %s |\n' "$m" "$k" "$p" "$a" "$f" "$t"
     done
   fi
   if [ -f "$OUT/onnx.csv" ]; then
