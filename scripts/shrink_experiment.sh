@@ -17,7 +17,9 @@
 #   multi     multi-frame models (asgd_server --output_frames=k, for k in
 #             $MULTI_FRAMES) trained from scratch through the servers for
 #             $EPOCHS + $RETRAIN_EPOCHS epochs (the retrained full model's
-#             training), then scored by their heads next to the retrained
+#             training), and made from the full model (asgd_shrink
+#             --output_frames=k) and retrained for $RETRAIN_EPOCHS epochs;
+#             all scored by their heads next to the retrained
 #             full model with --frame_skip=k (the same forward passes per
 #             frame): accuracy and one core's frames/s, the best of
 #             $SPEED_ROUNDS rounds;
@@ -213,34 +215,45 @@ if phase decode; then
   done
 fi
 
-# best_eval MODEL [FLAGS...]: "ACCURACY FRAMES_PER_S" of asgd_eval on one
-# core, the best frames/s of $SPEED_ROUNDS runs.
-best_eval() {
-  local model=$1 best=0 log f round
-  shift
-  for ((round = 0; round < SPEED_ROUNDS; round++)); do
-    log=$(OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="$model" \
-      --corpus="$CORPUS" "$@")
-    f=$(sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p' <<<"$log")
-    [ "$f" -gt "$best" ] && best=$f
-  done
-  echo "$(sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p' <<<"$log") $best"
-}
-
 if phase multi; then
   epochs=$((EPOCHS + RETRAIN_EPOCHS))
   echo "== multi-frame models ($MULTI_FRAMES frames) against frame skipping, $epochs epochs"
-  echo "model,frames_per_row,params,accuracy,frames_per_s,train_s" >"$OUT/multi.csv"
-  read -r a f <<<"$(best_eval "$WORKDIR/models/full-retrained.mdl")"
-  echo "full model,1,$(params "$WORKDIR/models/full-retrained.mdl"),$a,$f,-" >>"$OUT/multi.csv"
+  full="$WORKDIR/models/full-retrained.mdl"
+  names=("full model") models=("$full") flags=("") ks=(1) secs=("-")
   for k in $MULTI_FRAMES; do
-    secs=$(train "multi$k" "$epochs" "$LEARNING_RATE" "" --hidden="$HIDDEN" \
-      --output_frames="$k")
-    read -r a f <<<"$(best_eval "$WORKDIR/models/full-retrained.mdl" --frame_skip="$k")"
-    echo "full model --frame_skip=$k,$k,$(params "$WORKDIR/models/full-retrained.mdl"),$a,$f,-" >>"$OUT/multi.csv"
-    read -r a f <<<"$(best_eval "$WORKDIR/models/multi$k.mdl")"
-    echo "multi-frame $k,$k,$(params "$WORKDIR/models/multi$k.mdl"),$a,$f,$secs" >>"$OUT/multi.csv"
+    names+=("full model --frame_skip=$k" "multi-frame $k")
+    models+=("$full" "$WORKDIR/models/multi$k.mdl")
+    flags+=("--frame_skip=$k" "")
+    ks+=("$k" "$k")
+    secs+=("-" "$(train "multi$k" "$epochs" "$LEARNING_RATE" "" --hidden="$HIDDEN" \
+      --output_frames="$k")")
+    # Warm-started: the full model's output layer copied to k heads
+    # (asgd_shrink), retrained like the smaller models.
+    "$BIN/shrink/asgd_shrink" --model="$FULL" --out="$WORKDIR/models/multiwarm$k-start.mdl" \
+      --output_frames="$k" >/dev/null
+    names+=("multi-frame $k from the full model")
+    models+=("$WORKDIR/models/multiwarm$k.mdl")
+    flags+=("")
+    ks+=("$k")
+    secs+=("$(train "multiwarm$k" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" \
+      --init_model="$WORKDIR/models/multiwarm$k-start.mdl")")
   done
+  # One core, the models in turn, the best of $SPEED_ROUNDS rounds.
+  best=() acc=()
+  for ((j = 0; j < ${#models[@]}; j++)); do best+=(0) acc+=(0); done
+  for ((round = 0; round < SPEED_ROUNDS; round++)); do
+    for ((j = 0; j < ${#models[@]}; j++)); do
+      log=$(OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="${models[$j]}" \
+        --corpus="$CORPUS" ${flags[$j]})
+      f=$(sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p' <<<"$log")
+      [ "$f" -gt "${best[$j]}" ] && best[$j]=$f
+      acc[$j]=$(sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p' <<<"$log")
+    done
+  done
+  echo "model,frames_per_row,params,accuracy,frames_per_s,train_s" >"$OUT/multi.csv"
+  for ((j = 0; j < ${#models[@]}; j++)); do
+    echo "${names[$j]},${ks[$j]},$(params "${models[$j]}"),${acc[$j]},${best[$j]},${secs[$j]}"
+  done >>"$OUT/multi.csv"
   cat "$OUT/multi.csv"
 fi
 

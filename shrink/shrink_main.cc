@@ -7,10 +7,14 @@
 //
 //   asgd_shrink --model=final.mdl --out=pruned.mdl --prune=0.7
 //
+//   asgd_shrink --model=final.mdl --out=multi.mdl --output_frames=3
+//
 // Low-rank factorization (shrink/low_rank.h): each layer named in --factor
 // becomes a linear bottleneck of the chosen rank followed by the layer.
 // Magnitude pruning (shrink/prune.h): the smallest weights become 0 and
 // stay 0 while the servers retrain the model. Both: factoring first.
+// Multi-frame heads (shrink/multi_frame.h): the model's output layer copied
+// to --output_frames heads, each to learn the frame j ahead; last.
 #include <cstdio>
 #include <string>
 
@@ -22,6 +26,7 @@
 #include "model/model_file.h"
 #include "model/prune_mask.h"
 #include "shrink/low_rank.h"
+#include "shrink/multi_frame.h"
 #include "shrink/prune.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -47,6 +52,10 @@ ABSL_FLAG(std::string, prune_scope, "global",
 ABSL_FLAG(std::string, prune_tensors, "",
           "Tensors to prune, comma-separated (e.g. layer0/weight); empty: "
           "every weight tensor (not the biases).");
+ABSL_FLAG(int, output_frames, 1,
+          "Make a multi-frame model of this many softmax heads (2 to 16; 1: "
+          "none), each starting as a copy of the output layer; retraining "
+          "teaches head j the label of the frame j ahead.");
 
 namespace asgd {
 namespace {
@@ -131,10 +140,13 @@ absl::Status Prune(SavedModel* model) {
 int Run() {
   const std::string in = absl::GetFlag(FLAGS_model);
   const std::string out = absl::GetFlag(FLAGS_out);
+  const int output_frames = absl::GetFlag(FLAGS_output_frames);
   if (in.empty() || out.empty() ||
-      (absl::GetFlag(FLAGS_factor).empty() && absl::GetFlag(FLAGS_prune) == 0)) {
+      (absl::GetFlag(FLAGS_factor).empty() && absl::GetFlag(FLAGS_prune) == 0 &&
+       output_frames == 1)) {
     return Fail(absl::InvalidArgumentError(
-        "--model, --out and --factor or --prune are required (see --help)"));
+        "--model, --out and --factor, --prune or --output_frames are "
+        "required (see --help)"));
   }
   absl::StatusOr<SavedModel> model = LoadModel(in);
   if (!model.ok()) return Fail(model.status());
@@ -144,6 +156,11 @@ int Run() {
               static_cast<long long>(before));
   if (absl::Status s = Factor(&*model); !s.ok()) return Fail(s);
   if (absl::Status s = Prune(&*model); !s.ok()) return Fail(s);
+  if (output_frames != 1) {
+    absl::StatusOr<SavedModel> multi = ToMultiFrame(*model, output_frames);
+    if (!multi.ok()) return Fail(multi.status());
+    *model = *std::move(multi);
+  }
   if (absl::Status s = SaveModel(out, model->spec, model->params,
                                  model->pruned);
       !s.ok()) {
@@ -171,6 +188,7 @@ int main(int argc, char** argv) {
       "asgd shrink: a smaller model from a trained one, for retraining "
       "through the servers (asgd_server --init_model).\nExample: asgd_shrink "
       "--model=final.mdl --out=small.mdl --factor=all --energy=0.6 "
-      "--prune=0.5");
+      "--prune=0.5\n         asgd_shrink --model=final.mdl --out=multi.mdl "
+      "--output_frames=3");
   return asgd::Run();
 }

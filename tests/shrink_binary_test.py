@@ -18,7 +18,8 @@
 
   a multi-frame model (asgd_server --output_frames=2) trained through its
   servers and scored by its heads by asgd_eval, from the file and from the
-  servers alike;
+  servers alike; one made from the full model by asgd_shrink
+  --output_frames=2 scores exactly as frame skipping does, and retrains;
 
 and bad requests refused with exit status 1, a message, and no file
 written: a rank larger than the layer, an energy outside (0, 1], both or
@@ -173,7 +174,8 @@ def check_teacher(server, worker, tmp, full, train):
               r.stderr)
 
 
-def check_multi_frame(server, worker, evaluate, tmp, corpus, train, full_acc):
+def check_multi_frame(server, worker, evaluate, shrink, tmp, corpus, train,
+                      full, full_acc):
     multi = os.path.join(tmp, "multi.mdl")
     with Pool(server, tmp, "multi", ["--hidden=64,48",
                                      "--output_frames=2"]) as s:
@@ -195,6 +197,34 @@ def check_multi_frame(server, worker, evaluate, tmp, corpus, train, full_acc):
              "--frame_skip=2"])
     check("asgd_eval refuses frame skipping on a multi-frame model",
           r.returncode == 1 and "multi-frame" in r.stderr, r.stderr)
+    # From the one-frame model: every head a copy of its output layer, so
+    # until retrained it scores exactly as frame skipping does.
+    warm = os.path.join(tmp, "warm2.mdl")
+    r = run([shrink, f"--model={full}", f"--out={warm}", "--output_frames=2"])
+    warm_acc = accuracy(run([evaluate, f"--model={warm}",
+                             f"--corpus={corpus}"]).stdout)
+    skip_acc = accuracy(run([evaluate, f"--model={full}", f"--corpus={corpus}",
+                             "--frame_skip=2"]).stdout)
+    check("asgd_shrink --output_frames=2 starts both heads as the output "
+          "layer: the accuracy of --frame_skip=2",
+          r.returncode == 0 and "2xsoftmax(40)" in r.stdout
+          and warm_acc is not None and warm_acc == skip_acc,
+          f"{warm_acc} vs {skip_acc}: {r.stdout} {r.stderr}")
+    with Pool(server, tmp, "warm2", [f"--init_model={warm}"]) as s:
+        r = run([worker, f"--servers={s}", "--epochs=1"] + train)
+        check("the servers retrain the warm-started multi-frame model",
+              r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:])
+    bad = os.path.join(tmp, "bad-multi.mdl")
+    for flags, what in ((["--output_frames=0"], "0 output frames"),
+                        (["--output_frames=17"], "17 output frames")):
+        r = run([shrink, f"--model={full}", f"--out={bad}"] + flags)
+        check(f"asgd_shrink refuses {what}",
+              r.returncode == 1 and "output frames" in r.stderr
+              and not os.path.exists(bad), f"{r.returncode} {r.stderr}")
+    r = run([shrink, f"--model={warm}", f"--out={bad}", "--output_frames=2"])
+    check("asgd_shrink refuses to add heads to a multi-frame model",
+          r.returncode == 1 and not os.path.exists(bad), r.stderr)
+
     for flags, what in ((["--output_frames=17"], "17 output frames"),
                         (["--output_frames=0"], "0 output frames"),
                         (["--model=lstm", "--output_frames=2"],
@@ -292,7 +322,8 @@ def main():
 
     check_pruning(server, worker, shrink, tmp, full, train)
     check_teacher(server, worker, tmp, full, train)
-    check_multi_frame(server, worker, evaluate, tmp, corpus, train, full_acc)
+    check_multi_frame(server, worker, evaluate, shrink, tmp, corpus, train,
+                      full, full_acc)
 
     for flags, what in (
             ([f"--init_model={small}", f"--model_config={tmp}/x.txt"],
