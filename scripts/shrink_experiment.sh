@@ -18,7 +18,8 @@
 #             $MULTI_FRAMES) trained from scratch through the servers for
 #             $EPOCHS + $RETRAIN_EPOCHS epochs (the retrained full model's
 #             training), and made from the full model (asgd_shrink
-#             --output_frames=k) and retrained for $RETRAIN_EPOCHS epochs;
+#             --output_frames=k) and retrained for $RETRAIN_EPOCHS epochs,
+#             and likewise factored multi-frame models ($MULTI_COMBOS);
 #             all scored by their heads next to the retrained
 #             full model with --frame_skip=k (the same forward passes per
 #             frame): accuracy and one core's frames/s, the best of
@@ -48,6 +49,9 @@
 #   SPEED_ROUNDS     rounds of the speed measurement (default 5)
 #   SKIPS            frame skips of the decode phase (default "1 2 3")
 #   MULTI_FRAMES     output frames of the multi phase (default "2 3")
+#   MULTI_COMBOS     asgd_shrink flag sets with --output_frames, separated
+#                    by ';' (default: rank 128 with 2 and 3 frames, kept
+#                    energy 0.8 with 2 frames)
 #   SETTINGS         asgd_shrink flag sets, separated by ';' (default: all
 #                    layers at kept energy 0.9, 0.8 and 0.6; all at rank 128,
 #                    64 and 32; the output layer at rank 16; pruning 50, 70,
@@ -69,6 +73,7 @@ TEACHER_SETTINGS=${TEACHER_SETTINGS:-"--teacher_weight=0.5 --teacher_temperature
 SPEED_ROUNDS=${SPEED_ROUNDS:-5}
 SKIPS=${SKIPS:-1 2 3}
 MULTI_FRAMES=${MULTI_FRAMES:-2 3}
+MULTI_COMBOS=${MULTI_COMBOS:-"--factor=all --rank=128 --output_frames=2;--factor=all --rank=128 --output_frames=3;--factor=all --energy=0.8 --output_frames=2"}
 SETTINGS=${SETTINGS:-"--factor=all --energy=0.9;--factor=all --energy=0.8;--factor=all --energy=0.6;--factor=all --rank=128;--factor=all --rank=64;--factor=all --rank=32;--factor=output --rank=16;--prune=0.5;--prune=0.7;--prune=0.8;--prune=0.9;--prune=0.7 --prune_scope=tensor;--factor=all --rank=128 --prune=0.5"}
 
 source scripts/lib.sh
@@ -237,6 +242,18 @@ if phase multi; then
     ks+=("$k")
     secs+=("$(train "multiwarm$k" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" \
       --init_model="$WORKDIR/models/multiwarm$k-start.mdl")")
+  done
+  # Smaller and multi-frame at once: from the full model, retrained alike.
+  IFS=';' read -ra combos <<<"$MULTI_COMBOS"
+  for ((c = 0; c < ${#combos[@]}; c++)); do
+    "$BIN/shrink/asgd_shrink" --model="$FULL" --out="$WORKDIR/models/combo$c-start.mdl" \
+      ${combos[$c]} >/dev/null
+    names+=("${combos[$c]}")
+    models+=("$WORKDIR/models/combo$c.mdl")
+    flags+=("")
+    ks+=("$(sed -n 's/.*--output_frames=\([0-9]*\).*/\1/p' <<<"${combos[$c]}")")
+    secs+=("$(train "combo$c" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" \
+      --init_model="$WORKDIR/models/combo$c-start.mdl")")
   done
   # One core, the models in turn, the best of $SPEED_ROUNDS rounds.
   best=() acc=()
