@@ -84,14 +84,19 @@ using Example = std::vector<float>;
 // examples have no label at all).
 std::vector<Example> ExamplesOf(const BatchBuffer& batch, int dim) {
   std::vector<Example> out;
+  const int64_t heads =  // labels per row (a multi-frame model's heads)
+      batch.labels.size() / (int64_t{batch.sequences} * batch.steps);
   for (int b = 0; b < batch.sequences; ++b) {
     Example e;
     bool labelled = false;
     for (int t = 0; t < batch.steps; ++t) {
       const int64_t row = int64_t{t} * batch.sequences + b;
       for (int k = 0; k < dim; ++k) e.push_back(batch.inputs[row * dim + k]);
-      e.push_back(static_cast<float>(batch.labels[row]));
-      labelled |= batch.labels[row] != kNoLabel;
+      for (int64_t h = 0; h < heads; ++h) {
+        const int32_t label = batch.labels[row * heads + h];
+        e.push_back(static_cast<float>(label));
+        labelled |= label != kNoLabel;
+      }
     }
     if (labelled) out.push_back(std::move(e));
   }
@@ -100,7 +105,7 @@ std::vector<Example> ExamplesOf(const BatchBuffer& batch, int dim) {
 
 std::map<Example, int> AllExamples(const ExampleSet& set) {
   BatchBuffer batch(static_cast<int>(set.num_examples()), set.steps(),
-                    set.input_dim());
+                    set.input_dim(), set.labels_per_row());
   std::vector<int64_t> ids(set.num_examples());
   std::iota(ids.begin(), ids.end(), 0);
   set.Fill(ids, batch.inputs.data(), batch.labels.data());
@@ -139,10 +144,13 @@ DataOptions Chunks() {
 const std::vector<int> kLengths = {13, 1, 40, 8, 25, 17, 3, 30};
 
 // Per epoch, every example of the in-memory set exactly once, for windows
-// of the whole data down to about one utterance, frames and chunks.
+// of the whole data down to about one utterance, frames (with one label and
+// a multi-frame model's 3) and chunks.
 TEST(StreamSourceTest, EachEpochHandsOutTheInMemoryExamplesOnce) {
-  for (const bool sequence : {false, true}) {
-    const ModelSpec spec = sequence ? SequenceModel() : FrameModel();
+  for (const int kind : {0, 1, 2}) {
+    const bool sequence = kind == 1;
+    ModelSpec spec = sequence ? SequenceModel() : FrameModel();
+    if (kind == 2) spec.output_frames = 3;
     const DataOptions data = sequence ? Chunks() : DataOptions{};
     const Utterances utts = InMemory(kLengths);
     auto in_memory = MakeExamples(spec, &utts, data);
@@ -158,7 +166,8 @@ TEST(StreamSourceTest, EachEpochHandsOutTheInMemoryExamplesOnce) {
       FakeStream* fake = stream.get();
       auto source = StreamSource::Create(std::move(stream), spec, data, o);
       ASSERT_TRUE(source.ok()) << source.status();
-      BatchBuffer batch(shape.examples, shape.steps, spec.input_dim());
+      BatchBuffer batch(shape.examples, shape.steps, spec.input_dim(),
+                        spec.output_frames);
       std::map<Example, int> seen;
       int batches = 0;
       while (true) {
@@ -179,7 +188,7 @@ TEST(StreamSourceTest, EachEpochHandsOutTheInMemoryExamplesOnce) {
       }
       for (const auto& [e, n] : seen) EXPECT_EQ(want.count(e), 1u);
       EXPECT_LT(missing, shape.examples)
-          << "sequence " << sequence << " window " << window_frames;
+          << "kind " << kind << " window " << window_frames;
       EXPECT_GT((*source)->epochs(), 1.9);
       const StreamStats stats = (*source)->stats();
       EXPECT_EQ(stats.passes, 2);
@@ -302,6 +311,18 @@ TEST(StreamSourceTest, ErrorsOfTheStreamAndOfTheSetup) {
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
+  // A multi-frame model's minibatch needs a label per head.
+  ModelSpec multi = FrameModel();
+  multi.output_frames = 2;
+  auto heads = StreamSource::Create(std::make_unique<FakeStream>(kLengths),
+                                    multi, {}, o);
+  ASSERT_TRUE(heads.ok()) << heads.status();
+  BatchBuffer one_label(8, 1, multi.input_dim());
+  EXPECT_EQ((*heads)->Next(&one_label).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  BatchBuffer two_labels(8, 1, multi.input_dim(), 2);
+  EXPECT_TRUE((*heads)->Next(&two_labels).ok());
+
   o.window_bytes = 0;
   EXPECT_EQ(StreamSource::Create(std::make_unique<FakeStream>(kLengths),
                                  FrameModel(), {}, o)
