@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "model/backend.h"
 #include "model/cpu_backend.h"
+#include "model/loss_gradient_check.h"
 #include "model/model_spec.h"
 
 namespace asgd {
@@ -83,31 +84,17 @@ TEST(TeacherTest, SoftTargetGradientMatchesFiniteDifferences) {
   auto backend = CreateCpuBackend(spec, 16);
   ASSERT_TRUE(backend.ok());
   const Data d = RandomData(spec, 12, 1);
-  std::vector<float> params = Params(spec, 2);
+  const std::vector<float> params = Params(spec, 2);
   for (auto [w, t] : {std::pair<float, float>{0.3f, 2.0f}, {1.0f, 1.0f},
                       {0.7f, 0.5f}}) {
     SCOPED_TRACE(testing::Message() << "weight " << w << " temperature " << t);
     const Batch batch = d.batch(w, t, true);
     std::vector<float> grad;
     ASSERT_TRUE(Gradient(**backend, params, batch, &grad).ok());
-    std::vector<float> scratch;
-    const double h = 1e-2;
-    int failures = 0;
-    for (size_t j = 0; j < params.size(); ++j) {
-      const float saved = params[j];
-      params[j] = saved + h;
-      const double plus = Gradient(**backend, params, batch, &scratch)->loss;
-      params[j] = saved - h;
-      const double minus = Gradient(**backend, params, batch, &scratch)->loss;
-      params[j] = saved;
-      const double numeric = (plus - minus) / (2 * h);
-      if (std::abs(numeric - grad[j]) >
-          2e-3 + 2e-2 * std::max(std::abs(numeric), std::abs(double{grad[j]}))) {
-        ADD_FAILURE() << "param " << j << ": analytic " << grad[j]
-                      << ", numeric " << numeric;
-        if (++failures > 5) return;
-      }
-    }
+    const LossGradientReport check =
+        CheckLossGradient(**backend, params, batch, grad);
+    EXPECT_EQ(check.checked, static_cast<int>(params.size()));
+    EXPECT_EQ(check.failures, 0) << check.first_failure;
   }
 }
 

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "model/backend.h"
 #include "model/cpu_backend.h"
+#include "model/loss_gradient_check.h"
 #include "model/model_spec.h"
 
 namespace asgd {
@@ -80,37 +81,19 @@ Data RandomData(const ModelSpec& spec, int sequences, int steps,
   return d;
 }
 
-double Loss(ModelBackend& b, const std::vector<float>& params, const Batch& batch) {
-  std::vector<float> grad(params.size());
-  auto r = b.ComputeGradient(params, batch, absl::MakeSpan(grad));
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? r->loss : NAN;
-}
-
 // Central differences of the mean loss on about `samples` parameters spread
-// over the whole model; returns the number that disagree with `grad`.
-int CheckGradient(ModelBackend& b, std::vector<float> params, const Batch& batch,
-                  const std::vector<float>& grad, double h, double atol,
-                  int samples, std::string* first) {
-  int failures = 0;
-  const size_t stride = std::max<size_t>(1, params.size() / samples);
-  for (size_t j = stride / 2; j < params.size(); j += stride) {
-    const float saved = params[j];
-    params[j] = saved + h;
-    const double plus = Loss(b, params, batch);
-    params[j] = saved - h;
-    const double minus = Loss(b, params, batch);
-    params[j] = saved;
-    const double numeric = (plus - minus) / (2 * h);
-    if (std::abs(numeric - grad[j]) >
-        atol + 2e-2 * std::max(std::abs(numeric), std::abs(double{grad[j]}))) {
-      if (failures++ == 0) {
-        *first = "param " + std::to_string(j) + ": analytic " +
-                 std::to_string(grad[j]) + ", numeric " + std::to_string(numeric);
-      }
-    }
-  }
-  return failures;
+// over the whole model.
+LossGradientReport CheckGradient(ModelBackend& b,
+                                 const std::vector<float>& params,
+                                 const Batch& batch,
+                                 const std::vector<float>& grad, double h,
+                                 double atol, int samples) {
+  LossGradientOptions o;
+  o.step = h;
+  o.atol = atol;
+  o.stride = std::max<size_t>(1, params.size() / samples);
+  o.first = o.stride / 2;
+  return CheckLossGradient(b, params, batch, grad, o);
 }
 
 // The loss as the mean over labelled rows of -log p(label), from
@@ -141,12 +124,11 @@ TEST(ModelGradientTest, CnnGradientMatchesFiniteDifferences) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->labelled, 4);
   EXPECT_NEAR(r->loss, LossFromPosteriors(**backend, params, d), 1e-5);
-  std::string first;
   // A small step, as max-pooling has kinks (see conv_test.cc), and an atol
   // for the float noise it brings.
-  const int failures = CheckGradient(**backend, params, d.batch(), grad, 1e-4,
-                                     2e-3, 150, &first);
-  EXPECT_EQ(failures, 0) << first;
+  const LossGradientReport check =
+      CheckGradient(**backend, params, d.batch(), grad, 1e-4, 2e-3, 150);
+  EXPECT_EQ(check.failures, 0) << check.first_failure;
 
   // The unlabelled rows change nothing: the same gradient without them.
   Data labelled = RandomData(spec, 4, 1, {}, 5);
@@ -178,11 +160,9 @@ TEST(ModelGradientTest, BlstmGradientMatchesFiniteDifferences) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->labelled, 9);
   EXPECT_NEAR(r->loss, LossFromPosteriors(**backend, params, d), 1e-5);
-  std::string first;
-  const int failures =
-      CheckGradient(**backend, params, d.batch(), grad, 1e-2, 1e-3, 200, &first);
-  EXPECT_EQ(failures, 0) << first;
-
+  const LossGradientReport check =
+      CheckGradient(**backend, params, d.batch(), grad, 1e-2, 1e-3, 200);
+  EXPECT_EQ(check.failures, 0) << check.first_failure;
 }
 
 }  // namespace
