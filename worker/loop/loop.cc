@@ -120,6 +120,17 @@ bool IsNonFiniteStep(const absl::Status& status) {
          status.GetPayload(kNonFiniteStepUrl).has_value();
 }
 
+int LabelledFrames(const Batch& batch) {
+  const int rows = batch.rows();
+  if (rows <= 0) return 0;
+  const size_t heads = batch.labels.size() / rows;
+  int frames = 0;
+  for (size_t i = 0; i < batch.labels.size(); i += std::max<size_t>(heads, 1)) {
+    frames += batch.labels[i] != kNoLabel;
+  }
+  return frames;
+}
+
 absl::StatusOr<double> EvaluateAccuracy(ModelBackend* backend,
                                         absl::Span<const float> params,
                                         const ExampleSet& data,
@@ -233,12 +244,13 @@ bool LoopReporter::Done(int64_t steps) const {
          (options_.max_seconds > 0 && Seconds() >= options_.max_seconds);
 }
 
-void LoopReporter::BookStep(const BatchResult& r, const PhaseTimes& step,
-                            TrainResult* result) {
+void LoopReporter::BookStep(const BatchResult& r, int frames,
+                            const PhaseTimes& step, TrainResult* result) {
   ++result->steps;
-  result->frames += r.labelled;
+  result->frames += frames;
   result->last_loss = r.loss;
-  window_frames_ += r.labelled;
+  window_frames_ += frames;
+  window_labelled_ += r.labelled;
   window_correct_ += r.correct;
   window_loss_ += r.loss * r.labelled;
   PhaseTimes& total = result->phases;
@@ -249,15 +261,17 @@ void LoopReporter::BookStep(const BatchResult& r, const PhaseTimes& step,
   total.push += step.push;
   total.idle += step.idle;
   if (options_.observer != nullptr) {
-    options_.observer->OnStep(StepReport{r.labelled, r.loss, r.correct,
-                                         step.data, step.pull, step.compute,
-                                         step.push});
+    options_.observer->OnStep(StepReport{frames, r.loss, r.correct,
+                                         r.labelled, step.data, step.pull,
+                                         step.compute, step.push});
   }
 }
 
 void LoopReporter::MaybeLog(const TrainResult& result, double epochs,
                             absl::string_view extra, bool force) {
-  if (log_ == nullptr || options_.log_every <= 0 || window_frames_ == 0) return;
+  if (log_ == nullptr || options_.log_every <= 0 || window_labelled_ == 0) {
+    return;
+  }
   if (!force && result.steps % options_.log_every != 0) return;
   const absl::Time now = clock_->Now();
   const double secs = absl::ToDoubleSeconds(now - window_start_);
@@ -265,12 +279,12 @@ void LoopReporter::MaybeLog(const TrainResult& result, double epochs,
                "worker %d step %d epoch %.2f loss %.3f batch-acc %.1f%% "
                "frames/s %.0f",
                options_.worker_index, result.steps, epochs,
-               window_loss_ / window_frames_,
-               100.0 * window_correct_ / window_frames_,
+               window_loss_ / window_labelled_,
+               100.0 * window_correct_ / window_labelled_,
                window_frames_ / std::max(secs, 1e-9))
         << extra << std::endl;
   window_start_ = now;
-  window_frames_ = window_correct_ = 0;
+  window_frames_ = window_labelled_ = window_correct_ = 0;
   window_loss_ = 0;
 }
 

@@ -39,7 +39,9 @@ namespace asgd {
 struct StepReport {
   int frames = 0;       // labelled frames of the minibatch
   double loss = 0;      // mean cross-entropy of the minibatch
-  int correct = 0;      // frames classified right
+  int correct = 0;      // outputs classified right, of
+  int labelled = 0;     // the labelled outputs: the frames, or a multi-frame
+                        // model's labelled heads
   double data_seconds = 0, pull_seconds = 0, compute_seconds = 0,
          push_seconds = 0;
 };
@@ -154,6 +156,11 @@ absl::Status CheckStepFinite(const BatchResult& r, absl::Span<const float> grad,
 // Whether `status` is CheckStepFinite's error.
 bool IsNonFiniteStep(const absl::Status& status);
 
+// The rows of `batch` whose own frame is labelled: with a multi-frame
+// model's labels (output_frames per row) the first of each row, so that a
+// row counts once however many heads it has.
+int LabelledFrames(const Batch& batch);
+
 // Frame accuracy of `params` on the labelled rows of `data`, in batches of
 // `examples_per_batch` examples (at most the backend's max_rows rows); a
 // multi-frame model's over every labelled head (each row predicting its
@@ -200,9 +207,10 @@ class LoopReporter {
   // True once the loop has run max_steps steps or max_seconds seconds.
   bool Done(int64_t steps) const;
 
-  // Books one computed minibatch: steps, frames, loss, the progress window,
-  // the phase times, and tells the observer.
-  void BookStep(const BatchResult& r, const PhaseTimes& step_phases,
+  // Books one computed minibatch of `frames` labelled frames
+  // (LabelledFrames): steps, frames, loss, the progress window, the phase
+  // times, and tells the observer.
+  void BookStep(const BatchResult& r, int frames, const PhaseTimes& step_phases,
                 TrainResult* result);
 
   // The progress line every log_every steps (or now, with force), with
@@ -228,7 +236,7 @@ class LoopReporter {
   const absl::Time start_;
   absl::Time last_eval_;
   absl::Time window_start_;
-  int64_t window_frames_ = 0, window_correct_ = 0;
+  int64_t window_frames_ = 0, window_labelled_ = 0, window_correct_ = 0;
   double window_loss_ = 0;
 };
 

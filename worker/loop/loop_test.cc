@@ -122,7 +122,7 @@ TEST(LoopReporterTest, EvaluatesOnTheClockAndLogsTheLines) {
   r.loss = 0.5;
   r.correct = 3;
   r.labelled = 4;
-  reporter.BookStep(r, PhaseTimes{}, &result);
+  reporter.BookStep(r, 4, PhaseTimes{}, &result);
   EXPECT_FALSE(reporter.EvalDue(result.steps));
   clock.Advance(absl::Seconds(10));
   EXPECT_TRUE(reporter.EvalDue(result.steps));
@@ -131,7 +131,7 @@ TEST(LoopReporterTest, EvaluatesOnTheClockAndLogsTheLines) {
   ASSERT_EQ(result.evals.size(), 1u);
   EXPECT_EQ(result.evals[0].accuracy, 1.0);
   EXPECT_EQ(result.evals[0].version, 17u);
-  reporter.BookStep(r, PhaseTimes{}, &result);
+  reporter.BookStep(r, 4, PhaseTimes{}, &result);
   reporter.MaybeLog(result, 0.25, " extra 1");
   EXPECT_EQ(result.frames, 8);
   EXPECT_THAT(log.str(),
@@ -139,6 +139,36 @@ TEST(LoopReporterTest, EvaluatesOnTheClockAndLogsTheLines) {
                         "frame accuracy: 100.0%"));
   EXPECT_THAT(log.str(), HasSubstr("worker 3 step 2 epoch 0.25 loss 0.500 "
                                    "batch-acc 75.0% frames/s 1 extra 1"));
+}
+
+// A multi-frame model's step: frames count rows, loss and accuracy its
+// labelled heads.
+TEST(LoopTest, AMultiFrameStepCountsFramesOnceAndScoresEveryHead) {
+  const int32_t n = kNoLabel;
+  const std::vector<int32_t> heads = {1, 2, 0,  3, n, n,  n, n, n,  4, 4, n};
+  const std::vector<float> inputs(4);
+  EXPECT_EQ(LabelledFrames(Batch{4, 1, inputs, heads}), 3);
+  const std::vector<int32_t> one = {1, n, 2, 0};
+  EXPECT_EQ(LabelledFrames(Batch{4, 1, inputs, one}), 3);
+
+  auto backend = CreateCpuBackend(Linear(), 64);
+  ASSERT_TRUE(backend.ok());
+  FakeClock clock;
+  LoopOptions o;
+  o.log_every = 1;
+  o.clock = &clock;
+  std::ostringstream log;
+  LoopReporter reporter(o, backend->get(), nullptr, &log);
+  TrainResult result;
+  BatchResult r;
+  r.loss = 0.5;
+  r.correct = 3;
+  r.labelled = 6;
+  clock.Advance(absl::Seconds(1));
+  reporter.BookStep(r, 3, PhaseTimes{}, &result);
+  reporter.MaybeLog(result, 0.5, "");
+  EXPECT_EQ(result.frames, 3);
+  EXPECT_THAT(log.str(), HasSubstr("batch-acc 50.0% frames/s 3"));
 }
 
 TEST(LoopTest, LearningRateAndOptionChecks) {

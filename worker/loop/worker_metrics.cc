@@ -68,7 +68,9 @@ void WorkerMetrics::OnStep(const StepReport& step) {
   phase_[2]->Observe(step.compute_seconds);
   phase_[3]->Observe(step.push_seconds);
   loss_.Set(step.loss);
-  if (step.frames > 0) accuracy_.Set(static_cast<double>(step.correct) / step.frames);
+  if (step.labelled > 0) {
+    accuracy_.Set(static_cast<double>(step.correct) / step.labelled);
+  }
 }
 
 void WorkerMetrics::OnPush(const PushReport& push) {

@@ -178,7 +178,7 @@ absl::StatusOr<DecentralizedResult> DecentralizedTrainer::Run() {
     phases.compute = absl::ToDoubleSeconds(t2 - t1);
     phases.idle = absl::ToDoubleSeconds(t3 - t2);
     phases.push = absl::ToDoubleSeconds(t4 - t3);
-    reporter_.BookStep(*computed, phases, &r);
+    reporter_.BookStep(*computed, LabelledFrames(batch.view()), phases, &r);
     reporter_.MaybeLog(r, source->epochs(), ProgressExtra());
     if (reporter_.EvalDue(r.steps)) {
       ASGD_RETURN_IF_ERROR(Evaluate(&result, false));

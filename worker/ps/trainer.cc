@@ -408,7 +408,7 @@ absl::Status Trainer::TrainLoop(StepPolicy* policy, BatchSource* source,
                                   : absl::Span<const float>(),
         batch.view(), loop, result->steps + 1, source->epochs(), phase));
     ASGD_RETURN_IF_ERROR(policy->Consume(grad, &watch, &step, result));
-    reporter_.BookStep(r, step, result);
+    reporter_.BookStep(r, LabelledFrames(batch.view()), step, result);
     if (loop.log_every > 0 && result->steps % loop.log_every == 0) {
       reporter_.MaybeLog(*result, source->epochs(), policy->ProgressNote());
     }
