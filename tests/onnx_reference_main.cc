@@ -5,15 +5,16 @@
 //
 //   onnx_reference --out=DIR
 // writes DIR/<kind>.onnx, DIR/<kind>.input.f32 ([frames, input_dim] float32
-// little-endian), DIR/<kind>.expected.f32 ([frames, num_classes]) and
-// DIR/manifest.txt (`kind frames input_dim num_classes` per line).
+// little-endian), DIR/<kind>.expected.f32 ([frames, output_dim]: the
+// classes, times the heads of a multi-frame model) and DIR/manifest.txt
+// (`kind frames input_dim output_dim` per line).
 //
 // The models: a DNN (relu and tanh layers), a CNN (two conv layers, one
 // pooled, sigmoid), an LSTM with a recurrent projection and cell clipping
 // over 2 layers, a BLSTM likewise, and a multi-frame DNN of 3 heads (every
-// row's heads, from the backend, as the graph gives them). Their clipping is checked to be
-// active: the same model without it must give other log-posteriors (by more
-// than 1e-2), or the tool fails.
+// row's heads, from the backend, as the graph gives them). Their clipping
+// is checked to be active: the same model without it must give other
+// log-posteriors (by more than 1e-2), or the tool fails.
 #include <cmath>
 #include <cstdio>
 #include <fstream>

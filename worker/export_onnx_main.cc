@@ -45,7 +45,12 @@ int Run() {
       "asgd_export_onnx: %s (%s) -> %s: input \"%s\" [frames, %d], output "
       "\"%s\" [frames, %d]; checked by the ONNX checker\n",
       loaded->source.c_str(), DescribeModel(spec).c_str(), out.c_str(),
-      kOnnxInputName, spec.input_dim(), kOnnxOutputName, spec.num_classes);
+      kOnnxInputName, spec.input_dim(), kOnnxOutputName, spec.output_dim());
+  if (spec.output_frames > 1) {
+    std::printf("asgd_export_onnx: each row holds %d heads of %d classes, "
+                "head j scoring the row's frame + j; feed every %dth row\n",
+                spec.output_frames, spec.num_classes, spec.output_frames);
+  }
   return 0;
 }
 
