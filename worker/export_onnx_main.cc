@@ -48,7 +48,8 @@ int Run() {
       kOnnxInputName, spec.input_dim(), kOnnxOutputName, spec.output_dim());
   if (spec.output_frames > 1) {
     std::printf("asgd_export_onnx: each row holds %d heads of %d classes, "
-                "head j scoring the row's frame + j; feed every %dth row\n",
+                "head j scoring the row's frame + j; a decoder feeds one row "
+                "in %d\n",
                 spec.output_frames, spec.num_classes, spec.output_frames);
   }
   return 0;

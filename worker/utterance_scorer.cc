@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<UtteranceScorer>> UtteranceScorer::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "frame skipping of ", options.frame_skip, " with a model of ",
         spec.output_frames, " output frames: a multi-frame model already "
-        "computes every ", spec.output_frames, "th frame (keep 1)"));
+        "computes one frame in ", spec.output_frames, " (keep 1)"));
   }
   return std::unique_ptr<UtteranceScorer>(
       new UtteranceScorer(spec, params, std::move(factory), options));
