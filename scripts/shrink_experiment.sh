@@ -109,16 +109,19 @@ train() {
   cp "$(ls -t "$WORKDIR/models/$name".w*.mdl | head -1)" "$WORKDIR/models/$name.mdl"
 }
 
+# accuracy_of / fps_of: the held-out accuracy in % / the forward frames/s
+# that asgd_eval printed (its output on stdin).
+accuracy_of() { sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p'; }
+fps_of() { sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p'; }
+
 # accuracy MODEL: its held-out accuracy in %.
 accuracy() {
-  "$BIN/worker/asgd_eval" --model="$1" --corpus="$CORPUS" |
-    sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p'
+  "$BIN/worker/asgd_eval" --model="$1" --corpus="$CORPUS" | accuracy_of
 }
 
 # speed MODEL: its forward frames/s on one core (one run).
 speed() {
-  OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="$1" --corpus="$CORPUS" |
-    sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p'
+  OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="$1" --corpus="$CORPUS" | fps_of
 }
 
 # params MODEL: its number of parameters (the file's "data N" line).
@@ -211,10 +214,10 @@ if phase decode; then
       for ((round = 0; round < SPEED_ROUNDS; round++)); do
         log=$(OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="${decode_models[$j]}" \
           --corpus="$CORPUS" --frame_skip="$k")
-        f=$(sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p' <<<"$log")
+        f=$(fps_of <<<"$log")
         [ "$f" -gt "$best" ] && best=$f
       done
-      a=$(sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p' <<<"$log")
+      a=$(accuracy_of <<<"$log")
       echo "${decode_names[$j]},$k,$a,$best" >>"$OUT/decode.csv"
     done
   done
@@ -262,9 +265,9 @@ if phase multi; then
     for ((j = 0; j < ${#models[@]}; j++)); do
       log=$(OPENBLAS_NUM_THREADS=1 "$BIN/worker/asgd_eval" --model="${models[$j]}" \
         --corpus="$CORPUS" ${flags[$j]})
-      f=$(sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p' <<<"$log")
+      f=$(fps_of <<<"$log")
       [ "$f" -gt "${best[$j]}" ] && best[$j]=$f
-      acc[$j]=$(sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p' <<<"$log")
+      acc[$j]=$(accuracy_of <<<"$log")
     done
   done
   echo "model,frames_per_row,params,accuracy,frames_per_s,train_s" >"$OUT/multi.csv"
