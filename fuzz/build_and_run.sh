@@ -108,14 +108,14 @@ LIB_SRCS=(common/chunking.cc common/model_layout.cc common/wire_codec.cc
           server/param_store_submit.cc server/shard.cc
           step/optimizer.cc server/staging_pool.cc compression/grad_codec.cc
           compression/grad_codec_one_bit.cc compression/grad_codec_top_k.cc
-          step/compressed_apply.cc server/update_log.cc)
+          step/compressed_apply.cc step/add_apply.cc server/update_log.cc)
 HDRS=(common/chunking.h common/model_layout.h common/status_macros.h
       common/wire_codec.h common/tensor_messages.h common/refusal.h
       common/text_quote.h server/push_assembler.h server/param_store.h
       server/shard.h step/optimizer.h server/staging_pool.h
       fuzz/fuzz_common.h compression/grad_codec.h
       compression/grad_codec_internal.h step/compressed_apply.h
-      server/update_log.h)
+      server/update_log.h step/add_apply.h)
 KALDI_SRCS=(kaldi/bad_data.cc kaldi/input_stream.cc kaldi/compressed_matrix.cc
             kaldi/object_reader.cc kaldi/scp.cc kaldi/archive_reader.cc
             kaldi/archive_writer.cc)
@@ -186,7 +186,7 @@ if [ "$BUILD_PS" = 1 ]; then
       "${PS_FUZZ_SRCS[@]}"
     "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/push_fuzzer" "$O/push_fuzzer.o" \
       "$O/push_assembler.o" "$O/param_store.o" "$O/param_store_submit.o" \
-      "$O/shard.o" "$O/optimizer.o" \
+      "$O/shard.o" "$O/optimizer.o" "$O/add_apply.o" \
       "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
       "$O/text_quote.o" "$O/refusal.o" "$O/wire_codec.o" "$O/model_layout.o" \
       "$O/compressed_apply.o" "$O/grad_codec.o" "$O/grad_codec_one_bit.o" \

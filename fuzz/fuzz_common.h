@@ -95,7 +95,8 @@ inline void AppendRecord(const std::string& bytes, std::string* out) {
 
 // Structured push encoding: u8 op, op % kNumPushOps selects one of these.
 //  kOpHeader: u8 flags (bit 0: u64 version, else u8; bit 1: ASSIGN; bit 2: the
-//             message's own version is a separate u8), version, u8 worker,
+//             message's own version is a separate u8; bit 3: ADD, unless
+//             ASSIGN), version, u8 worker,
 //             u8 num_minibatches (255: then a u64, truncated to uint32).
 //  kOpChunk:  u8 tensor (v % (tensors + 1) == tensors: a name of u8 length
 //             and that many bytes; else the tensor's name), u8 flags (bit 0:

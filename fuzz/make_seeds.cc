@@ -82,7 +82,8 @@ std::string EncodePushStructured(int server,
       case PushChunk::kHeader: {
         const auto& h = m.header();
         w.U8(kOpHeader);
-        w.U8(1 | (h.kind() == asgd::v1::PushHeader::ASSIGN ? 2 : 0));
+        w.U8(1 | (h.kind() == asgd::v1::PushHeader::ASSIGN ? 2 : 0) |
+             (h.kind() == asgd::v1::PushHeader::ADD ? 8 : 0));
         w.U64(h.model_version());
         w.U8(static_cast<uint8_t>(h.worker_id()));
         w.U8(static_cast<uint8_t>(h.num_minibatches()));
@@ -268,6 +269,11 @@ int Main(int argc, char** argv) {
     m[0].mutable_header()->set_num_minibatches(4);
     files.push_back({"push/assign_server1", EncodePush(1, m)});
   }
+  {
+    auto m = ValidPush(0, 0.25f, 0);
+    m[0].mutable_header()->set_kind(asgd::v1::PushHeader::ADD);
+    files.push_back({"push/add_server0", EncodePush(0, m)});
+  }
   files.push_back(
       {"push/future_version_server1", EncodePush(1, ValidPush(1, 1.0f, 5))});
   {
@@ -321,6 +327,12 @@ int Main(int argc, char** argv) {
     m[0].mutable_header()->set_kind(asgd::v1::PushHeader::ASSIGN);
     files.push_back(
         {"push/structured_assign_server1", EncodePushStructured(1, m)});
+  }
+  {
+    auto m = ValidPush(1, -0.25f, 0);
+    m[0].mutable_header()->set_kind(asgd::v1::PushHeader::ADD);
+    files.push_back(
+        {"push/structured_add_server1", EncodePushStructured(1, m)});
   }
   {
     auto m = ValidPush(0, 1.0f, 0);

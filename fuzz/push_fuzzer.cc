@@ -77,7 +77,7 @@ void SubmitToFreshStore(int server_index, PushRequest request) {
   FUZZ_CHECK(created.ok());
   std::unique_ptr<ParamStore> store = *std::move(created);
   const std::vector<float> initial = store->Snapshot();
-  const bool assign = request.assign;
+  const bool assign = request.kind == PushRequest::Kind::kAssign;
   const uint64_t base_version = request.base_version;
   const std::vector<float> sent = *request.values;
   absl::Notification done;
@@ -145,7 +145,11 @@ std::vector<PushChunk> DecodeStructured(const uint8_t* data, size_t size,
         version = (flags & 1) ? in.U64() : in.U8();
         auto* h = msg.mutable_header();
         h->set_model_version(version);
-        if (flags & 2) h->set_kind(asgd::v1::PushHeader::ASSIGN);
+        if (flags & 2) {
+          h->set_kind(asgd::v1::PushHeader::ASSIGN);
+        } else if (flags & 8) {
+          h->set_kind(asgd::v1::PushHeader::ADD);
+        }
         msg.set_model_version((flags & 4) ? in.U8() : version);
         h->set_worker_id(in.U8());
         const uint8_t k = in.U8();
@@ -292,8 +296,10 @@ void Run(const uint8_t* data, size_t size) {
   FUZZ_CHECK(request.base_version == header->model_version());
   FUZZ_CHECK(request.num_minibatches ==
              static_cast<int>(header->num_minibatches()));
-  FUZZ_CHECK(request.assign ==
+  FUZZ_CHECK((request.kind == PushRequest::Kind::kAssign) ==
              (header->kind() == asgd::v1::PushHeader::ASSIGN));
+  FUZZ_CHECK((request.kind == PushRequest::Kind::kAdd) ==
+             (header->kind() == asgd::v1::PushHeader::ADD));
   FUZZ_CHECK(static_cast<int64_t>(request.values->size()) == range.size());
   FUZZ_CHECK(std::memcmp(request.values->data(), expected.data(),
                          expected.size() * sizeof(float)) == 0);

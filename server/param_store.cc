@@ -250,7 +250,10 @@ float ParamStore::ClipToMaxChangeLocked(float scale, double max_g) {
   // accepted_.
   const double lr =
       optimizer_.LearningRate(accepted_.load(std::memory_order_acquire));
-  const double change = lr * scale * max_g;
+  return ClipChangeLocked(scale, lr * scale * max_g);
+}
+
+float ParamStore::ClipChangeLocked(float scale, double change) {
   if (change > largest_change_.load(std::memory_order_relaxed)) {
     largest_change_.store(change, std::memory_order_relaxed);
   }
@@ -316,6 +319,17 @@ absl::Status ParamStore::EnqueueLocked(
     }
     add_w = bound.max_g;  // after it |w| <= max_g
     add_v = 0;
+  } else if (kind == ApplyTask::Kind::kAdd) {
+    double max_w, max_v;
+    ProjectedMaxLocked(&max_w, &max_v);
+    add_w = static_cast<double>(bound.scale) * bound.max_g;
+    add_v = 0;
+    if (!(max_w + add_w < kMaxMagnitude)) {
+      // Applied only if every part stays within kMaxMagnitude.
+      check = std::make_shared<UpdateCheck>(static_cast<int>(shards_.size()));
+      updates_checked_.fetch_add(1, std::memory_order_relaxed);
+      add_w = kMaxMagnitude;
+    }
   } else {
     StepInputs in;
     ProjectedMaxLocked(&in.max_w, &in.max_v);

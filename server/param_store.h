@@ -19,6 +19,11 @@
 //    of N workers computed from the current version, applies their average
 //    as one update, then answers all N. A push from an older version is
 //    dropped (pull required).
+// Add pushes (PushRequest::Kind::kAdd, consensus training: EASGD, ADMM) are
+// added to the weights as they are, in asynchronous mode only: no optimizer,
+// no learning rate, the optimizer state untouched, a pruned weight left at 0.
+// Like gradients they are dropped when staler than max_staleness, and scaled
+// down so that no weight moves by more than max_change.
 // Update scale: the learning rate of an update is multiplied by
 // f(num_minibatches) (accumulated pushes; see MinibatchLrScale) and by
 // g(staleness) (StalenessLrScale). num_minibatches is at most
@@ -158,7 +163,8 @@ struct ParamStoreOptions {
   // not the same as sane: a finite gradient of 1e35 would still wreck the
   // model. 0: no bound. With momentum the bound holds for what the update
   // adds to the velocity; weight decay and the velocity already there are
-  // not the update's doing and are not scaled.
+  // not the update's doing and are not scaled. An add moves a weight by at
+  // most its largest |value|, and is scaled down the same way.
   double max_change = 0;
   // 0: asynchronous. N > 0: synchronous over N workers.
   int sync_workers = 0;
@@ -199,7 +205,13 @@ struct PushRequest {
   uint64_t worker_id = 0;
   uint64_t base_version = 0;
   int num_minibatches = 1;
-  bool assign = false;  // set the weights to `values` instead of a step
+  enum class Kind {
+    kGradient,  // an optimizer step with `values` (or `compressed`)
+    kAssign,    // set the weights to `values`; resets the optimizer state
+    kAdd,       // add `values` to the weights as they are (consensus
+                // training); no optimizer step, its state untouched
+  };
+  Kind kind = Kind::kGradient;
   // Server-local values (range().size() floats): a gradient, or weights.
   std::shared_ptr<const std::vector<float>> values;
   // Instead of `values`, a gradient only: a compressed gradient of the whole
@@ -300,8 +312,8 @@ class ParamStore {
   // result.error, refused) it, or at once when dropped as stale. Errors
   // (nothing enqueued, `done` not run): InvalidArgument for a wrong size,
   // too many minibatches, non-finite values, an update that cannot stay
-  // finite, a compressed assign, or a second push from one worker for one
-  // synchronous step; Aborted for a version from the future (pull again);
+  // finite, a compressed assign or add, an add in synchronous mode, or a
+  // second push from one worker for one synchronous step; Aborted for a version from the future (pull again);
   // Unavailable when shut down, or busy (with Refusal::kBusy), or (a
   // compressed push in synchronous mode, which is decoded to float32 to be
   // summed) with no staging memory (Refusal::kPushMemory).
@@ -353,7 +365,7 @@ class ParamStore {
   };
   // One admitted update as the admission bound sees it.
   struct UpdateBound {
-    bool assign = false;
+    bool assign = false;  // after it |w| <= max_g
     float scale = 1.0f;
     double max_g = 0;        // largest |value| of the update
     double max_backup = -1;  // DC-ASGD copy's largest |value|; < 0: none
@@ -365,6 +377,10 @@ class ParamStore {
   // counted when it was. The update will be version accepted_ + 1. Needs
   // submit_mu_.
   float ClipToMaxChangeLocked(float scale, double max_g)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
+  // The same for an update that moves a weight by at most `change` at
+  // `scale` 1 (an add: its largest |value|).
+  float ClipChangeLocked(float scale, double change)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
   // Bounds of the weights and momentum after every admitted update:
   // max over shards of (its last maxima + what the updates it has not
@@ -391,6 +407,12 @@ class ParamStore {
   absl::Status SubmitGradientLocked(PushRequest request, uint64_t staleness,
                                     UpdateBound bound,
                                     std::function<void(const PushResult&)> done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
+  // Submit's asynchronous add at `staleness`: the values as they are, scaled
+  // down to max_change, then EnqueueLocked.
+  absl::Status SubmitAddLocked(PushRequest request, uint64_t staleness,
+                               UpdateBound bound,
+                               std::function<void(const PushResult&)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
   absl::Status SubmitSyncLocked(PushRequest& request,
                                 std::function<void(const PushResult&)>& done,

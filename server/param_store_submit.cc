@@ -16,11 +16,20 @@
 namespace asgd {
 
 absl::Status ParamStore::CheckPush(PushRequest* request) {
+  if (request->kind == PushRequest::Kind::kAdd && options_.sync_workers > 0) {
+    CountRejected(RejectReason::kBadHeader);
+    return absl::InvalidArgumentError(
+        "an add push (consensus training) in a synchronous pool: this pool "
+        "averages gradients (--sync_workers); start it without");
+  }
   if (request->compressed != nullptr) {
-    if (request->assign) {
+    if (request->kind != PushRequest::Kind::kGradient) {
       CountRejected(RejectReason::kBadHeader);
       return absl::InvalidArgumentError(
-          "an assign push carries weights, not a compressed gradient");
+          request->kind == PushRequest::Kind::kAssign
+              ? "an assign push carries weights, not a compressed gradient"
+              : "an add push carries float32 or bfloat16 values, not a "
+                "compressed gradient");
     }
     if (request->compressed->size() != range_.size()) {
       CountRejected(RejectReason::kBadSize);
@@ -89,7 +98,7 @@ absl::Status ParamStore::Submit(PushRequest request,
     const uint64_t staleness = now - request.base_version;
     UpdateBound bound;
     bound.max_g = request.max_abs;
-    if (request.assign) {
+    if (request.kind == PushRequest::Kind::kAssign) {
       bound.assign = true;
       return EnqueueLocked(
           request.worker_id, ApplyTask::Kind::kAssign,
@@ -105,6 +114,9 @@ absl::Status ParamStore::Submit(PushRequest request,
     } else if (options_.max_staleness > 0 &&
                staleness > options_.max_staleness) {
       dropped = true;
+    } else if (request.kind == PushRequest::Kind::kAdd) {
+      return SubmitAddLocked(std::move(request), staleness, bound,
+                             std::move(done));
     } else {
       return SubmitGradientLocked(std::move(request), staleness, bound,
                                   std::move(done));
@@ -141,6 +153,24 @@ absl::Status ParamStore::SubmitGradientLocked(
   ASGD_RETURN_IF_ERROR(EnqueueLocked(
       worker_id, ApplyTask::Kind::kGradient, std::move(request.values),
       std::move(request.compressed), bound, std::move(backup),
+      [staleness, done = std::move(done)](uint64_t v, absl::Status error) {
+        done(PushResult{error.ok(), staleness, v, std::move(error)});
+      }));
+  if (options_.observer != nullptr) {
+    options_.observer->OnPushAccepted(worker_id, staleness);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParamStore::SubmitAddLocked(
+    PushRequest request, uint64_t staleness, UpdateBound bound,
+    std::function<void(const PushResult&)> done) {
+  // No learning rate: the values move the weights as they are.
+  bound.scale = ClipChangeLocked(1.0f, bound.max_g);
+  const uint64_t worker_id = request.worker_id;
+  ASGD_RETURN_IF_ERROR(EnqueueLocked(
+      worker_id, ApplyTask::Kind::kAdd, std::move(request.values), nullptr,
+      bound, nullptr,
       [staleness, done = std::move(done)](uint64_t v, absl::Status error) {
         done(PushResult{error.ok(), staleness, v, std::move(error)});
       }));

@@ -230,7 +230,7 @@ TEST(ParamStoreTest, AssignReplacesTheWeightsAndAdvancesTheVersion) {
   Completions c;
   ASSERT_TRUE(ps.Submit(Push(0, Filled(ps, 1)), c.Callback()).ok());
   PushRequest assign = Push(1, Filled(ps, 7));
-  assign.assign = true;
+  assign.kind = PushRequest::Kind::kAssign;
   ASSERT_TRUE(ps.Submit(std::move(assign), c.Callback()).ok());
   ASSERT_TRUE(c.WaitFor(2));
   for (float x : ps.Snapshot()) ASSERT_EQ(x, 7.0f);
@@ -443,7 +443,7 @@ TEST(ParamStoreTest, AssignAndRestoreRefuseWhatIsNotFinite) {
   ASSERT_TRUE(store.ok());
   ParamStore& ps = **store;
   PushRequest assign = Push(0, Filled(ps, 3e38f));
-  assign.assign = true;
+  assign.kind = PushRequest::Kind::kAssign;
   PushResult r = SubmitAndWait(ps, std::move(assign));
   EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument);
   PushRequest nan = Push(0, Filled(ps, std::nanf("")));
@@ -620,7 +620,7 @@ TEST(ParamStoreTest, CompressedAssignsAndWrongSizesAreRefused) {
   PushRequest assign = CompressedPush(
       0, Compress(std::vector<float>(ps.range().size(), 0.5f),
                   GradEncoding::kOneBit, 500));
-  assign.assign = true;
+  assign.kind = PushRequest::Kind::kAssign;
   EXPECT_EQ(SubmitAndWait(ps, std::move(assign)).error.code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SubmitAndWait(ps, CompressedPush(0, Compress(std::vector<float>(
@@ -787,7 +787,7 @@ TEST(ParamStoreTest, PrunedWeightsStayZeroUnderEveryPush) {
     expect_pruned_zero(ps.Snapshot());
   }
   PushRequest assign = Push(version++, Filled(ps, 3.0f));
-  assign.assign = true;
+  assign.kind = PushRequest::Kind::kAssign;
   ASSERT_TRUE(SubmitAndWait(ps, std::move(assign)).applied);
   std::vector<float> w = ps.Snapshot();
   for (int64_t i = 0; i < r.size(); ++i) {

@@ -49,18 +49,26 @@ absl::Status PushAssembler::Add(const PushMessage& msg) {
                           "push header needs 1 <= num_minibatches <= ",
                           max_minibatches, ", got ", h.num_minibatches())));
       }
-      if (h.kind() != asgd::v1::PushHeader::GRADIENT &&
-          h.kind() != asgd::v1::PushHeader::ASSIGN) {
-        return Reject(RejectReason::kBadHeader,
-                      absl::InvalidArgumentError(absl::StrCat(
-                          "unknown push kind ", static_cast<int>(h.kind()),
-                          " (want GRADIENT or ASSIGN)")));
+      switch (h.kind()) {
+        case asgd::v1::PushHeader::GRADIENT:
+          kind_ = PushRequest::Kind::kGradient;
+          break;
+        case asgd::v1::PushHeader::ASSIGN:
+          kind_ = PushRequest::Kind::kAssign;
+          break;
+        case asgd::v1::PushHeader::ADD:
+          kind_ = PushRequest::Kind::kAdd;
+          break;
+        default:
+          return Reject(RejectReason::kBadHeader,
+                        absl::InvalidArgumentError(absl::StrCat(
+                            "unknown push kind ", static_cast<int>(h.kind()),
+                            " (want GRADIENT, ASSIGN or ADD)")));
       }
       have_header_ = true;
       base_version_ = h.model_version();
       num_minibatches_ = static_cast<int>(h.num_minibatches());
       worker_id_ = h.worker_id();
-      assign_ = h.kind() == asgd::v1::PushHeader::ASSIGN;
       return absl::OkStatus();
     }
     case PushMessage::Part::kChunk: {
@@ -146,7 +154,7 @@ PushRequest PushAssembler::TakeRequest() {
   request.worker_id = worker_id_;
   request.base_version = base_version_;
   request.num_minibatches = num_minibatches_;
-  request.assign = assign_;
+  request.kind = kind_;
   if (committed_ && compressed_sequence_.has_value()) {
     auto gradient = std::make_shared<CompressedGradient>();
     gradient->encoding = encoding_ == PushEncoding::kOneBit
@@ -203,11 +211,14 @@ absl::Status PushAssembler::StartChunks(const TensorChunkView& chunk) {
                       "this server does not accept compressed pushes (dtype ",
                       chunk.dtype, "); push float32 or bfloat16")));
   }
-  if (compressed && assign_) {
+  if (compressed && kind_ != PushRequest::Kind::kGradient) {
     return Reject(RejectReason::kBadHeader,
                   absl::InvalidArgumentError(
-                      "an ASSIGN push carries weights, not a compressed "
-                      "gradient"));
+                      kind_ == PushRequest::Kind::kAssign
+                          ? "an ASSIGN push carries weights, not a compressed "
+                            "gradient"
+                          : "an ADD push carries float32 or bfloat16 values, "
+                            "not a compressed gradient"));
   }
   // Memory only now that data arrives, and only within the budget; the
   // chunk's bytes are charged by Add().

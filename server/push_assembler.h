@@ -36,8 +36,8 @@
 // the commit yields a CompressedGradient viewing that buffer, so the memory
 // budget and the all-or-nothing rules are those of float pushes. A chunk that
 // does not parse, an encoding the store does not take, a push that mixes
-// encodings, or a compressed ASSIGN is refused with InvalidArgument
-// (kBadEncoding; kBadHeader for the ASSIGN). The chunk order rules are those
+// encodings, or a compressed ASSIGN or ADD is refused with InvalidArgument
+// (kBadEncoding; kBadHeader for the ASSIGN or ADD). The chunk order rules are those
 // of float chunks (common/chunking.h ChunkSequence).
 //
 // Outcome: the first error is final. Add() returns InvalidArgument with a
@@ -146,7 +146,7 @@ class PushAssembler {
   uint64_t base_version_ = 0;
   int num_minibatches_ = 1;
   uint64_t worker_id_ = 0;
-  bool assign_ = false;
+  PushRequest::Kind kind_ = PushRequest::Kind::kGradient;
 };
 
 }  // namespace asgd

@@ -106,7 +106,7 @@ TEST_F(PushAssemblerTest, ValidPushYieldsTheValuesSent) {
   EXPECT_EQ(r.worker_id, 7u);
   EXPECT_EQ(r.base_version, 0u);
   EXPECT_EQ(r.num_minibatches, 3);
-  EXPECT_FALSE(r.assign);
+  EXPECT_EQ(r.kind, PushRequest::Kind::kGradient);
   ASSERT_NE(r.values, nullptr);
   ASSERT_EQ(static_cast<int64_t>(r.values->size()), store_->range().size());
   for (size_t i = 0; i < r.values->size(); ++i) {
@@ -129,7 +129,15 @@ TEST_F(PushAssemblerTest, AssignKindIsPassedOn) {
   std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
   msgs[0].mutable_header()->set_kind(asgd::v1::PushHeader::ASSIGN);
   ASSERT_TRUE(Feed(a, msgs).ok());
-  EXPECT_TRUE(a.TakeRequest().assign);
+  EXPECT_EQ(a.TakeRequest().kind, PushRequest::Kind::kAssign);
+}
+
+TEST_F(PushAssemblerTest, AddKindIsPassedOn) {
+  PushAssembler a(store_.get());
+  std::vector<PushChunk> msgs = ValidPush(1.0f, 0);
+  msgs[0].mutable_header()->set_kind(asgd::v1::PushHeader::ADD);
+  ASSERT_TRUE(Feed(a, msgs).ok());
+  EXPECT_EQ(a.TakeRequest().kind, PushRequest::Kind::kAdd);
 }
 
 TEST_F(PushAssemblerTest, RequestCanBeTakenOnce) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/wire_codec.h"
+#include "step/add_apply.h"
 
 namespace asgd {
 
@@ -128,6 +129,16 @@ void Shard::Run() {
       std::fill(state_.begin(), state_.end(), 0.0f);
       max_w_.store(MaxAbs(weights_, size_), std::memory_order_release);
       max_v_.store(0.0f, std::memory_order_release);
+    } else if (task.kind == ApplyTask::Kind::kAdd) {
+      const float* data = task.data->data() + local_begin_;
+      const bool apply =
+          task.check == nullptr ||
+          task.check->Vote(
+              AddStaysBounded(weights_, data, size_, task.scale, keep_));
+      if (apply) {
+        max_w_.store(ApplyAdd(weights_, data, size_, task.scale, keep_).max_abs_w,
+                     std::memory_order_release);
+      }
     } else {
       UpdateContext ctx;
       ctx.scale = task.scale;

@@ -73,6 +73,8 @@ struct ApplyTask {
   enum class Kind {
     kGradient,  // an optimizer step with `data` as the gradient
     kAssign,    // set the weights to `data` and reset the optimizer state
+    kAdd,       // add scale * `data` to the weights (step/add_apply.h);
+                // the optimizer state is untouched
     kSnapshot,  // copy weights and state into `snapshot` (not an update)
   };
   Kind kind = Kind::kGradient;
@@ -83,13 +85,13 @@ struct ApplyTask {
   // server range, decoded block by block inside the apply
   // (compressed_apply.h); no float32 gradient is materialised.
   std::shared_ptr<const CompressedGradient> compressed;
-  float scale = 1.0f;  // learning-rate multiplier of this update
+  float scale = 1.0f;  // learning-rate multiplier (kAdd: of the values)
   // The model the gradient was computed from (server-local), for delay
   // compensation; may be null.
   std::shared_ptr<const std::vector<float>> backup;
   std::shared_ptr<SnapshotTarget> snapshot;  // kSnapshot only
   std::shared_ptr<PushCompletion> completion;
-  // Set for a gradient whose bound failed: check before applying (see above).
+  // Set for a gradient or an add whose bound failed: check before applying (see above).
   std::shared_ptr<UpdateCheck> check;
 };
 
