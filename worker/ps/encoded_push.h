@@ -22,6 +22,8 @@ namespace asgd {
 enum class PushKind {
   kGradient,  // an optimizer step on the servers
   kAssign,    // replace the servers' weights (warm start, SGD hand-over)
+  kAdd,       // add the values to the servers' weights as they are
+              // (consensus training, worker/consensus/)
 };
 
 // One chunk of a server's push.

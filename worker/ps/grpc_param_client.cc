@@ -163,6 +163,7 @@ asgd::v1::PushChunk PushHeaderMessage(uint64_t worker_id, uint64_t version,
   header->set_model_version(version);
   header->set_num_minibatches(num_minibatches);
   header->set_kind(kind == PushKind::kAssign ? asgd::v1::PushHeader::ASSIGN
+                   : kind == PushKind::kAdd  ? asgd::v1::PushHeader::ADD
                                              : asgd::v1::PushHeader::GRADIENT);
   return msg;
 }

@@ -146,21 +146,15 @@ absl::Status PushEncoder::ForEachDecoded(
 absl::StatusOr<ServerPush> PushEncoder::Encode(int server,
                                                absl::Span<const float> gradient,
                                                PushKind kind) {
+  const bool compressed = kind == PushKind::kGradient && IsCompressed(encoding_);
+  if (!compressed) {
+    ServerPush push = EncodeUncompressed(server, gradient, kind);
+    if (kind == PushKind::kGradient) push.encoding = encoding_;
+    return push;
+  }
   PerServer& ps = *servers_[server];
   ServerPush push;
   push.kind = kind;
-  const bool compressed = kind == PushKind::kGradient && IsCompressed(encoding_);
-  if (!compressed) {
-    push.encoding = kind == PushKind::kGradient
-                        ? encoding_
-                        : static_cast<PushEncoding>(options_.wire_dtype);
-    push.chunks.reserve(ps.float_plan.size());
-    for (const ChunkRef& c : ps.float_plan) {
-      push.chunks.push_back(
-          {c, gradient.subspan(c.flat_begin, c.count), std::string()});
-    }
-    return push;
-  }
   push.encoding = encoding_;
   push.chunks.reserve(ps.compressed_plan.size());
   absl::MutexLock lock(&ps.mu);
@@ -173,6 +167,21 @@ absl::StatusOr<ServerPush> PushEncoder::Encode(int server,
       return s;
     }
     push.chunks.push_back(std::move(chunk));
+  }
+  return push;
+}
+
+ServerPush PushEncoder::EncodeUncompressed(int server,
+                                           absl::Span<const float> values,
+                                           PushKind kind) const {
+  const PerServer& ps = *servers_[server];
+  ServerPush push;
+  push.kind = kind;
+  push.encoding = static_cast<PushEncoding>(options_.wire_dtype);
+  push.chunks.reserve(ps.float_plan.size());
+  for (const ChunkRef& c : ps.float_plan) {
+    push.chunks.push_back(
+        {c, values.subspan(c.flat_begin, c.count), std::string()});
   }
   return push;
 }

@@ -7,8 +7,8 @@
 // Compressed encodings (1-bit, top-k) of gradient pushes: chunks of at most
 // compressed_chunk_elements, each encoded by that server's GradEncoder
 // (compression/grad_encoder.h), which adds the residual it kept for those
-// elements and keeps what the encoding lost. Assign pushes are never
-// compressed: they travel as wire_dtype.
+// elements and keeps what the encoding lost. Assign and add pushes are
+// never compressed: they travel as wire_dtype.
 //
 // Restore policy: a push a server did not apply (refused, failed, dropped as
 // stale) is handed back with Settle(applied = false): its chunks' decoded
@@ -47,7 +47,7 @@
 namespace asgd {
 
 struct PushEncoderOptions {
-  // Encoding of assign pushes (and of float gradient pushes unless
+  // Encoding of assign and add pushes (and of float gradient pushes unless
   // push_encoding says otherwise).
   WireDtype wire_dtype = WireDtype::kFloat32;
   // Encoding of gradient pushes; unset: wire_dtype.
@@ -85,6 +85,12 @@ class PushEncoder {
   absl::StatusOr<ServerPush> Encode(int server,
                                     absl::Span<const float> gradient,
                                     PushKind kind);
+
+  // Server `server`'s part of `values` as an assign or add push (kAssign,
+  // kAdd; never compressed): wire_dtype views of `values`, which must
+  // outlive the result. Touches no residual: callable from any thread.
+  ServerPush EncodeUncompressed(int server, absl::Span<const float> values,
+                                PushKind kind) const;
 
   // The fate of `push`, which Encode(server, ...) returned: when not
   // applied, a compressed push goes back into the server's residual.

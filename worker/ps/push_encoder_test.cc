@@ -126,19 +126,22 @@ TEST_F(PushEncoderTest, APushNotAppliedGoesBackIntoTheResidual) {
   for (float v : encoder->Residual(0)) EXPECT_EQ(v, 0.0f);
 }
 
-TEST_F(PushEncoderTest, AssignPushesAreNeverCompressed) {
-  auto encoder = Encoder(PushEncoding::kOneBit);
-  const std::vector<float> w = Gradient(2.0f);
-  auto push = encoder->Encode(0, w, PushKind::kAssign);
-  ASSERT_TRUE(push.ok());
-  EXPECT_EQ(push->encoding, PushEncoding::kFloat32);
-  EXPECT_FALSE(push->compressed());
-  for (const EncodedChunk& c : push->chunks) {
-    EXPECT_EQ(c.values.data(), w.data() + c.ref.flat_begin);
-    EXPECT_TRUE(c.bytes.empty());
+TEST_F(PushEncoderTest, AssignAndAddPushesAreNeverCompressed) {
+  for (PushKind kind : {PushKind::kAssign, PushKind::kAdd}) {
+    auto encoder = Encoder(PushEncoding::kOneBit);
+    const std::vector<float> w = Gradient(2.0f);
+    auto push = encoder->Encode(0, w, kind);
+    ASSERT_TRUE(push.ok());
+    EXPECT_EQ(push->kind, kind);
+    EXPECT_EQ(push->encoding, PushEncoding::kFloat32);
+    EXPECT_FALSE(push->compressed());
+    for (const EncodedChunk& c : push->chunks) {
+      EXPECT_EQ(c.values.data(), w.data() + c.ref.flat_begin);
+      EXPECT_TRUE(c.bytes.empty());
+    }
+    encoder->Settle(0, *push, /*applied=*/false);
+    for (float v : encoder->Residual(0)) EXPECT_EQ(v, 0.0f);
   }
-  encoder->Settle(0, *push, /*applied=*/false);
-  for (float v : encoder->Residual(0)) EXPECT_EQ(v, 0.0f);
 }
 
 TEST_F(PushEncoderTest, NonFiniteGradientIsRefusedAndEarlierChunksGoBack) {

@@ -1,0 +1,54 @@
+#include "worker/consensus/consensus_rules.h"
+
+#include <cmath>
+#include <cstddef>
+
+namespace asgd {
+
+double ConsensusDistance(absl::Span<const float> x,
+                         absl::Span<const float> z) {
+  double sum = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = static_cast<double>(x[i]) - z[i];
+    sum += d * d;
+  }
+  return std::sqrt(sum);
+}
+
+void SgdStep(absl::Span<const float> g, float lr, absl::Span<float> x) {
+  for (size_t i = 0; i < x.size(); ++i) x[i] -= lr * g[i];
+}
+
+void ElasticDifference(absl::Span<const float> x, absl::Span<const float> z,
+                       float alpha, absl::Span<float> e) {
+  for (size_t i = 0; i < x.size(); ++i) e[i] = alpha * (x[i] - z[i]);
+}
+
+void ElasticStep(absl::Span<const float> e, absl::Span<float> x) {
+  for (size_t i = 0; i < x.size(); ++i) x[i] -= e[i];
+}
+
+void AugmentAdmmGradient(absl::Span<const float> x, absl::Span<const float> z,
+                         absl::Span<const float> lam, float rho,
+                         absl::Span<float> g) {
+  for (size_t i = 0; i < g.size(); ++i) {
+    g[i] += lam[i] + rho * (x[i] - z[i]);
+  }
+}
+
+void AdmmShare(absl::Span<const float> x, absl::Span<const float> lam,
+               absl::Span<const float> u_sent, float rho, int num_workers,
+               absl::Span<float> u, absl::Span<float> share) {
+  const float inv = 1.0f / static_cast<float>(num_workers);
+  for (size_t i = 0; i < x.size(); ++i) {
+    u[i] = x[i] + lam[i] / rho;
+    share[i] = (u[i] - u_sent[i]) * inv;
+  }
+}
+
+void AdmmDualStep(absl::Span<const float> x, absl::Span<const float> z,
+                  float rho, absl::Span<float> lam) {
+  for (size_t i = 0; i < lam.size(); ++i) lam[i] += rho * (x[i] - z[i]);
+}
+
+}  // namespace asgd
