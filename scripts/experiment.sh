@@ -17,6 +17,10 @@
 # decentralized runs pull their initial model from the servers and worker 0
 # hands its final model back, so every run is evaluated the same way
 # (asgd_eval on the servers).
+# consensus: at each of $CONSENSUS_WORKERS workers: asgd through the servers,
+# EASGD and ADMM (each worker its own model, pulled toward the servers'
+# consensus every --consensus_every minibatches), and at the last count the
+# same with its last worker $SLOWDOWN x slower.
 # models: each model of $MODELS trained by 2 ASGD workers through 2 servers
 # for the same wall-clock budget of $BUDGET_S seconds, side by side.
 # pushes: ASGD at $PUSH_WORKERS workers once per push encoding of
@@ -46,6 +50,9 @@
 #   DECENTRALIZED          0: skip the decentralized grid (default 1)
 #   DECENTRALIZED_WORKERS  its worker count (default 4)
 #   DELAY_TOPOLOGY         ring of the delay-by-one runs (default fixed_ring)
+#   CONSENSUS_WORKERS  the consensus grid's worker counts (default "2 4");
+#                      CONSENSUS_FLAGS: more asgd_worker flags of its easgd
+#                      and admm runs (e.g. "--consensus_every=8")
 #   PUSH_WORKERS    the pushes grid's worker count (default 4)
 #   PUSH_ENCODINGS  its push encodings, any of fp32 bf16 onebit topk (default
 #                   "fp32 onebit"); TOP_K_FRACTION for topk (default 0.01)
@@ -70,6 +77,8 @@ BATCH=${BATCH:-256}
 DECENTRALIZED=${DECENTRALIZED:-1}
 DECENTRALIZED_WORKERS=${DECENTRALIZED_WORKERS:-4}
 DELAY_TOPOLOGY=${DELAY_TOPOLOGY:-fixed_ring}
+CONSENSUS_WORKERS=${CONSENSUS_WORKERS:-"2 4"}
+CONSENSUS_FLAGS=${CONSENSUS_FLAGS:-}
 PUSH_WORKERS=${PUSH_WORKERS:-4}
 PUSH_ENCODINGS=${PUSH_ENCODINGS:-"fp32 onebit"}
 TOP_K_FRACTION=${TOP_K_FRACTION:-0.01}
@@ -104,9 +113,11 @@ run() {
   case "$mode" in adpsgd | allreduce) peers=1 ;; esac
   if [ "$mode" != asgd ] && [ "$mode" != sgd ]; then
     # Synchronous steps average n gradients: scale the rate with n. So do the
-    # AD-PSGD steps: averaging, the mean model moves by lr x the mean of the
-    # n workers' gradients per round, which lr x n makes one full step each
-    # (as much as ASGD's n pushes).
+    # AD-PSGD, EASGD and ADMM steps: averaging, the mean model moves by lr x
+    # the mean of the n workers' gradients per round, which lr x n makes one
+    # full step each (as much as ASGD's n pushes). (easgd and admm take the
+    # servers' rate as their local one; the servers apply their pushes
+    # without it.)
     lr=$(python3 -c "print($LEARNING_RATE * $n)")
   fi
   [ "$mode" = sync ] && server_flags+=(--sync_workers="$n")
@@ -170,6 +181,8 @@ write_peers_file() {
 }
 
 has_grid() { case " $GRID " in *" $1 "*) return 0 ;; esac; return 1; }
+# ran NAME: whether a run of that name is done (grids share baselines).
+ran() { grep -q "^$1," "$WORKDIR/runs/index.csv"; }
 
 echo "name,mode,workers,straggler,pool,wall_seconds,model" >"$WORKDIR/runs/index.csv"
 if has_grid scaling; then
@@ -203,6 +216,20 @@ if has_grid decentralized && [ "$DECENTRALIZED" = 1 ]; then
   done
 fi
 
+if has_grid consensus; then
+  # Consensus training against ASGD at each worker count.
+  read -r -a consensus_flags <<<"$CONSENSUS_FLAGS"
+  for n in $CONSENSUS_WORKERS; do
+    ran "asgd-$n" || run "asgd-$n" asgd "$n" 0 0
+    run "easgd-$n" easgd "$n" 0 0 "${consensus_flags[@]}"
+    run "admm-$n" admm "$n" 0 0 "${consensus_flags[@]}"
+    last=$n
+  done
+  ran "asgd-$last-straggler" || run "asgd-$last-straggler" asgd "$last" 1 0
+  run "easgd-$last-straggler" easgd "$last" 1 0 "${consensus_flags[@]}"
+  run "admm-$last-straggler" admm "$last" 1 0 "${consensus_flags[@]}"
+fi
+
 if has_grid models; then
   for m in $MODELS; do
     flags_var="MODEL_FLAGS_$m" worker_var="WORKER_FLAGS_$m"
@@ -228,11 +255,17 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 # The command that repeats these runs: the settings each grid reads.
 command="GRID=\"$GRID\""
 settings="batch $BATCH, $NUM_SERVERS servers x 1 shard"
-if has_grid scaling || has_grid decentralized || has_grid pushes; then
+if has_grid scaling || has_grid decentralized || has_grid pushes ||
+   has_grid consensus; then
   command+=" MODEL=$MODEL MODEL_FLAGS=\"$MODEL_FLAGS\" EPOCHS=$EPOCHS LEARNING_RATE=$LEARNING_RATE"
   has_grid scaling && command+=" WORKERS=\"$WORKERS\""
-  settings+="; model $MODEL ($MODEL_FLAGS; see each run's server log), lr $LEARNING_RATE (sync, allreduce, adpsgd: lr x workers), $EPOCHS epochs, straggler ${SLOWDOWN}x slower"
+  settings+="; model $MODEL ($MODEL_FLAGS; see each run's server log), lr $LEARNING_RATE (sync, allreduce, adpsgd, easgd, admm: lr x workers), $EPOCHS epochs, straggler ${SLOWDOWN}x slower"
   has_grid decentralized && settings+=", delay-by-one on $DELAY_TOPOLOGY"
+fi
+if has_grid consensus; then
+  command+=" CONSENSUS_WORKERS=\"$CONSENSUS_WORKERS\""
+  [ -z "$CONSENSUS_FLAGS" ] || command+=" CONSENSUS_FLAGS=\"$CONSENSUS_FLAGS\""
+  settings+="; consensus grid: easgd and admm at $CONSENSUS_WORKERS workers (${CONSENSUS_FLAGS:-default flags})"
 fi
 if has_grid pushes; then
   command+=" PUSH_WORKERS=$PUSH_WORKERS PUSH_ENCODINGS=\"$PUSH_ENCODINGS\" TOP_K_FRACTION=$TOP_K_FRACTION"

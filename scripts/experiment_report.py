@@ -9,7 +9,8 @@ static partitions of equal size, approximate for the pool and stragglers).
 The decentralized runs (modes adpsgd and allreduce) get their own tables and
 plots, against asgd at the same worker count; their curve is worker 0's own
 model, and their final accuracy that of the model worker 0 handed to the
-servers.
+servers. So do the consensus runs (easgd, admm), whose curve and final
+accuracy are the servers' consensus.
 """
 import argparse
 import csv
@@ -29,16 +30,21 @@ PEERS = re.compile(r"worker (\d+) peers: (\d+) averages started \((\d+) failed, 
                    r"([-\d.e+]+)")
 PEER_SERVICE = re.compile(r"worker 0: peer service on \S+ \((\w+)(?:, (\w+))?"
                           r"(, delay-by-one)?\)")
+CONSENSUS = re.compile(r"worker (\d+) done: .*, mode (?:easgd|admm): (\d+) "
+                       r"communications, (\d+) server parts not applied, "
+                       r"last consensus distance ([-\d.e+]+)")
 PROGRESS = re.compile(r"worker 0 step \d+ epoch ([\d.]+) ")
 SERVER_MODEL = re.compile(r"listening on \S+ \(model (.*), (\d+) params,")
 PS_MODES = ("sgd", "asgd", "sync")
 DECENTRALIZED_MODES = ("adpsgd", "allreduce")
+CONSENSUS_MODES = ("easgd", "admm")
 
 
 def read_run(runs, row):
     d = os.path.join(runs, row["name"])
     n = int(row["workers"])
     curve, workers, comm, peers, method = [], {}, {}, {}, None
+    rounds = {}
     epochs_done = ""
     for w in range(n):
         with open(os.path.join(d, f"worker-{w}.log")) as f:
@@ -58,6 +64,11 @@ def read_run(runs, row):
                 m = PHASES.search(line)
                 if m:
                     comm[int(m.group(1))] = float(m.group(2))
+                m = CONSENSUS.search(line)
+                if m:
+                    rounds[int(m.group(1))] = dict(
+                        rounds=int(m.group(2)), lost=int(m.group(3)),
+                        distance=float(m.group(4)))
                 m = PEERS.search(line)
                 if m:
                     peers[int(m.group(1))] = dict(
@@ -87,6 +98,7 @@ def read_run(runs, row):
                   sum(x["frames"] for x in workers.values()), final))
     return dict(row, curve=curve, workers=workers, final=final, n=n,
                 wall=float(row["wall_seconds"]), comm=comm, peers=peers,
+                rounds=rounds,
                 method=method_name(row["mode"], method),
                 model_name=row.get("model") or "", model=model, params=params,
                 epochs_done=epochs_done)
@@ -100,6 +112,10 @@ def method_name(mode, peer_service):
         return "synchronous SGD through the servers"
     if mode == "allreduce":
         return "ring allreduce (synchronous)"
+    if mode == "easgd":
+        return "EASGD (elastic averaging) with the servers"
+    if mode == "admm":
+        return "ADMM (consensus) with the servers"
     if mode == "adpsgd":
         topology = (peer_service[1] if peer_service and peer_service[1]
                     else "?").replace("_", " ")
@@ -189,6 +205,54 @@ def decentralized_tables(runs, targets, lines):
                          f"{r['final']:.1f}% | {r['wall']:.0f} s | {ratio} | "
                          f"{steps} | {averages(r)} |")
     return normal, slow
+
+
+def consensus_tables(runs, targets, lines):
+    """Appends the consensus comparison (easgd and admm against asgd at the
+    same worker counts) to `lines`; returns its runs (empty without
+    consensus runs)."""
+    counts = sorted({r["n"] for r in runs if r["mode"] in CONSENSUS_MODES})
+    if not counts:
+        return []
+    order = {"asgd": 0, "easgd": 1, "admm": 2}
+    chosen = sorted(
+        (r for r in runs if r["n"] in counts and r["pool"] == "0" and
+         r["mode"] in order and r["name"] != r["model_name"]),
+        key=lambda r: (r["straggler"], r["n"], order[r["mode"]]))
+    heads = " | ".join(f"{t:g}%" for t in targets)
+
+    def rounds(r):
+        if not r["rounds"]:
+            return ""
+        done = sum(x["rounds"] for x in r["rounds"].values())
+        lost = sum(x["lost"] for x in r["rounds"].values())
+        distance = r["rounds"].get(0, {}).get("distance", -1)
+        return f"{done}, {lost} parts not applied; distance {distance:.3g}"
+
+    lines.append("")
+    lines.append("Consensus training (each worker trains its own model, pulled "
+                 "toward the servers' consensus at each communication) against "
+                 "ASGD through the servers (time from worker 0's start to the "
+                 "accuracy targets, as above; for easgd and admm the curve is "
+                 "the consensus as worker 0 last pulled it, and the final "
+                 "accuracy the servers' consensus after the run; blocked: "
+                 "share of step time spent communicating, mean over workers; "
+                 "communications: all workers', the server parts not applied, "
+                 "and worker 0's last distance to the consensus):\n")
+    lines.append(f"| run | method | workers | straggler | {heads} | "
+                 "final accuracy | wall time | blocked | steps per worker | "
+                 "communications |")
+    lines.append("|---|---|---|---|" + "---|" * (len(targets) + 5))
+    for r in chosen:
+        cells = " | ".join(fmt_time(time_to(r["curve"], t)) for t in targets)
+        steps = " / ".join(str(r["workers"][i]["steps"]) for i in range(r["n"]))
+        blocked = (f"{sum(r['comm'].values()) / len(r['comm']):.0f}%"
+                   if r["comm"] else "")
+        slow = "yes" if r["straggler"] == "1" else "no"
+        lines.append(f"| {r['name']} | {r['method']} | {r['n']} | {slow} | "
+                     f"{cells} | {r['final']:.1f}% | {r['wall']:.0f} s | "
+                     f"{blocked} | {steps} | {rounds(r)} |")
+    return chosen
 
 
 def models_table(runs, lines):
@@ -313,6 +377,7 @@ def main():
                          f"| {r['wall']:.0f} s | {steps} |")
     comparison, comparison_stragglers = decentralized_tables(
         runs, targets, lines)
+    consensus = consensus_tables(runs, targets, lines)
     models = models_table(runs, lines)
     table = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "table.md"), "w") as f:
@@ -327,6 +392,10 @@ def main():
                 ("decentralized", 6, "wall time (s)", comparison),
                 ("decentralized_straggler", 6, "wall time (s)",
                  comparison_stragglers),
+                ("consensus", 6, "wall time (s)",
+                 [r for r in consensus if r["straggler"] == "0"]),
+                ("consensus_straggler", 6, "wall time (s)",
+                 [r for r in consensus if r["straggler"] == "1"]),
                 ("models_vs_time", 6, "wall time (s)", models),
                 ("models_vs_frames", 7, "frames processed (all workers)",
                  models)]:

@@ -34,6 +34,9 @@
 #include "model/model_file.h"
 #include "model/prune_mask.h"
 #include "worker/data/kaldi_data.h"
+#include "worker/consensus/consensus_worker.h"
+#include "worker/asgd_flags.h"
+#include "worker/consensus_flags.h"
 #include "worker/decentralized_flags.h"
 #include "worker/data/make_examples.h"
 #include "worker/data/utterances.h"
@@ -66,24 +69,15 @@ ABSL_FLAG(std::string, mode, "asgd",
           "(single-worker SGD baseline on a local model, handed to the "
           "servers at the end); adpsgd or allreduce (decentralized: the "
           "workers average models with each other / allreduce gradients, "
-          "see --topology and --peers).");
+          "see --topology and --peers); easgd or admm (consensus: each "
+          "worker trains its own model, pulled toward the servers' "
+          "consensus every --consensus_every minibatches).");
 ABSL_FLAG(int, batch_size, 256,
           "Labelled frames per minibatch (recurrent models: whole chunks of "
           "--chunk_frames, about this many frames).");
-ABSL_FLAG(int, push_every, 1,
-          "Accumulate this many minibatch gradients per push (their average; "
-          "the server scales its step, see asgd_server --minibatch_lr_scale).");
-ABSL_FLAG(bool, compute_while_pushing, true,
-          "SPEECH3 rule: while the previous push is on the wire, compute "
-          "another minibatch instead of waiting (asgd mode).");
-ABSL_FLAG(int, max_minibatches_per_push, 4,
-          "With --compute_while_pushing: at most this many minibatches go into "
-          "one push; then the worker waits for the previous push.");
 ABSL_FLAG(bool, minibatch_pool, false,
           "Take minibatch ids from the shared pool on server 0 instead of a "
           "static per-worker partition, so slow workers take fewer batches.");
-ABSL_FLAG(uint64_t, pool_seed, 1,
-          "Example order of the pool's epochs; the same on every worker.");
 ABSL_FLAG(std::string, pool_run_id_file, "",
           "With --minibatch_pool (required there): a file holding this run's "
           "id, 16 to 256 bytes (surrounding whitespace ignored), the same for "
@@ -94,12 +88,9 @@ ABSL_FLAG(std::string, pool_run_id_file, "",
 ABSL_FLAG(double, slowdown, 1.0,
           "Make this worker a straggler: idle (slowdown - 1) x the compute "
           "time after each minibatch (1: no slowdown).");
-ABSL_FLAG(double, warm_start_epochs, 0,
-          "Worker 0 trains this many epochs of plain SGD locally and hands "
-          "the model to the servers before ASGD starts; the others wait.");
 ABSL_FLAG(double, local_learning_rate, 0,
-          "Learning rate of local SGD (sgd mode, warm start); 0: the servers' "
-          "--learning_rate.");
+          "Learning rate of local SGD (sgd, adpsgd, allreduce, easgd, admm, "
+          "warm start); 0: the servers' --learning_rate.");
 ABSL_FLAG(double, epochs, 1.0,
           "Passes over this worker's part of the data (0: no limit).");
 ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps (0: no limit).");
@@ -157,13 +148,6 @@ ABSL_FLAG(std::string, push_encoding, "",
 ABSL_FLAG(double, top_k_fraction, 0.01,
           "--push_encoding=topk: the share of elements each push sends, in "
           "(0, 0.25].");
-ABSL_FLAG(bool, overlap_pulls, true,
-          "asgd mode: pull the next model in the background while minibatches "
-          "compute (double buffering); the worker waits for a pull only when "
-          "it got --max_overlapped_steps minibatches ahead of it.");
-ABSL_FLAG(int, max_overlapped_steps, 1,
-          "With --overlap_pulls: the most minibatches computed on one model "
-          "while the next one is on the wire.");
 
 namespace asgd {
 namespace {
@@ -174,6 +158,19 @@ void LogBadData(int index, const BadDataReporter& bad_data) {
   std::printf("worker %d: bad data skipped: %s\n", index,
               bad_data.counts().ToString().c_str());
   std::fflush(stdout);
+}
+
+// --save_model, when set: `params` as a model file; 0 or the failure's code.
+int SaveFinalModel(int index, const ModelSpec& spec,
+                   const std::vector<float>& params,
+                   const std::vector<std::string>& pruned = {}) {
+  const std::string path = absl::GetFlag(FLAGS_save_model);
+  if (path.empty()) return 0;
+  if (absl::Status s = SaveModel(path, spec, params, pruned); !s.ok()) {
+    return Fail(s);
+  }
+  std::printf("worker %d: saved model to %s\n", index, path.c_str());
+  return 0;
 }
 
 // --mode=adpsgd or allreduce: the shared setup's loop options plus the
@@ -208,15 +205,7 @@ int RunDecentralized(LoopOptions loop, int num_workers, int64_t lockstep_steps,
   auto result =
       RunDecentralizedWorker(o, servers, backend, train, heldout, &std::cout);
   if (!result.ok()) return Fail(result.status());
-  if (const std::string path = absl::GetFlag(FLAGS_save_model); !path.empty()) {
-    if (absl::Status s = SaveModel(path, spec, result->run.train.params);
-        !s.ok()) {
-      return Fail(s);
-    }
-    std::printf("worker %d: saved model to %s\n", loop.worker_index,
-                path.c_str());
-  }
-  return 0;
+  return SaveFinalModel(loop.worker_index, spec, result->run.train.params);
 }
 
 // The flags that decide what this worker is, checked before it connects.
@@ -226,6 +215,7 @@ struct WorkerSetup {
   bool kaldi = false;  // --kaldi_data, else --corpus
   KaldiInput kaldi_train, kaldi_heldout;
   bool decentralized = false;  // adpsgd, allreduce
+  bool consensus = false;      // easgd, admm
   TrainMode mode = TrainMode::kAsgd;
   bool pool = false;
   std::string pool_run_id;
@@ -267,19 +257,21 @@ absl::StatusOr<std::string> ReadPoolRunId() {
 absl::Status ReadTrainingMode(WorkerSetup* setup) {
   // adpsgd and allreduce share the setup and branch off before the Trainer;
   // like sgd, they use the servers only for the initial model and the final
-  // hand-over.
-  setup->decentralized = IsDecentralizedMode(absl::GetFlag(FLAGS_mode));
-  if (!setup->decentralized) {
-    ASGD_ASSIGN_OR_RETURN(setup->mode,
-                          ParseTrainMode(absl::GetFlag(FLAGS_mode)));
-  } else {
-    setup->mode = TrainMode::kSgd;
+  // hand-over. easgd and admm branch off too, to their own trainer.
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  setup->decentralized = IsDecentralizedMode(mode);
+  setup->consensus = IsConsensusMode(mode);
+  setup->mode = TrainMode::kSgd;
+  if (!setup->decentralized && !setup->consensus) {
+    ASGD_ASSIGN_OR_RETURN(setup->mode, ParseTrainMode(mode));
   }
   setup->pool = absl::GetFlag(FLAGS_minibatch_pool);
-  if (setup->mode == TrainMode::kSync && setup->pool) {
-    return absl::InvalidArgumentError(
-        "--mode=sync takes no --minibatch_pool (every worker must run the "
-        "same number of steps)");
+  if (setup->pool && (setup->mode == TrainMode::kSync || setup->consensus)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--mode=", mode,
+        " takes no --minibatch_pool (", setup->consensus
+            ? "each worker trains its own model on its own part)"
+            : "every worker must run the same number of steps)"));
   }
   if (setup->pool && !setup->decentralized) {
     ASGD_ASSIGN_OR_RETURN(setup->pool_run_id, ReadPoolRunId());
@@ -470,18 +462,9 @@ TrainerOptions TrainerOptionsFromFlags(const WorkerSetup& setup,
   const TrainMode mode = setup.mode;
   TrainerOptions options;
   options.mode = mode;
-  options.push_every = absl::GetFlag(FLAGS_push_every);
-  options.compute_while_pushing =
-      mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_compute_while_pushing);
-  options.max_minibatches_per_push =
-      absl::GetFlag(FLAGS_max_minibatches_per_push);
-  options.overlap_pulls =
-      mode == TrainMode::kAsgd && absl::GetFlag(FLAGS_overlap_pulls);
-  options.max_overlapped_steps = absl::GetFlag(FLAGS_max_overlapped_steps);
+  AsgdTrainerFlags(&options);  // push_every ... warm_start_epochs
   options.use_pool = setup.pool;
-  options.pool_seed = absl::GetFlag(FLAGS_pool_seed);
   options.pool_run_id = setup.pool_run_id;
-  options.warm_start_epochs = absl::GetFlag(FLAGS_warm_start_epochs);
   options.local_learning_rate = absl::GetFlag(FLAGS_local_learning_rate);
   options.open_source = open_source;
   if (mode == TrainMode::kSync) {
@@ -491,6 +474,26 @@ TrainerOptions TrainerOptionsFromFlags(const WorkerSetup& setup,
   }
   options.loop = loop;
   return options;
+}
+
+// --mode=easgd or admm: the shared setup's loop options plus the consensus
+// flags; saves the final consensus.
+int RunConsensus(const LoopOptions& loop, int num_workers,
+                 prometheus::Registry& registry, ParamClient* client,
+                 ModelBackend* backend, const ModelSpec& spec,
+                 const WorkerData& data) {
+  ConsensusOptions o;
+  o.loop = loop;
+  o.open_source = data.open_source;
+  absl::Status s =
+      ApplyConsensusFlags(absl::GetFlag(FLAGS_mode), num_workers, &o);
+  if (!s.ok()) return Fail(s);
+  auto result = RunConsensusWorker(
+      o, absl::GetFlag(FLAGS_local_learning_rate), registry, client, backend,
+      data.train.get(), data.heldout.get(), &std::cout);
+  if (!result.ok()) return Fail(result.status());
+  return SaveFinalModel(loop.worker_index, spec, result->train.params,
+                        PrunedTensorsOf(client->attributes()));
 }
 
 // Trains through the pool (asgd, sync, sgd) and logs the summary.
@@ -510,13 +513,8 @@ int RunTrainer(const TrainerOptions& options, ParamClient* client,
   LogSummary(&std::cout, index, *result,
              absl::StrFormat(", %d pushes dropped as stale, %d refused busy",
                              result->pushes_dropped, result->pushes_busy));
-  const std::string path = absl::GetFlag(FLAGS_save_model);
-  if (path.empty()) return 0;
-  const absl::Status s = SaveModel(path, spec, result->params,
-                                   PrunedTensorsOf(client->attributes()));
-  if (!s.ok()) return Fail(s);
-  std::printf("worker %d: saved model to %s\n", index, path.c_str());
-  return 0;
+  return SaveFinalModel(index, spec, result->params,
+                        PrunedTensorsOf(client->attributes()));
 }
 
 int Run() {
@@ -568,11 +566,17 @@ int Run() {
   const int64_t lockstep_steps =
       LockstepSteps(loop.epochs, data.all_train_frames, setup->num_workers,
                     shape.examples * data.train->max_labelled_steps());
-  if (setup->decentralized) {
-    const int rc = RunDecentralized(
-        loop, setup->num_workers, lockstep_steps, process_metrics.registry(),
-        client->get(), backend->get(), spec, data.train.get(),
-        data.open_source, data.heldout.get(), *security);
+  if (setup->consensus || setup->decentralized) {
+    const int rc =
+        setup->consensus
+            ? RunConsensus(loop, setup->num_workers,
+                           process_metrics.registry(), client->get(),
+                           backend->get(), spec, data)
+            : RunDecentralized(loop, setup->num_workers, lockstep_steps,
+                               process_metrics.registry(), client->get(),
+                               backend->get(), spec, data.train.get(),
+                               data.open_source, data.heldout.get(),
+                               *security);
     LogBadData(index, bad_data);
     return rc;
   }
@@ -588,8 +592,8 @@ int main(int argc, char** argv) {
   asgd::ParseCommandLine(
       argc, argv,
       "asgd worker: trains the acoustic model (DNN, CNN, LSTM, BLSTM) held "
-      "by an asgd server pool with asynchronous SGD, or with its peers "
-      "(--mode).\nExample: asgd_worker "
+      "by an asgd server pool with asynchronous SGD, toward the servers' "
+      "consensus, or with its peers (--mode).\nExample: asgd_worker "
       "--servers=127.0.0.1:5001,127.0.0.1:5002 --corpus=/tmp/asgd-corpus "
       "--worker_index=0 --num_workers=2");
   return asgd::Run();

@@ -82,7 +82,7 @@ struct ConsensusOptions {
   float learning_rate = 0.05f;  // of the local SGD step (> 0)
   int every = 4;                // tau: minibatches between communications
   float alpha = 0.5f;           // easgd: elastic coefficient, in (0, 1]
-  float rho = 0.5f;             // admm: penalty, > 0
+  float rho = 0.1f;             // admm: penalty, > 0
   int num_workers = 1;          // admm: the workers the average is over
   RetryOptions retry;
   ConsensusObserver* observer = nullptr;  // may be null; outlives Run()

@@ -1,0 +1,383 @@
+// Consensus training (worker/consensus/) against real servers over gRPC
+// (127.0.0.1, port 0): one worker's EASGD and ADMM runs equal a reference
+// written out here step by step (the servers' model and the worker's own,
+// bit for bit); a push too stale is dropped on both ends of the spring;
+// workers together train the toy task; a synchronous pool and bad options
+// are refused clearly.
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/cpu_backend.h"
+#include "server/grpc_server.h"
+#include "server/model_options.h"
+#include "tests/test_pool.h"
+#include "worker/consensus/consensus_trainer.h"
+#include "worker/data/batch_source.h"
+#include "worker/data/make_examples.h"
+#include "worker/data/toy_task.h"
+#include "worker/ps/connect.h"
+
+namespace asgd {
+namespace {
+
+constexpr float kLearningRate = 0.1f;
+
+// One worker's data, backend and client of `pool`.
+struct Worker {
+  std::unique_ptr<ParamClient> client;
+  std::unique_ptr<ExampleSet> train, heldout;
+  std::unique_ptr<ModelBackend> backend;
+  Utterances train_utts = ToyUtterances(1);
+  Utterances heldout_utts = ToyUtterances(2);
+};
+
+std::unique_ptr<Worker> MakeWorker(const TestPool& pool, int index,
+                                   int num_workers, int batch_size) {
+  auto w = std::make_unique<Worker>();
+  w->train_utts = ToyUtterances(1, index, num_workers);
+  PoolClientOptions co;
+  co.worker_id = index;
+  auto client = ConnectToPool(pool.addresses, co);
+  EXPECT_TRUE(client.ok()) << client.status();
+  if (!client.ok()) return nullptr;
+  w->client = *std::move(client);
+  const ModelSpec& spec = w->client->model();
+  auto train = MakeExamples(spec, &w->train_utts, ToyDataOptions());
+  auto heldout = MakeExamples(spec, &w->heldout_utts, ToyDataOptions());
+  EXPECT_TRUE(train.ok() && heldout.ok());
+  w->train = *std::move(train);
+  w->heldout = *std::move(heldout);
+  auto backend = CreateCpuBackend(
+      spec, ShapeOfBatch(*w->train, batch_size).rows());
+  EXPECT_TRUE(backend.ok());
+  w->backend = *std::move(backend);
+  return w;
+}
+
+ConsensusOptions Options(ConsensusRule rule, int index) {
+  ConsensusOptions o;
+  o.rule = rule;
+  o.loop.worker_index = index;
+  o.loop.batch_size = 16;
+  o.loop.log_every = 0;
+  o.loop.epochs = 0;
+  o.learning_rate = kLearningRate;
+  return o;
+}
+
+// The minibatches the trainer draws: a LocalSource with its seed.
+class Batches {
+ public:
+  Batches(const ExampleSet* train, const ConsensusOptions& o)
+      : source_(train, o.loop.seed * 7919 + o.loop.worker_index, 0),
+        batch_(ShapeOfBatch(*train, o.loop.batch_size).examples,
+               ShapeOfBatch(*train, o.loop.batch_size).steps,
+               train->input_dim(), train->labels_per_row()) {}
+  // The gradient of the next minibatch at x.
+  std::vector<float> Gradient(ModelBackend* backend,
+                              const std::vector<float>& x) {
+    EXPECT_TRUE(*source_.Next(&batch_));
+    std::vector<float> g(x.size());
+    EXPECT_TRUE(backend->ComputeGradient(x, batch_.view(), absl::MakeSpan(g))
+                    .ok());
+    return g;
+  }
+
+ private:
+  LocalSource source_;
+  BatchBuffer batch_;
+};
+
+TEST(ConsensusTest, EasgdOneWorkerEqualsTheReference) {
+  const ModelSpec spec = ToyModel("dnn");
+  auto pool = StartTestPool(spec, 2, 2, kLearningRate);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  auto worker = MakeWorker(*pool, 0, 1, 16);
+  ASSERT_NE(worker, nullptr);
+  ConsensusOptions o = Options(ConsensusRule::kEasgd, 0);
+  o.every = 3;
+  o.alpha = 0.375f;
+  o.loop.max_steps = 7;  // two rounds of 3, then a last one of 1
+  const std::vector<float> z0 = PoolModel(pool->servers);
+
+  ConsensusTrainer trainer(worker->client.get(), worker->backend.get(),
+                           worker->train.get(), worker->heldout.get(), o,
+                           nullptr);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->train.steps, 7);
+  EXPECT_EQ(result->rounds, 3);
+  EXPECT_EQ(result->train.pushes, 3);
+  EXPECT_EQ(result->parts_dropped, 0);
+
+  // The reference: local SGD; every 3 steps and at the end the elastic
+  // difference moves the servers' model by +e and the worker's by -e.
+  auto backend = CreateCpuBackend(spec, worker->backend->max_rows());
+  ASSERT_TRUE(backend.ok());
+  Batches batches(worker->train.get(), o);
+  std::vector<float> x = z0, z = z0;
+  for (int step = 1; step <= 7; ++step) {
+    const std::vector<float> g = batches.Gradient(backend->get(), x);
+    for (size_t i = 0; i < x.size(); ++i) x[i] -= kLearningRate * g[i];
+    if (step % 3 == 0 || step == 7) {
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float e = 0.375f * (x[i] - z[i]);
+        z[i] += e;
+        x[i] -= e;
+      }
+    }
+  }
+  EXPECT_NE(z, z0);
+  EXPECT_EQ(PoolModel(pool->servers), z);
+  EXPECT_EQ(result->train.params, z);
+  EXPECT_EQ(result->local, x);
+}
+
+TEST(ConsensusTest, AdmmOneWorkerEqualsTheReference) {
+  const ModelSpec spec = ToyModel("dnn");
+  auto pool = StartTestPool(spec, 2, 2, kLearningRate);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  auto worker = MakeWorker(*pool, 0, 1, 16);
+  ASSERT_NE(worker, nullptr);
+  ConsensusOptions o = Options(ConsensusRule::kAdmm, 0);
+  o.every = 2;
+  o.rho = 0.5f;
+  o.num_workers = 1;
+  o.loop.max_steps = 5;
+  const std::vector<float> z0 = PoolModel(pool->servers);
+
+  ConsensusTrainer trainer(worker->client.get(), worker->backend.get(),
+                           worker->train.get(), worker->heldout.get(), o,
+                           nullptr);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->rounds, 3);
+
+  // The reference: steps on g + lam + rho (x - z); every 2 steps and at the
+  // end the servers add (u - u_sent) / 1 with u = x + lam / rho, the worker
+  // pulls z and lam += rho (x - z).
+  auto backend = CreateCpuBackend(spec, worker->backend->max_rows());
+  ASSERT_TRUE(backend.ok());
+  Batches batches(worker->train.get(), o);
+  const size_t n = z0.size();
+  std::vector<float> x = z0, z = z0, lam(n, 0.0f), u_sent = z0;
+  for (int step = 1; step <= 5; ++step) {
+    const std::vector<float> g = batches.Gradient(backend->get(), x);
+    for (size_t i = 0; i < n; ++i) {
+      const float augmented = g[i] + (lam[i] + 0.5f * (x[i] - z[i]));
+      x[i] -= kLearningRate * augmented;
+    }
+    if (step % 2 == 0 || step == 5) {
+      for (size_t i = 0; i < n; ++i) {
+        const float u = x[i] + lam[i] / 0.5f;
+        z[i] += (u - u_sent[i]) * 1.0f;
+        u_sent[i] = u;
+        lam[i] += 0.5f * (x[i] - z[i]);
+      }
+    }
+  }
+  EXPECT_NE(z, z0);
+  EXPECT_EQ(PoolModel(pool->servers), z);
+  EXPECT_EQ(result->train.params, z);
+  EXPECT_EQ(result->local, x);
+}
+
+// Makes every push stale: before forwarding one, another client pushes
+// `extra` gradients of zeros to each server, so the servers move on.
+class StalePushes final : public ParamClient {
+ public:
+  StalePushes(ParamClient* inner, ParamClient* other, int extra)
+      : inner_(inner), other_(other), extra_(extra) {}
+  const ModelLayout& layout() const override { return inner_->layout(); }
+  const ModelSpec& model() const override { return inner_->model(); }
+  const std::map<std::string, std::string>& attributes() const override {
+    return inner_->attributes();
+  }
+  absl::Status Pull(PullSink* sink, std::vector<uint64_t>* v) override {
+    return inner_->Pull(sink, v);
+  }
+  std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
+      const std::vector<ServerPush>& parts, const std::vector<uint64_t>& v,
+      int n) override {
+    const std::vector<float> zeros(layout().total_size(), 0.0f);
+    for (int i = 0; i < extra_; ++i) {
+      auto now = other_->Versions();
+      EXPECT_TRUE(now.ok());
+      EXPECT_TRUE(other_->Push(zeros, *now, 1).ok());
+    }
+    return inner_->PushEncoded(parts, v, n);
+  }
+  absl::StatusOr<PushOutcome> Push(absl::Span<const float> g,
+                                   const std::vector<uint64_t>& v, int n,
+                                   PushKind kind) override {
+    return inner_->Push(g, v, n, kind);
+  }
+  const PushEncoder* push_encoder() const override {
+    return inner_->push_encoder();
+  }
+  absl::StatusOr<std::vector<uint64_t>> Versions() override {
+    return inner_->Versions();
+  }
+  absl::StatusOr<PoolGrant> FetchBatches(const std::string& run_id,
+                                         uint64_t frames, int batch,
+                                         double epochs, int count) override {
+    return inner_->FetchBatches(run_id, frames, batch, epochs, count);
+  }
+
+ private:
+  ParamClient* const inner_;
+  ParamClient* const other_;
+  const int extra_;
+};
+
+TEST(ConsensusTest, AStalePushIsDroppedOnBothEndsOfTheSpring) {
+  const ModelSpec spec = ToyModel("dnn");
+  TestPool pool;
+  for (int s = 0; s < 2; ++s) {
+    ParamStoreOptions so;
+    SetModel(spec, &so);
+    so.server_index = s;
+    so.num_servers = 2;
+    so.max_staleness = 1;
+    so.attributes["learning_rate"] = "0.1";
+    auto server = GrpcServer::Start(so, InitialParams(spec, 1), "127.0.0.1", 0);
+    ASSERT_TRUE(server.ok()) << server.status();
+    pool.addresses.push_back((*server)->local_address());
+    pool.servers.push_back(*std::move(server));
+  }
+  auto worker = MakeWorker(pool, 0, 1, 16);
+  ASSERT_NE(worker, nullptr);
+  PoolClientOptions co;
+  co.worker_id = 9;
+  auto other = ConnectToPool(pool.addresses, co);
+  ASSERT_TRUE(other.ok());
+  StalePushes stale(worker->client.get(), other->get(), 2);
+  ConsensusOptions o = Options(ConsensusRule::kEasgd, 0);
+  o.every = 2;
+  o.loop.max_steps = 2;
+  const std::vector<float> z0 = PoolModel(pool.servers);
+
+  ConsensusTrainer trainer(&stale, worker->backend.get(), worker->train.get(),
+                           nullptr, o, nullptr);
+  auto result = trainer.Run();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->rounds, 1);
+  EXPECT_EQ(result->parts_dropped, 2);  // both servers' parts
+  EXPECT_EQ(result->train.pushes_dropped, 2);
+  // Neither end moved: the servers saw only the zero gradients, and the
+  // worker's model is its two local SGD steps from z0.
+  EXPECT_EQ(PoolModel(pool.servers), z0);
+  auto backend = CreateCpuBackend(spec, worker->backend->max_rows());
+  ASSERT_TRUE(backend.ok());
+  Batches batches(worker->train.get(), o);
+  std::vector<float> x = z0;
+  for (int step = 0; step < 2; ++step) {
+    const std::vector<float> g = batches.Gradient(backend->get(), x);
+    for (size_t i = 0; i < x.size(); ++i) x[i] -= kLearningRate * g[i];
+  }
+  EXPECT_EQ(result->local, x);
+}
+
+class ConsensusTrainsTest : public ::testing::TestWithParam<ConsensusRule> {};
+
+TEST_P(ConsensusTrainsTest, TwoWorkersTrainTheToyTask) {
+  const ModelSpec spec = ToyModel("dnn");
+  auto pool = StartTestPool(spec, 2, 2, kLearningRate);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.push_back(MakeWorker(*pool, w, 2, 16));
+    ASSERT_NE(workers.back(), nullptr);
+  }
+  const double before = *EvaluateAccuracy(workers[0]->backend.get(),
+                                          PoolModel(pool->servers),
+                                          *workers[0]->heldout, 16);
+  std::vector<absl::StatusOr<ConsensusResult>> results(
+      2, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      ConsensusOptions o = Options(GetParam(), w);
+      o.loop.epochs = 30;
+      o.every = 4;
+      o.alpha = 0.45f;
+      o.rho = 0.5f;
+      o.num_workers = 2;
+      ConsensusTrainer trainer(workers[w]->client.get(),
+                               workers[w]->backend.get(),
+                               workers[w]->train.get(),
+                               workers[w]->heldout.get(), o, nullptr);
+      results[w] = trainer.Run();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_TRUE(results[w].ok()) << results[w].status();
+    EXPECT_GT(results[w]->rounds, 10);
+    EXPECT_GE(results[w]->last_distance, 0);
+  }
+  const double after = *EvaluateAccuracy(workers[0]->backend.get(),
+                                         PoolModel(pool->servers),
+                                         *workers[0]->heldout, 16);
+  EXPECT_GT(after, 0.9) << "before " << before;
+  EXPECT_LT(before, 0.6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, ConsensusTrainsTest,
+                         ::testing::Values(ConsensusRule::kEasgd,
+                                           ConsensusRule::kAdmm),
+                         [](const auto& info) {
+                           return ConsensusModeName(info.param);
+                         });
+
+TEST(ConsensusTest, ASynchronousPoolRefusesAddPushesAndTheRunEnds) {
+  const ModelSpec spec = ToyModel("dnn");
+  ParamStoreOptions so;
+  SetModel(spec, &so);
+  so.sync_workers = 2;
+  so.attributes["learning_rate"] = "0.1";
+  auto server = GrpcServer::Start(so, InitialParams(spec, 1), "127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  TestPool pool;
+  pool.addresses.push_back((*server)->local_address());
+  pool.servers.push_back(*std::move(server));
+  auto worker = MakeWorker(pool, 0, 1, 16);
+  ASSERT_NE(worker, nullptr);
+  ConsensusOptions o = Options(ConsensusRule::kEasgd, 0);
+  o.every = 1;
+  o.loop.max_steps = 3;
+  const std::vector<float> z0 = PoolModel(pool.servers);
+  ConsensusTrainer trainer(worker->client.get(), worker->backend.get(),
+                           worker->train.get(), nullptr, o, nullptr);
+  auto result = trainer.Run();
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
+      << result.status();
+  EXPECT_EQ(PoolModel(pool.servers), z0);
+}
+
+TEST(ConsensusTest, BadOptionsAreRefused) {
+  const auto refused = [](auto mutate) {
+    ConsensusOptions o = Options(ConsensusRule::kAdmm, 0);
+    mutate(o);
+    return ValidateConsensusOptions(o).code() ==
+           absl::StatusCode::kInvalidArgument;
+  };
+  EXPECT_TRUE(ValidateConsensusOptions(Options(ConsensusRule::kAdmm, 0)).ok());
+  EXPECT_TRUE(refused([](ConsensusOptions& o) { o.every = 0; }));
+  EXPECT_TRUE(refused([](ConsensusOptions& o) { o.alpha = 0; }));
+  EXPECT_TRUE(refused([](ConsensusOptions& o) { o.alpha = 1.5f; }));
+  EXPECT_TRUE(refused([](ConsensusOptions& o) { o.rho = 0; }));
+  EXPECT_TRUE(refused([](ConsensusOptions& o) { o.rho = -1; }));
+  EXPECT_TRUE(refused([](ConsensusOptions& o) { o.learning_rate = 0; }));
+  EXPECT_TRUE(refused([](ConsensusOptions& o) { o.num_workers = 0; }));
+  EXPECT_TRUE(refused([](ConsensusOptions& o) { o.loop.batch_size = 0; }));
+  EXPECT_TRUE(ParseConsensusMode("easgd").ok());
+  EXPECT_EQ(ParseConsensusMode("elastic").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace asgd

@@ -1,0 +1,22 @@
+// The flags of asgd_worker's parameter-server trainer (--mode=asgd, sync,
+// sgd; worker/ps/trainer.h), defined once here: how gradients are
+// accumulated per push, what runs while a push or a pull is on the wire,
+// the shared pool's example order and the warm start:
+//   --push_every, --compute_while_pushing, --max_minibatches_per_push,
+//   --overlap_pulls, --max_overlapped_steps, --pool_seed,
+//   --warm_start_epochs
+#ifndef ASGD_WORKER_ASGD_FLAGS_H_
+#define ASGD_WORKER_ASGD_FLAGS_H_
+
+#include "worker/ps/trainer.h"
+
+namespace asgd {
+
+// Sets those fields of *options from the flags; compute_while_pushing and
+// overlap_pulls only in asgd mode (set options->mode first). The trainer
+// validates the values.
+void AsgdTrainerFlags(TrainerOptions* options);
+
+}  // namespace asgd
+
+#endif  // ASGD_WORKER_ASGD_FLAGS_H_
