@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/param_store.h"
+#include "server/push_test_cases.h"
 #include "step/compressed_apply.h"
 
 namespace asgd {
@@ -37,21 +37,6 @@ PushRequest Request(PushRequest::Kind kind, uint64_t base, float value) {
   r.base_version = base;
   r.values = std::make_shared<const std::vector<float>>(50, value);
   return r;
-}
-
-PushResult SubmitAndWait(ParamStore& ps, PushRequest r) {
-  absl::Notification done;
-  PushResult result;
-  const absl::Status s = ps.Submit(std::move(r), [&](const PushResult& res) {
-    result = res;
-    done.Notify();
-  });
-  if (!s.ok()) {
-    result.error = s;
-    return result;
-  }
-  done.WaitForNotification();
-  return result;
 }
 
 TEST(ParamStoreAddTest, AddsTheValuesAndLeavesMomentumAlone) {

@@ -279,21 +279,6 @@ TEST(ParamStoreTest, DelayCompensationUsesTheWorkersPulledModel) {
   for (float x : ps.Snapshot()) ASSERT_EQ(x, -0.75f);
 }
 
-// Waits for one push and returns its result.
-PushResult SubmitAndWait(ParamStore& ps, PushRequest r) {
-  absl::Notification done;
-  PushResult result;
-  const absl::Status s = ps.Submit(std::move(r), [&](const PushResult& res) {
-    result = res;
-    done.Notify();
-  });
-  if (!s.ok()) {
-    result.error = s;
-    return result;
-  }
-  done.WaitForNotification();
-  return result;
-}
 
 bool AllFinite(const std::vector<float>& v) {
   for (float x : v) {

@@ -1,8 +1,9 @@
 // The model and the malformed variants of a valid push, shared by the
-// PushAssembler and gRPC service tests: each corrupts the messages of a valid
-// push (header, chunks, commit) to a server with max_chunk_elements 64 and at
-// least 4 chunks, and names the reason and (a substring of) the message it must
-// be rejected with.
+// PushAssembler, ParamStore and gRPC service tests: each corrupts the
+// messages of a valid push (header, chunks, commit) to a server with
+// max_chunk_elements 64 and at least 4 chunks, and names the reason and (a
+// substring of) the message it must be rejected with. And SubmitAndWait, one
+// push to a store, waited for.
 #ifndef ASGD_SERVER_PUSH_TEST_CASES_H_
 #define ASGD_SERVER_PUSH_TEST_CASES_H_
 
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "common/chunking.h"
 #include "common/model_layout.h"
 #include "common/wire_codec.h"
@@ -27,6 +29,23 @@
 #include "server/param_store.h"
 
 namespace asgd {
+
+// Submits one push to `ps`, waits for it and returns its result (a refusal
+// of Submit itself as result.error).
+inline PushResult SubmitAndWait(ParamStore& ps, PushRequest r) {
+  absl::Notification done;
+  PushResult result;
+  const absl::Status s = ps.Submit(std::move(r), [&](const PushResult& res) {
+    result = res;
+    done.Notify();
+  });
+  if (!s.ok()) {
+    result.error = s;
+    return result;
+  }
+  done.WaitForNotification();
+  return result;
+}
 
 // The small DNN these tests serve: 20 inputs, 16 hidden units, 5 classes.
 inline ModelSpec PushTestSpec() {

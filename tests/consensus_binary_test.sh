@@ -13,29 +13,7 @@
 # Usage: consensus_binary_test.sh SERVER WORKER EVAL MAKE_CORPUS
 set -euo pipefail
 SERVER=$1 WORKER=$2 EVAL=$3 MAKE_CORPUS=$4
-TMP=$(mktemp -d "${TEST_TMPDIR:-/tmp}/consensus.XXXXXX")
-PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$TMP"/*.log; do echo "--- $f" >&2; tail -n 15 "$f" >&2; done
-  exit 1
-}
-# wait_for DESCRIPTION COMMAND...: polls COMMAND (up to 60 s).
-wait_for() {
-  local what=$1 i
-  shift
-  for ((i = 0; i < 600; i++)); do
-    "$@" && return 0
-    sleep 0.1
-  done
-  fail "timed out waiting for $what"
-}
+source "$(dirname "$0")/binary_test_lib.sh" consensus
 
 "$MAKE_CORPUS" --out="$TMP/corpus" --num_train=40 --num_heldout=8 --jobs=2 \
   --noprogress >"$TMP/corpus.log" 2>&1 || fail "make_corpus"

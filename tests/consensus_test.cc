@@ -67,6 +67,15 @@ ConsensusOptions Options(ConsensusRule rule, int index) {
   return o;
 }
 
+// Runs one ConsensusTrainer for `w` (through `client`, default w's own).
+absl::StatusOr<ConsensusResult> Train(Worker& w, const ConsensusOptions& o,
+                                      ParamClient* client = nullptr) {
+  ConsensusTrainer trainer(client != nullptr ? client : w.client.get(),
+                           w.backend.get(), w.train.get(), w.heldout.get(), o,
+                           nullptr);
+  return trainer.Run();
+}
+
 // The minibatches the trainer draws: a LocalSource with its seed.
 class Batches {
  public:
@@ -102,10 +111,7 @@ TEST(ConsensusTest, EasgdOneWorkerEqualsTheReference) {
   o.loop.max_steps = 7;  // two rounds of 3, then a last one of 1
   const std::vector<float> z0 = PoolModel(pool->servers);
 
-  ConsensusTrainer trainer(worker->client.get(), worker->backend.get(),
-                           worker->train.get(), worker->heldout.get(), o,
-                           nullptr);
-  auto result = trainer.Run();
+  auto result = Train(*worker, o);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->train.steps, 7);
   EXPECT_EQ(result->rounds, 3);
@@ -148,10 +154,7 @@ TEST(ConsensusTest, AdmmOneWorkerEqualsTheReference) {
   o.loop.max_steps = 5;
   const std::vector<float> z0 = PoolModel(pool->servers);
 
-  ConsensusTrainer trainer(worker->client.get(), worker->backend.get(),
-                           worker->train.get(), worker->heldout.get(), o,
-                           nullptr);
-  auto result = trainer.Run();
+  auto result = Train(*worker, o);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->rounds, 3);
 
@@ -259,9 +262,7 @@ TEST(ConsensusTest, AStalePushIsDroppedOnBothEndsOfTheSpring) {
   o.loop.max_steps = 2;
   const std::vector<float> z0 = PoolModel(pool.servers);
 
-  ConsensusTrainer trainer(&stale, worker->backend.get(), worker->train.get(),
-                           nullptr, o, nullptr);
-  auto result = trainer.Run();
+  auto result = Train(*worker, o, &stale);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->rounds, 1);
   EXPECT_EQ(result->parts_dropped, 2);  // both servers' parts
@@ -305,11 +306,7 @@ TEST_P(ConsensusTrainsTest, TwoWorkersTrainTheToyTask) {
       o.alpha = 0.45f;
       o.rho = 0.5f;
       o.num_workers = 2;
-      ConsensusTrainer trainer(workers[w]->client.get(),
-                               workers[w]->backend.get(),
-                               workers[w]->train.get(),
-                               workers[w]->heldout.get(), o, nullptr);
-      results[w] = trainer.Run();
+      results[w] = Train(*workers[w], o);
     });
   }
   for (auto& t : threads) t.join();
@@ -349,9 +346,7 @@ TEST(ConsensusTest, ASynchronousPoolRefusesAddPushesAndTheRunEnds) {
   o.every = 1;
   o.loop.max_steps = 3;
   const std::vector<float> z0 = PoolModel(pool.servers);
-  ConsensusTrainer trainer(worker->client.get(), worker->backend.get(),
-                           worker->train.get(), nullptr, o, nullptr);
-  auto result = trainer.Run();
+  auto result = Train(*worker, o);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
       << result.status();

@@ -86,14 +86,9 @@ ConsensusTrainer::ConsensusTrainer(ParamClient* client, ModelBackend* backend,
              reporter_.clock(), log) {}
 
 absl::Status ConsensusTrainer::PullWithRetry(State* s) {
-  for (;;) {
-    absl::Status pulled = client_->Pull(absl::MakeSpan(s->z), &s->versions);
-    if (pulled.ok()) {
-      retry_.Succeeded("the pool answers again");
-      return pulled;
-    }
-    ASGD_RETURN_IF_ERROR(retry_.BackOff(pulled, "pull"));
-  }
+  return retry_.Retry(
+      [&] { return client_->Pull(absl::MakeSpan(s->z), &s->versions); },
+      "pull", "the pool answers again; resuming from a fresh pull");
 }
 
 absl::Status ConsensusTrainer::PushAdd(State* s, ConsensusResult* result) {

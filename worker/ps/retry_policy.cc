@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace asgd {
 namespace {
@@ -81,6 +82,19 @@ absl::Status RetryPolicy::BackOff(const absl::Status& error,
   }
   clock_->SleepFor(wait);
   return absl::OkStatus();
+}
+
+absl::Status RetryPolicy::Retry(const std::function<absl::Status()>& call,
+                                absl::string_view what,
+                                absl::string_view recovered) {
+  for (;;) {
+    const absl::Status s = call();
+    if (s.ok()) {
+      Succeeded(recovered);
+      return s;
+    }
+    ASGD_RETURN_IF_ERROR(BackOff(s, what));
+  }
 }
 
 void RetryPolicy::Succeeded(absl::string_view recovered) {

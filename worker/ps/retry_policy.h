@@ -23,6 +23,7 @@
 #define ASGD_WORKER_PS_RETRY_POLICY_H_
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 
 #include "absl/status/status.h"
@@ -58,6 +59,11 @@ class RetryPolicy {
   // `what` names the call in the log line.
   absl::Status BackOff(const absl::Status& error, absl::string_view what,
                        bool pool_full = false);
+  // Runs `call` until it succeeds (then Succeeded(recovered)) or BackOff
+  // gives up on its error (returned). `what` names the call in the log.
+  absl::Status Retry(const std::function<absl::Status()>& call,
+                     absl::string_view what, absl::string_view recovered);
+
   // After a call that succeeded: ends the run of failures, logging
   // "worker <i>: <recovered>" when there was one (and `recovered` is not
   // empty).

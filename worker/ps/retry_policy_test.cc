@@ -68,5 +68,34 @@ TEST(RetryPolicyTest, SuccessEndsTheRunOfFailuresAndSaysSoOnce) {
   EXPECT_TRUE(retry.BackOff(absl::DeadlineExceededError("slow"), "pull").ok());
 }
 
+TEST(RetryPolicyTest, RetryCallsUntilSuccessOrAFinalError) {
+  FakeClock clock;
+  std::ostringstream log;
+  RetryPolicy retry(Options(), 2, nullptr, &clock, &log);
+  int calls = 0;
+  EXPECT_TRUE(retry
+                  .Retry(
+                      [&] {
+                        return ++calls < 3 ? absl::UnavailableError("away")
+                                           : absl::OkStatus();
+                      },
+                      "pull", "back")
+                  .ok());
+  EXPECT_EQ(calls, 3);
+  EXPECT_GT(clock.Sleeps(), absl::ZeroDuration());
+  EXPECT_NE(log.str().find("worker 2: back\n"), std::string::npos);
+  EXPECT_EQ(retry.failures(), 0);
+  calls = 0;
+  const absl::Status bad = absl::InvalidArgumentError("malformed");
+  EXPECT_EQ(retry.Retry(
+                [&] {
+                  ++calls;
+                  return bad;
+                },
+                "push", "back"),
+            bad);
+  EXPECT_EQ(calls, 1);
+}
+
 }  // namespace
 }  // namespace asgd

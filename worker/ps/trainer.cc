@@ -501,14 +501,8 @@ absl::StatusOr<PoolGrant> Trainer::FetchWithRetry(uint64_t num_frames,
 
 absl::Status Trainer::PullWithRetry(absl::Span<float> params,
                                     std::vector<uint64_t>* versions) {
-  for (;;) {
-    absl::Status s = client_->Pull(params, versions);
-    if (s.ok()) {
-      retry_.Succeeded(kPullRecovered);
-      return s;
-    }
-    ASGD_RETURN_IF_ERROR(retry_.BackOff(s, "pull"));
-  }
+  return retry_.Retry([&] { return client_->Pull(params, versions); }, "pull",
+                      kPullRecovered);
 }
 
 absl::StatusOr<PushOutcome> Trainer::Push(absl::Span<const float> values,
