@@ -361,26 +361,31 @@ std::vector<float> InitialParams(const ModelSpec& spec, uint64_t seed) {
   return params;
 }
 
-int64_t TrainingMacsPerRow(const ModelSpec& spec) {
+int64_t LayerTrainingMacsPerRow(const ModelSpec& spec, int layer) {
   int64_t macs = 0;
   const int num = static_cast<int>(spec.layers.size());
-  for (int i = 0; i <= num; ++i) {
-    if (i < num && spec.layers[i].kind == LayerKind::kConv) {
-      // Each output position before pooling: filters × in_ch × kt × kf.
-      const ConvLayerSpec& c = spec.layers[i].conv;
-      const FeatureShape in = LayerInputShape(spec, i);
-      const int64_t positions = int64_t{in.time - c.kernel_time + 1} *
-                                (in.freq - c.kernel_freq + 1);
-      macs += positions * c.filters * in.channels * c.kernel_time *
-              c.kernel_freq;
-    } else {
-      // Dense and LSTM: every weight (not bias) is used once per row.
-      for (const TensorSpec& t : LayerTensors(spec, i)) {
-        if (t.shape.size() == 2) macs += Elements(t);
-      }
+  if (layer < num && spec.layers[layer].kind == LayerKind::kConv) {
+    // Each output position before pooling: filters × in_ch × kt × kf.
+    const ConvLayerSpec& c = spec.layers[layer].conv;
+    const FeatureShape in = LayerInputShape(spec, layer);
+    const int64_t positions = int64_t{in.time - c.kernel_time + 1} *
+                              (in.freq - c.kernel_freq + 1);
+    macs = positions * c.filters * in.channels * c.kernel_time * c.kernel_freq;
+  } else {
+    // Dense and LSTM: every weight (not bias) is used once per row.
+    for (const TensorSpec& t : LayerTensors(spec, layer)) {
+      if (t.shape.size() == 2) macs += Elements(t);
     }
   }
   return 3 * macs;
+}
+
+int64_t TrainingMacsPerRow(const ModelSpec& spec) {
+  int64_t macs = 0;
+  for (int i = 0; i <= static_cast<int>(spec.layers.size()); ++i) {
+    macs += LayerTrainingMacsPerRow(spec, i);
+  }
+  return macs;
 }
 
 std::string DescribeModel(const ModelSpec& spec) {

@@ -173,6 +173,9 @@ std::vector<float> InitialParams(const ModelSpec& spec, uint64_t seed);
 // Multiply-adds of one training step (forward + backward: 3 × forward) for
 // one input row, for reporting FLOP rates (2 FLOPs per multiply-add).
 int64_t TrainingMacsPerRow(const ModelSpec& spec);
+// The same for hidden layer i alone (i = layers.size(): the output layer);
+// TrainingMacsPerRow is their sum.
+int64_t LayerTrainingMacsPerRow(const ModelSpec& spec, int layer);
 
 // One line, e.g. "conv(32,3x8,pool 1x3,relu) dense(512,relu) softmax(40)
 // on 11x40 inputs": for logs and --help.
