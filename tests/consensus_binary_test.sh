@@ -6,7 +6,7 @@
 #     servers' consensus, read by asgd_eval, is well above the initial
 #     model's accuracy.
 #  2. admm, 2 workers on fresh servers: the same.
-#  3. Refused before training, with a message naming the flag: a bad
+#  3. Refused, with a message naming the flag (before connecting): a bad
 #     --elastic_alpha, --admm_rho or --consensus_every, --minibatch_pool with
 #     a consensus mode; a synchronous pool refuses the ADD pushes and the
 #     worker ends with that error.

@@ -281,10 +281,15 @@ TEST(ConsensusTest, AStalePushIsDroppedOnBothEndsOfTheSpring) {
   EXPECT_EQ(result->local, x);
 }
 
-class ConsensusTrainsTest : public ::testing::TestWithParam<ConsensusRule> {};
+struct RuleAndModel {
+  ConsensusRule rule;
+  const char* model;
+};
+
+class ConsensusTrainsTest : public ::testing::TestWithParam<RuleAndModel> {};
 
 TEST_P(ConsensusTrainsTest, TwoWorkersTrainTheToyTask) {
-  const ModelSpec spec = ToyModel("dnn");
+  const ModelSpec spec = ToyModel(GetParam().model);
   auto pool = StartTestPool(spec, 2, 2, kLearningRate);
   ASSERT_TRUE(pool.ok()) << pool.status();
   std::vector<std::unique_ptr<Worker>> workers;
@@ -292,15 +297,17 @@ TEST_P(ConsensusTrainsTest, TwoWorkersTrainTheToyTask) {
     workers.push_back(MakeWorker(*pool, w, 2, 16));
     ASSERT_NE(workers.back(), nullptr);
   }
-  const double before = *EvaluateAccuracy(workers[0]->backend.get(),
-                                          PoolModel(pool->servers),
-                                          *workers[0]->heldout, 16);
+  const int examples = ShapeOfBatch(*workers[0]->heldout, 16).examples;
+  auto before = EvaluateAccuracy(workers[0]->backend.get(),
+                                 PoolModel(pool->servers),
+                                 *workers[0]->heldout, examples);
+  ASSERT_TRUE(before.ok()) << before.status();
   std::vector<absl::StatusOr<ConsensusResult>> results(
       2, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (int w = 0; w < 2; ++w) {
     threads.emplace_back([&, w] {
-      ConsensusOptions o = Options(GetParam(), w);
+      ConsensusOptions o = Options(GetParam().rule, w);
       o.loop.epochs = 30;
       o.every = 4;
       o.alpha = 0.45f;
@@ -315,19 +322,23 @@ TEST_P(ConsensusTrainsTest, TwoWorkersTrainTheToyTask) {
     EXPECT_GT(results[w]->rounds, 10);
     EXPECT_GE(results[w]->last_distance, 0);
   }
-  const double after = *EvaluateAccuracy(workers[0]->backend.get(),
-                                         PoolModel(pool->servers),
-                                         *workers[0]->heldout, 16);
-  EXPECT_GT(after, 0.9) << "before " << before;
-  EXPECT_LT(before, 0.6);
+  auto after = EvaluateAccuracy(workers[0]->backend.get(),
+                                PoolModel(pool->servers), *workers[0]->heldout,
+                                examples);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_GT(*after, 0.9) << "before " << *before;
+  EXPECT_LT(*before, 0.6);
 }
 
-INSTANTIATE_TEST_SUITE_P(Rules, ConsensusTrainsTest,
-                         ::testing::Values(ConsensusRule::kEasgd,
-                                           ConsensusRule::kAdmm),
-                         [](const auto& info) {
-                           return ConsensusModeName(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Rules, ConsensusTrainsTest,
+    ::testing::Values(RuleAndModel{ConsensusRule::kEasgd, "dnn"},
+                      RuleAndModel{ConsensusRule::kAdmm, "dnn"},
+                      RuleAndModel{ConsensusRule::kEasgd, "lstm"},
+                      RuleAndModel{ConsensusRule::kAdmm, "cnn"}),
+    [](const auto& info) {
+      return ConsensusModeName(info.param.rule) + "_" + info.param.model;
+    });
 
 TEST(ConsensusTest, ASynchronousPoolRefusesAddPushesAndTheRunEnds) {
   const ModelSpec spec = ToyModel("dnn");

@@ -215,7 +215,8 @@ struct WorkerSetup {
   bool kaldi = false;  // --kaldi_data, else --corpus
   KaldiInput kaldi_train, kaldi_heldout;
   bool decentralized = false;  // adpsgd, allreduce
-  bool consensus = false;      // easgd, admm
+  bool consensus = false;      // easgd, admm, with these flags:
+  ConsensusOptions consensus_options;
   TrainMode mode = TrainMode::kAsgd;
   bool pool = false;
   std::string pool_run_id;
@@ -262,7 +263,10 @@ absl::Status ReadTrainingMode(WorkerSetup* setup) {
   setup->decentralized = IsDecentralizedMode(mode);
   setup->consensus = IsConsensusMode(mode);
   setup->mode = TrainMode::kSgd;
-  if (!setup->decentralized && !setup->consensus) {
+  if (setup->consensus) {
+    ASGD_RETURN_IF_ERROR(ApplyConsensusFlags(mode, setup->num_workers,
+                                             &setup->consensus_options));
+  } else if (!setup->decentralized) {
     ASGD_ASSIGN_OR_RETURN(setup->mode, ParseTrainMode(mode));
   }
   setup->pool = absl::GetFlag(FLAGS_minibatch_pool);
@@ -477,17 +481,13 @@ TrainerOptions TrainerOptionsFromFlags(const WorkerSetup& setup,
 }
 
 // --mode=easgd or admm: the shared setup's loop options plus the consensus
-// flags; saves the final consensus.
-int RunConsensus(const LoopOptions& loop, int num_workers,
+// flags (read by ReadSetup); saves the final consensus.
+int RunConsensus(const LoopOptions& loop, ConsensusOptions o,
                  prometheus::Registry& registry, ParamClient* client,
                  ModelBackend* backend, const ModelSpec& spec,
                  const WorkerData& data) {
-  ConsensusOptions o;
   o.loop = loop;
   o.open_source = data.open_source;
-  absl::Status s =
-      ApplyConsensusFlags(absl::GetFlag(FLAGS_mode), num_workers, &o);
-  if (!s.ok()) return Fail(s);
   auto result = RunConsensusWorker(
       o, absl::GetFlag(FLAGS_local_learning_rate), registry, client, backend,
       data.train.get(), data.heldout.get(), &std::cout);
@@ -569,7 +569,7 @@ int Run() {
   if (setup->consensus || setup->decentralized) {
     const int rc =
         setup->consensus
-            ? RunConsensus(loop, setup->num_workers,
+            ? RunConsensus(loop, setup->consensus_options,
                            process_metrics.registry(), client->get(),
                            backend->get(), spec, data)
             : RunDecentralized(loop, setup->num_workers, lockstep_steps,

@@ -3,9 +3,11 @@
 // is hidden layer i, layer spec.layers.size() the output layer (with the
 // loss); a stage holds a contiguous range of them, model/layer_range.h.
 //
-// Delays: minibatches stream through the stages; stage s of S updates its
-// weights with the gradient of the minibatch whose forward pass it ran
-// S - 1 - s steps earlier (the last stage at once, the first the most).
+// Delays: minibatches stream through the stages, each stage running one
+// forward and one backward pass per step (so stage s of S has S - s
+// minibatches in flight); stage s updates its weights with the gradient of
+// a minibatch whose forward pass ran S - 1 - s updates earlier (the last
+// stage at once, the first the most).
 //
 // A plan is given (ParseStagePlan: "0-1,2,3-4") or balanced
 // (BalanceStages): the stages' training work per minibatch (multiply-adds,
@@ -34,8 +36,8 @@ struct StagePlan {
   std::vector<int> bounds;
 
   int stages() const { return static_cast<int>(bounds.size()) - 1; }
-  // Steps between stage s's forward pass of a minibatch and the update with
-  // its gradient: stages() - 1 - s.
+  // Updates of stage s between its forward pass of a minibatch and the
+  // update with that minibatch's gradient: stages() - 1 - s.
   int Delay(int stage) const { return stages() - 1 - stage; }
 };
 
