@@ -313,10 +313,11 @@ class ParamStore {
   // (nothing enqueued, `done` not run): InvalidArgument for a wrong size,
   // too many minibatches, non-finite values, an update that cannot stay
   // finite, a compressed assign or add, an add in synchronous mode, or a
-  // second push from one worker for one synchronous step; Aborted for a version from the future (pull again);
-  // Unavailable when shut down, or busy (with Refusal::kBusy), or (a
-  // compressed push in synchronous mode, which is decoded to float32 to be
-  // summed) with no staging memory (Refusal::kPushMemory).
+  // second push from one worker for one synchronous step; Aborted for a
+  // version from the future (pull again); Unavailable when shut down, or
+  // busy (with Refusal::kBusy), or (a compressed push in synchronous mode,
+  // which is decoded to float32 to be summed) with no staging memory
+  // (Refusal::kPushMemory).
   absl::Status Submit(PushRequest request,
                       std::function<void(const PushResult&)> done);
 
@@ -365,7 +366,7 @@ class ParamStore {
   };
   // One admitted update as the admission bound sees it.
   struct UpdateBound {
-    bool assign = false;  // after it |w| <= max_g
+    bool assign = false;
     float scale = 1.0f;
     double max_g = 0;        // largest |value| of the update
     double max_backup = -1;  // DC-ASGD copy's largest |value|; < 0: none

@@ -12,6 +12,10 @@
 //          of the servers that applied it, so a share that was dropped or
 //          lost goes with the next one); pull z; lam += rho (x - z).
 //
+// The push goes as --wire_dtype: with bf16 the servers add e (or the share)
+// rounded to bfloat16 while the worker keeps its float32 value, so the two
+// ends of EASGD's spring move by amounts that differ in the low bits.
+//
 // The servers keep nothing per worker: ADMM's duals and last shares live
 // here, on the worker that owns them (3 model-sized buffers besides x, z
 // and the gradient). The consensus starts as the pool's model, which every

@@ -54,7 +54,9 @@ absl::StatusOr<TrainMode> ParseTrainMode(absl::string_view text) {
   if (text == "sync") return TrainMode::kSync;
   if (text == "sgd") return TrainMode::kSgd;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown mode '", text, "' (want asgd, sync or sgd)"));
+      absl::StrCat("unknown mode '", text,
+                   "' (asgd_worker's modes: asgd, sync, sgd; adpsgd, "
+                   "allreduce; easgd, admm)"));
 }
 
 // What one step of the loop does around drawing a minibatch and computing
