@@ -5,6 +5,9 @@
 # and:
 #   fail MESSAGE...        prints it and the tail of every $TMP/*.log, exits 1
 #   wait_for WHAT CMD...   polls CMD every 0.1 s, up to 60 s, else fail
+#   start_servers NAME FLAGS...  a pool of two $SERVER processes on free
+#                          ports (logs $TMP/NAME-server-S.log), FLAGS added
+#                          to each; waits until both listen; sets SERVERS
 TMP=$(mktemp -d "${TEST_TMPDIR:-/tmp}/$1.XXXXXX")
 PIDS=()
 cleanup() {
@@ -26,4 +29,15 @@ wait_for() {
     sleep 0.1
   done
   fail "timed out waiting for $what"
+}
+start_servers() {
+  local name=$1 s
+  shift
+  for s in 0 1; do
+    "$SERVER" --host=127.0.0.1 --port=0 --port_file="$TMP/$name.port.$s" \
+      --server_index=$s --num_servers=2 "$@" >"$TMP/$name-server-$s.log" 2>&1 &
+    PIDS+=($!)
+  done
+  for s in 0 1; do wait_for "server $s" test -s "$TMP/$name.port.$s"; done
+  SERVERS="127.0.0.1:$(cat "$TMP/$name.port.0"),127.0.0.1:$(cat "$TMP/$name.port.1")"
 }

@@ -18,19 +18,8 @@ source "$(dirname "$0")/binary_test_lib.sh" consensus
 "$MAKE_CORPUS" --out="$TMP/corpus" --num_train=40 --num_heldout=8 --jobs=2 \
   --noprogress >"$TMP/corpus.log" 2>&1 || fail "make_corpus"
 
-# start_servers NAME FLAGS...: two servers; sets SERVERS.
-start_servers() {
-  local name=$1 s
-  shift
-  for s in 0 1; do
-    "$SERVER" --host=127.0.0.1 --port=0 --port_file="$TMP/$name.port.$s" \
-      --server_index=$s --num_servers=2 --num_shards=1 --hidden=64 \
-      --learning_rate=0.1 --log_every_s=0 "$@" >"$TMP/$name-server-$s.log" 2>&1 &
-    PIDS+=($!)
-  done
-  for s in 0 1; do wait_for "server $s" test -s "$TMP/$name.port.$s"; done
-  SERVERS="127.0.0.1:$(cat "$TMP/$name.port.0"),127.0.0.1:$(cat "$TMP/$name.port.1")"
-}
+# The pool of every case: start_servers NAME [more flags].
+POOL_FLAGS=(--num_shards=1 --hidden=64 --learning_rate=0.1 --log_every_s=0)
 
 # accuracy NAME: the servers' model's held-out accuracy (asgd_eval).
 accuracy() {
@@ -61,7 +50,7 @@ above() {
 
 passed=0
 # 1. easgd with a worker that dies.
-start_servers easgd
+start_servers easgd "${POOL_FLAGS[@]}"
 before=$(accuracy easgd-before)
 start_workers easgd 3 --mode=easgd --epochs=0 --max_steps=1500 \
   --log_every=50 --consensus_every=4
@@ -80,7 +69,7 @@ echo "easgd with a dead worker: both survivors finished, consensus $before% -> $
 passed=$((passed + 1))
 
 # 2. admm on fresh servers.
-start_servers admm
+start_servers admm "${POOL_FLAGS[@]}"
 before=$(accuracy admm-before)
 start_workers admm 2 --mode=admm --epochs=2 --log_every=1000 \
   --consensus_every=2 --admm_rho=0.5
@@ -109,7 +98,7 @@ refused every "--consensus_every must be >= 1" --mode=admm --consensus_every=0
 echo 0123456789abcdef0123 >"$TMP/run_id"
 refused pool "--mode=easgd takes no --minibatch_pool" --mode=easgd \
   --minibatch_pool --pool_run_id_file="$TMP/run_id"
-start_servers sync --sync_workers=2
+start_servers sync "${POOL_FLAGS[@]}" --sync_workers=2
 refused sync "synchronous pool" --mode=easgd --consensus_every=1
 echo "refusals: alpha, rho, every, pool, a synchronous pool"
 passed=$((passed + 1))

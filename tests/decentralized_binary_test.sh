@@ -15,14 +15,7 @@ source "$(dirname "$0")/binary_test_lib.sh" decentralized
 "$MAKE_CORPUS" --out="$TMP/corpus" --num_train=40 --num_heldout=8 --jobs=2 \
   --noprogress >"$TMP/corpus.log" 2>&1 || fail "make_corpus"
 
-for s in 0 1; do
-  "$SERVER" --host=127.0.0.1 --port=0 --port_file="$TMP/port.$s" \
-    --server_index=$s --num_servers=2 --num_shards=1 --hidden=64 \
-    --log_every_s=0 >"$TMP/server-$s.log" 2>&1 &
-  PIDS+=($!)
-done
-for s in 0 1; do wait_for "server $s" test -s "$TMP/port.$s"; done
-SERVERS="127.0.0.1:$(cat "$TMP/port.0"),127.0.0.1:$(cat "$TMP/port.1")"
+start_servers pool --num_shards=1 --hidden=64 --log_every_s=0
 
 # start_workers NAME N FLAGS...: starts N workers; sets WORKER_PIDS.
 start_workers() {

@@ -1,19 +1,8 @@
 #include "worker/consensus/consensus_rules.h"
 
-#include <cmath>
 #include <cstddef>
 
 namespace asgd {
-
-double ConsensusDistance(absl::Span<const float> x,
-                         absl::Span<const float> z) {
-  double sum = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double d = static_cast<double>(x[i]) - z[i];
-    sum += d * d;
-  }
-  return std::sqrt(sum);
-}
 
 void SgdStep(absl::Span<const float> g, float lr, absl::Span<float> x) {
   for (size_t i = 0; i < x.size(); ++i) x[i] -= lr * g[i];

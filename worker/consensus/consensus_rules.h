@@ -21,7 +21,8 @@
 // (AdmmDualStep).
 //
 // Arithmetic: float32, each elementwise expression evaluated left to right
-// as written here; the distance is accumulated in double.
+// as written here. (How far a worker is from the consensus, |x - z|, is
+// worker/peer/peer_model.h's L2Distance.)
 //
 // Thread-safety: pure functions over caller-owned buffers.
 #ifndef ASGD_WORKER_CONSENSUS_CONSENSUS_RULES_H_
@@ -30,9 +31,6 @@
 #include "absl/types/span.h"
 
 namespace asgd {
-
-// sqrt(sum (x - z)^2): how far the worker is from the consensus.
-double ConsensusDistance(absl::Span<const float> x, absl::Span<const float> z);
 
 // The local SGD step: x -= lr * g.
 void SgdStep(absl::Span<const float> g, float lr, absl::Span<float> x);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/peer/peer_model.h"
 
 namespace asgd {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 TEST(ConsensusRulesTest, DistanceAndSgdStep) {
   const std::vector<float> x = {3.0f, 1.0f, -2.0f};
   const std::vector<float> z = {0.0f, 1.0f, 2.0f};
-  EXPECT_DOUBLE_EQ(ConsensusDistance(x, z), 5.0);  // sqrt(9 + 0 + 16)
+  EXPECT_DOUBLE_EQ(L2Distance(x, z), 5.0);  // sqrt(9 + 0 + 16)
   std::vector<float> w = {1.0f, 2.0f, 3.0f};
   SgdStep(std::vector<float>{1.0f, -2.0f, 0.5f}, 0.25f, absl::MakeSpan(w));
   EXPECT_EQ(w, (std::vector<float>{0.75f, 2.5f, 2.875f}));

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "worker/consensus/consensus_rules.h"
 #include "worker/data/make_examples.h"
+#include "worker/peer/peer_model.h"
 #include "worker/ps/push_encoder.h"
 
 namespace asgd {
@@ -78,9 +79,7 @@ ConsensusTrainer::ConsensusTrainer(ParamClient* client, ModelBackend* backend,
     : client_(client),
       backend_(backend),
       train_(train),
-      heldout_(heldout),
       options_(options),
-      log_(log),
       reporter_(options.loop, backend, heldout, log),
       retry_(options.retry, options.loop.worker_index, options.loop.observer,
              reporter_.clock(), log) {}
@@ -139,7 +138,7 @@ absl::Status ConsensusTrainer::Communicate(State* s, ConsensusResult* result) {
   if (!admm) {
     ASGD_RETURN_IF_ERROR(PullWithRetry(s));
     t1 = clock->Now();
-    s->distance = ConsensusDistance(s->x, s->z);
+    s->distance = L2Distance(s->x, s->z);
     ElasticDifference(s->x, s->z, options_.alpha, absl::MakeSpan(s->values));
   } else {
     AdmmShare(s->x, s->lam, s->u_sent, options_.rho, options_.num_workers,
@@ -163,7 +162,7 @@ absl::Status ConsensusTrainer::Communicate(State* s, ConsensusResult* result) {
   if (admm) {
     ASGD_RETURN_IF_ERROR(PullWithRetry(s));
     AdmmDualStep(s->x, s->z, options_.rho, absl::MakeSpan(s->lam));
-    s->distance = ConsensusDistance(s->x, s->z);
+    s->distance = L2Distance(s->x, s->z);
   }
   const absl::Time t3 = clock->Now();
   result->train.phases.pull +=

@@ -135,10 +135,8 @@ class ConsensusTrainer {
   ParamClient* const client_;
   ModelBackend* const backend_;
   const ExampleSet* const train_;
-  const ExampleSet* const heldout_;
   const ConsensusOptions options_;
-  std::ostream* const log_;
-  LoopReporter reporter_;
+  LoopReporter reporter_;  // holds the held-out set and the log
   RetryPolicy retry_;
   uint64_t window_staleness_ = 0;
 };
