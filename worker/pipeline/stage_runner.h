@@ -1,0 +1,144 @@
+// StageRunner: one stage of a pipeline (pipelined back-propagation): the
+// layers a StagePlan gives it (model/layer_range.h), their weights (local
+// to the stage), and the schedule that streams minibatches through.
+//
+// The schedule, one-forward-one-backward with a window: stage s of S keeps
+// at most K_s = max(1, depth - s) minibatches in flight (forward pass done,
+// update not yet), `depth` in [1, S] being stage 0's window. It runs
+// forward passes until K_s are in flight, then alternates: the backward
+// pass and the update of the oldest, then the forward pass of the next.
+// So the stage updates before its next forward pass, and its forward pass
+// of a minibatch sees the weights K_s - 1 updates before the one that
+// applies that minibatch's gradient: the delay, max(0, depth - 1 - s),
+// growing toward the input (StagePlan::Delay at depth S; none at depth 1,
+// where the run is plain SGD: the same gradients as one process, bit for
+// bit). The last stage computes the loss and updates at once.
+//
+// Each in-flight minibatch has its own LayerRange (the activations) and,
+// with a delay, its own copy of the weights its forward pass used
+// (weight stashing): its backward pass computes the exact gradient of the
+// model it saw, and the update applies it to the current weights,
+// w -= learning_rate * g.
+//
+// Back-pressure: a stage takes a new minibatch from its upstream only when
+// it has room (fewer than K_s in flight), so a stage never holds more.
+//
+//   auto runner = StageRunner::Create(options);
+//   absl::Status s = (*runner)->Run(absl::MakeSpan(stage_params), &up, down);
+//
+// Thread-safety: one thread; Run once.
+#ifndef ASGD_WORKER_PIPELINE_STAGE_RUNNER_H_
+#define ASGD_WORKER_PIPELINE_STAGE_RUNNER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/layer_range.h"
+#include "model/model_spec.h"
+#include "worker/loop/clock.h"
+#include "worker/pipeline/stage_link.h"
+#include "worker/pipeline/stage_plan.h"
+
+namespace asgd {
+
+// Monitoring hooks, called on the stage's thread.
+class StageObserver {
+ public:
+  virtual ~StageObserver() = default;
+  // A forward pass took `seconds`; `in_flight` minibatches are now held.
+  virtual void OnForward(double seconds, int in_flight) = 0;
+  // A backward pass and update took `seconds`; the update came `delay`
+  // updates after the weights its forward pass used.
+  virtual void OnUpdate(double seconds, int delay) = 0;
+};
+
+struct StageRunnerOptions {
+  ModelSpec spec;
+  StagePlan plan;
+  int stage = 0;
+  int depth = 1;  // stage 0's window, in [1, plan.stages()]
+  float learning_rate = 0.0f;
+  int max_rows = 0;  // the most rows of a minibatch
+  StageObserver* observer = nullptr;  // may be null
+  Clock* clock = nullptr;             // null: RealClock()
+};
+
+// K_s above: the most minibatches stage `stage` holds at `depth`.
+int StageWindow(int depth, int stage);
+
+struct StageStats {
+  int64_t minibatches = 0;  // updates applied
+  std::map<int, int64_t> delays;  // delay -> updates with it
+  int max_in_flight = 0;
+  double forward_seconds = 0, backward_seconds = 0;
+  double seconds = 0;  // of Run, start to end
+  // What the answers carried (the last stage's measurements, passed down
+  // to every stage): sum of loss × labelled, labelled and correct outputs.
+  double loss_sum = 0;
+  int64_t labelled = 0, correct = 0;
+};
+
+class StageRunner {
+ public:
+  // InvalidArgument for a stage outside the plan, a depth outside
+  // [1, stages], a learning rate that is not > 0 and finite, max_rows < 1,
+  // or a layer range the spec refuses.
+  static absl::StatusOr<std::unique_ptr<StageRunner>> Create(
+      const StageRunnerOptions& options);
+
+  const LayerRange& layers() const { return *slots_.front().range; }
+  int window() const { return window_; }
+  bool last() const { return last_; }
+
+  // Trains `params` (the stage's part of the flat model, layers().
+  // param_count() floats) on everything `up` sends, sending to `down` (null
+  // for the last stage, required otherwise). Returns when the upstream has
+  // ended and every minibatch is answered, after finishing both links.
+  // On an error (a link's, a non-finite gradient: FailedPrecondition, a
+  // minibatch of the wrong shape: InvalidArgument) aborts both links with
+  // it and returns it; params then hold every update applied before.
+  absl::Status Run(absl::Span<float> params, UpstreamLink* up,
+                   DownstreamLink* down);
+
+  const StageStats& stats() const { return stats_; }
+
+ private:
+  struct Slot {
+    std::unique_ptr<LayerRange> range;
+    std::vector<float> weights;  // the stashed weights (delay > 0)
+  };
+  struct InFlight {
+    int slot = 0;
+    StageBatch input;
+    int64_t updates_at_forward = 0;
+  };
+
+  explicit StageRunner(const StageRunnerOptions& options);
+  absl::Status RunLoop(absl::Span<float> params, UpstreamLink* up,
+                       DownstreamLink* down);
+  absl::Status CheckInput(const StageBatch& in) const;
+  absl::Status Forward(absl::Span<float> params, StageBatch in,
+                       UpstreamLink* up, DownstreamLink* down);
+  absl::Status Update(absl::Span<float> params, const float* dout,
+                      UpstreamLink* up, StageGrad answer);
+
+  const StageRunnerOptions options_;
+  Clock* const clock_;
+  int window_ = 1;
+  bool last_ = false;
+  std::vector<Slot> slots_;
+  std::vector<int> free_slots_;
+  std::vector<InFlight> in_flight_;  // oldest first
+  std::vector<float> dparams_, din_;
+  int64_t updates_ = 0;
+  StageStats stats_;
+};
+
+}  // namespace asgd
+
+#endif  // ASGD_WORKER_PIPELINE_STAGE_RUNNER_H_
