@@ -1,8 +1,10 @@
 #include "worker/asgd_flags.h"
 
 #include <cstdint>
+#include <string>
 
 #include "absl/flags/flag.h"
+#include "common/pool_run_id.h"
 
 ABSL_FLAG(int, push_every, 1,
           "Accumulate this many minibatch gradients per push (their average; "
@@ -26,6 +28,14 @@ ABSL_FLAG(int, max_overlapped_steps, 1,
           "With --overlap_pulls: the most minibatches computed on one model "
           "while the next one is on the wire.");
 
+ABSL_FLAG(std::string, pool_run_id_file, "",
+          "With --minibatch_pool (required there): a file holding this run's "
+          "id, 16 to 256 bytes (surrounding whitespace ignored), the same for "
+          "every worker of the run and secret to everyone else: the pool "
+          "keeps one dataset per run id, so no other client can take or use "
+          "up the run's batches. New for each run, e.g. `head -c 16 "
+          "/dev/urandom | od -An -tx1 | tr -d ' \\n'`.");
+
 namespace asgd {
 
 void AsgdTrainerFlags(TrainerOptions* options) {
@@ -39,6 +49,17 @@ void AsgdTrainerFlags(TrainerOptions* options) {
   options->max_overlapped_steps = absl::GetFlag(FLAGS_max_overlapped_steps);
   options->pool_seed = absl::GetFlag(FLAGS_pool_seed);
   options->warm_start_epochs = absl::GetFlag(FLAGS_warm_start_epochs);
+}
+
+absl::StatusOr<std::string> PoolRunIdFromFlags() {
+  const std::string path = absl::GetFlag(FLAGS_pool_run_id_file);
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        "--minibatch_pool needs --pool_run_id_file: a file with a secret "
+        "shared by this run's workers (e.g. `umask 077; head -c 16 "
+        "/dev/urandom | od -An -tx1 | tr -d ' \\n' > run_id`)");
+  }
+  return ReadPoolRunIdFile(path, "--pool_run_id_file");
 }
 
 }  // namespace asgd

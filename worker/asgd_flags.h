@@ -4,10 +4,13 @@
 // the shared pool's example order and the warm start:
 //   --push_every, --compute_while_pushing, --max_minibatches_per_push,
 //   --overlap_pulls, --max_overlapped_steps, --pool_seed,
-//   --warm_start_epochs
+//   --warm_start_epochs, --pool_run_id_file
 #ifndef ASGD_WORKER_ASGD_FLAGS_H_
 #define ASGD_WORKER_ASGD_FLAGS_H_
 
+#include <string>
+
+#include "absl/status/statusor.h"
 #include "worker/ps/trainer.h"
 
 namespace asgd {
@@ -16,6 +19,11 @@ namespace asgd {
 // overlap_pulls only in asgd mode (set options->mode first). The trainer
 // validates the values.
 void AsgdTrainerFlags(TrainerOptions* options);
+
+// The shared minibatch pool's run id, read from --pool_run_id_file
+// (common/pool_run_id.h). InvalidArgument when the flag is not set, or
+// the file's errors.
+absl::StatusOr<std::string> PoolRunIdFromFlags();
 
 }  // namespace asgd
 

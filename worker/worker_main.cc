@@ -23,7 +23,6 @@
 #include "absl/time/time.h"
 #include "common/cli.h"
 #include "common/main_preamble.h"
-#include "common/pool_run_id.h"
 #include "common/security_flags.h"
 #include "common/status_macros.h"
 #include "common/wire_codec.h"
@@ -41,6 +40,8 @@
 #include "worker/data/make_examples.h"
 #include "worker/data/utterances.h"
 #include "worker/kaldi_flags.h"
+#include "worker/kaldi_train_flags.h"
+#include "worker/pipeline_flags.h"
 #include "worker/loop/loop.h"
 #include "worker/loop/worker_metrics.h"
 #include "worker/peer/decentralized_metrics.h"
@@ -54,11 +55,6 @@ ABSL_FLAG(std::string, servers, "",
           "Comma-separated host:port of every server in the pool (any order).");
 ABSL_FLAG(std::string, corpus, "",
           "Corpus directory (see corpus/README.md); or --kaldi_data.");
-ABSL_FLAG(std::string, kaldi_heldout_data, "",
-          "With --kaldi_data: a Kaldi data directory of held-out utterances "
-          "(loaded into memory) for the evaluations; none: no evaluation.");
-ABSL_FLAG(std::string, kaldi_heldout_alignments, "",
-          "Pdf-id alignments of --kaldi_heldout_data (files and globs).");
 ABSL_FLAG(int, worker_index, 0, "This worker's index in [0, num_workers).");
 ABSL_FLAG(int, num_workers, 1,
           "Number of workers; worker i trains on utterances u with "
@@ -71,20 +67,15 @@ ABSL_FLAG(std::string, mode, "asgd",
           "workers average models with each other / allreduce gradients, "
           "see --topology and --peers); easgd or admm (consensus: each "
           "worker trains its own model, pulled toward the servers' "
-          "consensus every --consensus_every minibatches).");
+          "consensus every --consensus_every minibatches); pipeline (the "
+          "model's layers split into --stages, one process each, see "
+          "--stage and --next_stage).");
 ABSL_FLAG(int, batch_size, 256,
           "Labelled frames per minibatch (recurrent models: whole chunks of "
           "--chunk_frames, about this many frames).");
 ABSL_FLAG(bool, minibatch_pool, false,
           "Take minibatch ids from the shared pool on server 0 instead of a "
           "static per-worker partition, so slow workers take fewer batches.");
-ABSL_FLAG(std::string, pool_run_id_file, "",
-          "With --minibatch_pool (required there): a file holding this run's "
-          "id, 16 to 256 bytes (surrounding whitespace ignored), the same for "
-          "every worker of the run and secret to everyone else: the pool "
-          "keeps one dataset per run id, so no other client can take or use "
-          "up the run's batches. New for each run, e.g. `head -c 16 "
-          "/dev/urandom | od -An -tx1 | tr -d ' \\n'`.");
 ABSL_FLAG(double, slowdown, 1.0,
           "Make this worker a straggler: idle (slowdown - 1) x the compute "
           "time after each minibatch (1: no slowdown).");
@@ -217,6 +208,8 @@ struct WorkerSetup {
   bool decentralized = false;  // adpsgd, allreduce
   bool consensus = false;      // easgd, admm, with these flags:
   ConsensusOptions consensus_options;
+  bool pipeline = false;  // with these flags:
+  PipelineStageOptions pipeline_options;
   TrainMode mode = TrainMode::kAsgd;
   bool pool = false;
   std::string pool_run_id;
@@ -225,36 +218,6 @@ struct WorkerSetup {
   std::optional<PushEncoding> push_encoding;
 };
 
-absl::Status ReadKaldiInputs(WorkerSetup* setup) {
-  auto input = KaldiInputFromFlags(
-      /*need_alignments=*/true, setup->index == 0
-                                    ? MissingGlobalCmvn::kComputeAndWrite
-                                    : MissingGlobalCmvn::kCompute);
-  if (!input.ok()) return input.status();
-  setup->kaldi_train = *input;
-  setup->kaldi_heldout = setup->kaldi_train;
-  setup->kaldi_heldout.data_dir = absl::GetFlag(FLAGS_kaldi_heldout_data);
-  setup->kaldi_heldout.alignments =
-      absl::GetFlag(FLAGS_kaldi_heldout_alignments);
-  if (!setup->kaldi_heldout.data_dir.empty() &&
-      setup->kaldi_heldout.alignments.empty()) {
-    return absl::InvalidArgumentError(
-        "--kaldi_heldout_data needs --kaldi_heldout_alignments");
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadPoolRunId() {
-  const std::string path = absl::GetFlag(FLAGS_pool_run_id_file);
-  if (path.empty()) {
-    return absl::InvalidArgumentError(
-        "--minibatch_pool needs --pool_run_id_file: a file with a secret "
-        "shared by this run's workers (e.g. `umask 077; head -c 16 "
-        "/dev/urandom | od -An -tx1 | tr -d ' \\n' > run_id`)");
-  }
-  return ReadPoolRunIdFile(path, "--pool_run_id_file");
-}
-
 absl::Status ReadTrainingMode(WorkerSetup* setup) {
   // adpsgd and allreduce share the setup and branch off before the Trainer;
   // like sgd, they use the servers only for the initial model and the final
@@ -262,23 +225,35 @@ absl::Status ReadTrainingMode(WorkerSetup* setup) {
   const std::string mode = absl::GetFlag(FLAGS_mode);
   setup->decentralized = IsDecentralizedMode(mode);
   setup->consensus = IsConsensusMode(mode);
+  setup->pipeline = mode == "pipeline";
   setup->mode = TrainMode::kSgd;
-  if (setup->consensus) {
+  if (setup->pipeline) {
+    ASGD_RETURN_IF_ERROR(ApplyPipelineFlags(absl::GetFlag(FLAGS_backend),
+                                            &setup->pipeline_options));
+    if (setup->num_workers != 1) {
+      return absl::InvalidArgumentError(
+          "--mode=pipeline runs one pipeline: give each stage --stage, not "
+          "--num_workers");
+    }
+  } else if (setup->consensus) {
     ASGD_RETURN_IF_ERROR(ApplyConsensusFlags(mode, setup->num_workers,
                                              &setup->consensus_options));
   } else if (!setup->decentralized) {
     ASGD_ASSIGN_OR_RETURN(setup->mode, ParseTrainMode(mode));
   }
   setup->pool = absl::GetFlag(FLAGS_minibatch_pool);
-  if (setup->pool && (setup->mode == TrainMode::kSync || setup->consensus)) {
+  if (setup->pool &&
+      (setup->mode == TrainMode::kSync || setup->consensus ||
+       setup->pipeline)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--mode=", mode,
-        " takes no --minibatch_pool (", setup->consensus
-            ? "each worker trains its own model on its own part)"
-            : "every worker must run the same number of steps)"));
+        " takes no --minibatch_pool (",
+        setup->mode == TrainMode::kSync
+            ? "every worker must run the same number of steps)"
+            : "each worker trains its own model on its own data)"));
   }
   if (setup->pool && !setup->decentralized) {
-    ASGD_ASSIGN_OR_RETURN(setup->pool_run_id, ReadPoolRunId());
+    ASGD_ASSIGN_OR_RETURN(setup->pool_run_id, PoolRunIdFromFlags());
   }
   return absl::OkStatus();
 }
@@ -298,7 +273,10 @@ absl::StatusOr<WorkerSetup> ReadSetup() {
     return absl::InvalidArgumentError(
         "give exactly one of --corpus and --kaldi_data");
   }
-  if (setup.kaldi) ASGD_RETURN_IF_ERROR(ReadKaldiInputs(&setup));
+  if (setup.kaldi) {
+    ASGD_RETURN_IF_ERROR(KaldiTrainingInputsFromFlags(
+        setup.index == 0, &setup.kaldi_train, &setup.kaldi_heldout));
+  }
   if (absl::GetFlag(FLAGS_batch_size) < 1) {
     return absl::InvalidArgumentError("--batch_size must be >= 1");
   }
@@ -566,6 +544,19 @@ int Run() {
   const int64_t lockstep_steps =
       LockstepSteps(loop.epochs, data.all_train_frames, setup->num_workers,
                     shape.examples * data.train->max_labelled_steps());
+  if (setup->pipeline) {
+    PipelineStageOptions o = setup->pipeline_options;
+    o.loop = loop;
+    o.local_learning_rate = absl::GetFlag(FLAGS_local_learning_rate);
+    o.security = *security;
+    o.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
+    o.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
+    o.open_source = data.open_source;
+    auto r = RunPipelineStage(o, client->get(), data.train.get(),
+                              &process_metrics.registry(), &std::cout);
+    LogBadData(index, bad_data);
+    return r.ok() ? 0 : Fail(r.status());
+  }
   if (setup->consensus || setup->decentralized) {
     const int rc =
         setup->consensus

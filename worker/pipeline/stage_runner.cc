@@ -93,6 +93,7 @@ absl::Status StageRunner::Forward(absl::Span<float> params, StageBatch in,
                                   UpstreamLink* up, DownstreamLink* down) {
   ASGD_RETURN_IF_ERROR(CheckInput(in));
   const absl::Time t0 = clock_->Now();
+  if (!first_forward_.has_value()) first_forward_ = t0;
   InFlight f;
   f.slot = free_slots_.back();
   free_slots_.pop_back();
@@ -223,9 +224,10 @@ absl::Status StageRunner::RunLoop(absl::Span<float> params, UpstreamLink* up,
 
 absl::Status StageRunner::Run(absl::Span<float> params, UpstreamLink* up,
                               DownstreamLink* down) {
-  const absl::Time start = clock_->Now();
   absl::Status s = RunLoop(params, up, down);
-  stats_.seconds = absl::ToDoubleSeconds(clock_->Now() - start);
+  if (first_forward_.has_value()) {
+    stats_.seconds = absl::ToDoubleSeconds(clock_->Now() - *first_forward_);
+  }
   if (!s.ok()) {
     if (down != nullptr) down->Abort(s);
     up->Abort(s);

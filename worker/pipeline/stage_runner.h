@@ -33,10 +33,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "model/layer_range.h"
 #include "model/model_spec.h"
@@ -76,7 +78,7 @@ struct StageStats {
   std::map<int, int64_t> delays;  // delay -> updates with it
   int max_in_flight = 0;
   double forward_seconds = 0, backward_seconds = 0;
-  double seconds = 0;  // of Run, start to end
+  double seconds = 0;  // from the first forward pass to the end of Run
   // What the answers carried (the last stage's measurements, passed down
   // to every stage): sum of loss × labelled, labelled and correct outputs.
   double loss_sum = 0;
@@ -136,6 +138,7 @@ class StageRunner {
   std::vector<InFlight> in_flight_;  // oldest first
   std::vector<float> dparams_, din_;
   int64_t updates_ = 0;
+  std::optional<absl::Time> first_forward_;
   StageStats stats_;
 };
 

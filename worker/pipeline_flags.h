@@ -1,0 +1,25 @@
+// The flags of asgd_worker's pipeline mode (--mode=pipeline), defined once
+// here: which stage this process is, how the model's layers are split and
+// how deep the pipeline runs, and where the neighbouring stages are
+// (worker/pipeline/pipeline_worker.h):
+//   --stages, --stage_plan, --stage, --pipeline_depth, --stage_port,
+//   --next_stage
+#ifndef ASGD_WORKER_PIPELINE_FLAGS_H_
+#define ASGD_WORKER_PIPELINE_FLAGS_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "worker/pipeline/pipeline_worker.h"
+
+namespace asgd {
+
+// Sets the stage, plan, depth, port and next stage of *options from the
+// flags. InvalidArgument naming the flag for a value out of range (the
+// plan itself is checked against the model once connected: PipelinePlan);
+// Unimplemented for `backend` cuda (stages compute on the CPU).
+absl::Status ApplyPipelineFlags(absl::string_view backend,
+                                PipelineStageOptions* options);
+
+}  // namespace asgd
+
+#endif  // ASGD_WORKER_PIPELINE_FLAGS_H_
