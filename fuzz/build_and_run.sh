@@ -12,7 +12,7 @@
 #
 # Options:
 #   --seconds=N        fuzzing time per target (default $FUZZ_SECONDS or 30)
-#   --target=T         push, chunk, codec, kaldi, a comma-separated list of
+#   --target=T         push, chunk, codec, kaldi, stage, a comma-separated list of
 #                      them, or all (default): only what they need is built
 #   --workdir=DIR      build and generated corpus here (default: a temp dir,
 #                      removed at exit unless a target crashed). Objects are
@@ -28,6 +28,7 @@
 #   chunk  chunk_fuzzer.cc: layouts and chunk sequences -> ChunkAssembler
 #   codec  codec_fuzzer.cc: compressed gradient chunks -> decoders, fused apply
 #   kaldi  kaldi_fuzzer.cc: bytes -> the Kaldi archive, scp and object readers
+#   stage  stage_fuzzer.cc: pipeline stage streams -> RelayReceiver, answers
 #
 # Needs: clang++ (Debian packages clang and libclang-rt-14-dev, which holds
 # libFuzzer and the sanitizer runtimes), protoc (protobuf-compiler),
@@ -59,11 +60,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 TARGETS=()
-[ "$TARGET" = all ] && TARGET=push,chunk,codec,kaldi
+[ "$TARGET" = all ] && TARGET=push,chunk,codec,kaldi,stage
 IFS=, read -r -a requested <<<"$TARGET"
 for t in "${requested[@]}"; do
-  case "$t" in push|chunk|codec|kaldi) TARGETS+=("$t") ;;
-    *) echo "build_and_run: --target takes push, chunk, codec, kaldi (comma-separated) or all" >&2
+  case "$t" in push|chunk|codec|kaldi|stage) TARGETS+=("$t") ;;
+    *) echo "build_and_run: --target takes push, chunk, codec, kaldi, stage (comma-separated) or all" >&2
        exit 2 ;; esac
 done
 [ "${#TARGETS[@]}" -gt 0 ] || { echo "build_and_run: no --target" >&2; exit 2; }
@@ -72,7 +73,7 @@ done
 BUILD_PS=0
 BUILD_KALDI=0
 for t in "${TARGETS[@]}"; do
-  case "$t" in push|chunk|codec) BUILD_PS=1 ;; kaldi) BUILD_KALDI=1 ;; esac
+  case "$t" in push|chunk|codec|stage) BUILD_PS=1 ;; kaldi) BUILD_KALDI=1 ;; esac
 done
 [ "$WRITE_SEEDS" = 1 ] && BUILD_PS=1
 [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] || { echo "build_and_run: bad --seconds" >&2; exit 2; }
@@ -108,14 +109,16 @@ LIB_SRCS=(common/chunking.cc common/model_layout.cc common/wire_codec.cc
           server/param_store_submit.cc server/shard.cc
           step/optimizer.cc server/staging_pool.cc compression/grad_codec.cc
           compression/grad_codec_one_bit.cc compression/grad_codec_top_k.cc
-          step/compressed_apply.cc step/add_apply.cc server/update_log.cc)
+          step/compressed_apply.cc step/add_apply.cc server/update_log.cc
+          worker/pipeline/stage_wire.cc)
 HDRS=(common/chunking.h common/model_layout.h common/status_macros.h
       common/wire_codec.h common/tensor_messages.h common/refusal.h
       common/text_quote.h server/push_assembler.h server/param_store.h
       server/shard.h step/optimizer.h server/staging_pool.h
       fuzz/fuzz_common.h compression/grad_codec.h
       compression/grad_codec_internal.h step/compressed_apply.h
-      server/update_log.h step/add_apply.h)
+      server/update_log.h step/add_apply.h worker/pipeline/stage_wire.h
+      worker/pipeline/stage_link.h)
 KALDI_SRCS=(kaldi/bad_data.cc kaldi/input_stream.cc kaldi/compressed_matrix.cc
             kaldi/object_reader.cc kaldi/scp.cc kaldi/archive_reader.cc
             kaldi/archive_writer.cc)
@@ -123,7 +126,7 @@ KALDI_HDRS=(kaldi/bad_data.h kaldi/input_stream.h kaldi/compressed_matrix.h
             kaldi/matrix.h kaldi/object_parser.h kaldi/object_reader.h kaldi/scp.h
             kaldi/archive_reader.h kaldi/archive_writer.h kaldi/test_archive.h)
 PS_FUZZ_SRCS=(fuzz/push_fuzzer.cc fuzz/chunk_fuzzer.cc fuzz/codec_fuzzer.cc
-              fuzz/make_seeds.cc)
+              fuzz/stage_fuzzer.cc fuzz/make_seeds.cc)
 
 # As in third_party/BUILD (Debian's Abseil 20220623).
 ABSL_LIBS=(-labsl_flags_parse -labsl_raw_hash_set -labsl_hash -labsl_city
@@ -176,14 +179,15 @@ stamp_of() {
 
 if [ "$BUILD_PS" = 1 ]; then
   stamp="$(stamp_of "${LIB_SRCS[@]}" "${HDRS[@]}" "${PS_FUZZ_SRCS[@]}" \
-                    kaldi/test_archive.h proto/asgd.proto proto/model.proto)"
+                    kaldi/test_archive.h proto/asgd.proto proto/model.proto \
+                    proto/pipeline.proto)"
   if [ "$(cat "$BUILD/stamp-ps" 2>/dev/null)" != "$stamp" ]; then
     start=$(date +%s)
     rm -f "$BUILD/stamp-ps"
     protoc --proto_path="$ROOT" --cpp_out="$BUILD/gen" "$ROOT/proto/asgd.proto" \
-      "$ROOT/proto/model.proto"
-    compile proto/asgd.pb.cc proto/model.pb.cc "${LIB_SRCS[@]}" \
-      "${PS_FUZZ_SRCS[@]}"
+      "$ROOT/proto/model.proto" "$ROOT/proto/pipeline.proto"
+    compile proto/asgd.pb.cc proto/model.pb.cc proto/pipeline.pb.cc \
+      "${LIB_SRCS[@]}" "${PS_FUZZ_SRCS[@]}"
     "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/push_fuzzer" "$O/push_fuzzer.o" \
       "$O/push_assembler.o" "$O/param_store.o" "$O/param_store_submit.o" \
       "$O/shard.o" "$O/optimizer.o" "$O/add_apply.o" \
@@ -198,12 +202,14 @@ if [ "$BUILD_PS" = 1 ]; then
     "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/codec_fuzzer" "$O/codec_fuzzer.o" \
       "$O/compressed_apply.o" "$O/grad_codec.o" "$O/grad_codec_one_bit.o" \
       "$O/grad_codec_top_k.o" "$O/optimizer.o" "${LIBS[@]}"
+    "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/stage_fuzzer" "$O/stage_fuzzer.o" \
+      "$O/stage_wire.o" "$O/pipeline.pb.o" "${LIBS[@]}"
     "$CXX" "${SAN[@]}" -o "$BUILD/make_seeds" "$O/make_seeds.o" "$O/grad_codec.o" \
       "$O/grad_codec_one_bit.o" "$O/grad_codec_top_k.o" \
       "$O/chunking.o" "$O/text_quote.o" "$O/wire_codec.o" "$O/model_layout.o" \
-      "$O/asgd.pb.o" "$O/model.pb.o" "${LIBS[@]}" -lz
+      "$O/asgd.pb.o" "$O/model.pb.o" "$O/pipeline.pb.o" "${LIBS[@]}" -lz
     echo "$stamp" > "$BUILD/stamp-ps"
-    echo "build_and_run: built push, chunk, codec, make_seeds with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
+    echo "build_and_run: built push, chunk, codec, stage, make_seeds with $("$CXX" --version | head -1) in $(( $(date +%s) - start )) s"
   fi
 fi
 if [ "$BUILD_KALDI" = 1 ]; then
@@ -224,7 +230,7 @@ if [ "$BUILD_KALDI" = 1 ]; then
 fi
 
 if [ "$WRITE_SEEDS" = 1 ]; then
-  for t in push chunk codec kaldi; do
+  for t in push chunk codec kaldi stage; do
     rm -rf "$ROOT/fuzz/corpus/$t"
     mkdir -p "$ROOT/fuzz/corpus/$t"
   done

@@ -115,6 +115,17 @@ enum PushOp : uint8_t {
 };
 inline constexpr uint8_t kStructuredBit = 2;
 
+// The pipeline stream fuzzer's operations (stage_fuzzer.cc): u8 op, op %
+// kNumStageOps selects one, the rest of its bits are flags.
+enum StageOp : uint8_t {
+  kStageHello = 0,  // a StageHello
+  kStageBatch,      // Activations
+  kStageEnd,        // a StageEnd
+  kStageAnswer,     // the stage answers its oldest minibatch
+  kStageRaw,        // u16 length, that many bytes of a StageForward
+  kNumStageOps
+};
+
 // Reads little-endian integers and byte strings front to back; past the end
 // every read returns zeros / empty, so any input decodes.
 class ByteReader {

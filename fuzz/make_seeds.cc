@@ -1,8 +1,8 @@
 // Writes the seed corpus of the fuzz targets: valid pushes, chunk sequences
-// and compressed chunks and Kaldi archives (the paths the fuzzer should
+// and compressed chunks, Kaldi archives and pipeline streams (the paths the fuzzer should
 // start from) and a few invalid ones.
 //
-//   make_seeds OUT_DIR   # writes OUT_DIR/{push,chunk,codec,kaldi}/*
+//   make_seeds OUT_DIR   # writes OUT_DIR/{push,chunk,codec,kaldi,stage}/*
 //
 // fuzz/build_and_run.sh --write-seeds regenerates fuzz/corpus with it.
 #include <cstdio>
@@ -20,6 +20,7 @@
 #include "fuzz/fuzz_common.h"
 #include "kaldi/test_archive.h"
 #include "proto/asgd.pb.h"
+#include "proto/pipeline.pb.h"
 
 namespace asgd {
 namespace fuzz {
@@ -250,6 +251,90 @@ std::vector<std::pair<std::string, std::string>> KaldiSeeds(
   return seeds;
 }
 
+// The pipeline stream fuzzer's seeds (stage_fuzzer.cc's encoding): a
+// stage of max_rows 4, width 3, 1 label per row, 5 classes, window 2.
+std::vector<std::pair<std::string, std::string>> StageSeeds() {
+  auto start = [](bool sequences) {
+    ByteWriter w;
+    for (uint8_t v : {3, 2, 0, 4}) w.U8(v);
+    w.U8(sequences ? 1 : 0);
+    w.U8(1);                         // window 2
+    w.U8(kStageHello);
+    w.U8(0);
+    w.U8(2);                         // asks for 2 in flight
+    return w;
+  };
+  auto batch = [](ByteWriter& w, int sequences, int steps, uint8_t value) {
+    w.U8(kStageBatch);
+    w.U8(0);
+    w.U8(sequences);
+    w.U8(steps);
+    w.U8(0);
+    w.U8(0);
+    for (int i = 0; i < sequences * steps * 3; ++i) w.U8(value + i);
+    for (int i = 0; i < sequences * steps; ++i) w.U8(2 + i % 5);
+  };
+  auto answer = [](ByteWriter& w) {
+    w.U8(kStageAnswer);
+    w.U16(0);
+    w.U8(0);
+  };
+  std::vector<std::pair<std::string, std::string>> seeds;
+  {
+    ByteWriter w = start(false);
+    batch(w, 2, 1, 100);
+    batch(w, 1, 1, 120);
+    answer(w);
+    batch(w, 4, 1, 90);
+    answer(w);
+    answer(w);
+    w.U8(kStageEnd);
+    w.U8(0);
+    seeds.push_back({"stage/valid_frames", w.str()});
+  }
+  {
+    ByteWriter w = start(true);
+    batch(w, 2, 2, 128);
+    answer(w);
+    w.U8(kStageEnd);
+    w.U8(0);
+    seeds.push_back({"stage/valid_sequences", w.str()});
+  }
+  {
+    ByteWriter w = start(false);
+    batch(w, 1, 1, 100);
+    batch(w, 1, 1, 100);
+    batch(w, 1, 1, 100);  // past the window
+    seeds.push_back({"stage/bad_window", w.str()});
+  }
+  {
+    ByteWriter w = start(false);
+    batch(w, 1, 1, 253);  // 254: Inf
+    seeds.push_back({"stage/bad_inf", w.str()});
+  }
+  {
+    ByteWriter w = start(false);
+    batch(w, 1, 1, 100);
+    w.U8(kStageEnd);
+    w.U8(0);
+    batch(w, 1, 1, 100);  // after the end
+    seeds.push_back({"stage/bad_after_end", w.str()});
+  }
+  {
+    asgd::v1::StageForward m;
+    m.mutable_activations()->set_sequences(1);
+    m.mutable_activations()->set_steps(1);
+    std::string raw;
+    m.SerializeToString(&raw);
+    ByteWriter w = start(false);
+    w.U8(kStageRaw);
+    w.U16(static_cast<uint16_t>(raw.size()));
+    w.Bytes(raw);
+    seeds.push_back({"stage/raw_short_batch", w.str()});
+  }
+  return seeds;
+}
+
 int Main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: make_seeds OUT_DIR\n");
@@ -386,6 +471,7 @@ int Main(int argc, char** argv) {
       {"codec/encode_onebit", CodecEncodeInput(2, false, 14, 3, 40)});
   files.push_back({"codec/encode_topk", CodecEncodeInput(0, true, 7, 0, 40)});
   for (auto& seed : KaldiSeeds(dir)) files.push_back(std::move(seed));
+  for (auto& seed : StageSeeds()) files.push_back(std::move(seed));
 
   for (const auto& [name, bytes] : files) {
     if (!WriteFile(dir + "/" + name, bytes)) {

@@ -87,7 +87,7 @@ StageServer::Service::Relay(grpc::CallbackServerContext* /*context*/) {
 }
 
 StageServer::StageServer(const StageServerOptions& options)
-    : options_(options) {}
+    : options_(options), receiver_(options.group, options.shape) {}
 
 StageServer::~StageServer() { Shutdown(); }
 
@@ -133,7 +133,7 @@ void StageServer::Shutdown() {
 
 int64_t StageServer::received() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(next_seq_);
+  return static_cast<int64_t>(receiver_.received());
 }
 
 absl::Status StageServer::Attach(RelayReactor* reactor) {
@@ -150,43 +150,9 @@ absl::Status StageServer::Attach(RelayReactor* reactor) {
 
 absl::Status StageServer::Deliver(const StageForward& msg) {
   absl::MutexLock lock(&mu_);
-  if (ended_) {
-    return absl::InvalidArgumentError("a message came after the stream's end");
-  }
-  if (!have_hello_) {
-    if (!msg.has_hello()) {
-      return absl::InvalidArgumentError(
-          "the stream must start with a StageHello");
-    }
-    ASGD_RETURN_IF_ERROR(CheckHello(options_.group, msg.hello()));
-    have_hello_ = true;
-    return absl::OkStatus();
-  }
-  if (msg.has_activations()) {
-    if (unanswered_ >= options_.group.in_flight) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "more than ", options_.group.in_flight,
-          " minibatches in flight: the caller must wait for answers"));
-    }
-    ASGD_ASSIGN_OR_RETURN(
-        StageBatch batch,
-        DecodeActivations(msg.activations(), options_.shape, next_seq_));
-    inbox_.push_back(std::move(batch));
-    ++next_seq_;
-    ++unanswered_;
-    return absl::OkStatus();
-  }
-  if (msg.has_end()) {
-    if (msg.end().minibatches() != next_seq_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the stream ended after ", msg.end().minibatches(),
-                       " minibatches; ", next_seq_, " came"));
-    }
-    ended_ = true;
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      msg.has_hello() ? "a second StageHello" : "an empty StageForward");
+  ASGD_ASSIGN_OR_RETURN(std::optional<StageBatch> batch, receiver_.Take(msg));
+  if (batch.has_value()) inbox_.push_back(*std::move(batch));
+  return absl::OkStatus();
 }
 
 void StageServer::DropQueuedAnswers() {
@@ -202,7 +168,7 @@ void StageServer::ReadCallback(bool inside) {
 void StageServer::InputClosed() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
-  if (!ended_ && broken_.ok()) {
+  if (!receiver_.ended() && broken_.ok()) {
     broken_ = absl::UnavailableError(
         "the previous stage closed its stream before the end: it failed or "
         "went away");
@@ -268,7 +234,7 @@ void StageServer::Pump() {
 absl::StatusOr<std::optional<StageBatch>> StageServer::Receive() {
   absl::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !inbox_.empty() || ended_ || !broken_.ok();
+    return !inbox_.empty() || receiver_.ended() || !broken_.ok();
   };
   const bool opened = opened_;
   const absl::Duration timeout =
@@ -291,10 +257,10 @@ absl::Status StageServer::Answer(StageGrad grad) {
   {
     absl::MutexLock lock(&mu_);
     if (!broken_.ok()) return broken_;
-    if (reactor_ == nullptr || unanswered_ == 0) {
-      return absl::InternalError("an answer with nothing to answer");
+    if (reactor_ == nullptr) {
+      return absl::InternalError("an answer with no stream");
     }
-    --unanswered_;
+    ASGD_RETURN_IF_ERROR(receiver_.Answered());
     outbox_.emplace_back();
     EncodeBackward(grad, &outbox_.back());
   }
@@ -306,7 +272,8 @@ absl::Status StageServer::Finish() {
   {
     absl::MutexLock lock(&mu_);
     if (!broken_.ok()) return broken_;
-    if (!ended_ || unanswered_ != 0 || !inbox_.empty()) {
+    if (!receiver_.ended() || receiver_.unanswered() != 0 ||
+        !inbox_.empty()) {
       return absl::InternalError("finished before the last answer");
     }
     finish_ = absl::OkStatus();

@@ -104,13 +104,10 @@ class StageServer final : public UpstreamLink {
   mutable absl::Mutex mu_;
   RelayReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool opened_ ABSL_GUARDED_BY(mu_) = false;    // a stream was accepted
-  bool have_hello_ ABSL_GUARDED_BY(mu_) = false;
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;     // StageEnd arrived
+  RelayReceiver receiver_ ABSL_GUARDED_BY(mu_);  // the stream's checks
   bool closed_ ABSL_GUARDED_BY(mu_) = false;    // no more reads
   absl::Status broken_ ABSL_GUARDED_BY(mu_);    // the stream's failure
   std::deque<StageBatch> inbox_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t unanswered_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<asgd::v1::StageBackward> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   // In OnReadDone (which may still start the next read): Finish waits.

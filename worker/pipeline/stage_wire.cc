@@ -5,10 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/backend.h"
 
 namespace asgd {
 namespace {
+
+// model/backend.h's kNoLabel (kept out of here, so that the fuzz build of
+// this file needs no model headers; stage_wire_test checks they agree).
+constexpr int32_t kUnlabelled = -1;
 
 // Raw little-endian bytes of `n` elements of T (the hosts asgd runs on are
 // little-endian, as for every tensor on asgd's wire).
@@ -122,7 +125,7 @@ absl::StatusOr<StageBatch> DecodeActivations(const asgd::v1::Activations& msg,
   batch.labels = FromBytes<int32_t>(msg.labels());
   for (size_t i = 0; i < batch.labels.size(); ++i) {
     const int32_t label = batch.labels[i];
-    if (label != kNoLabel && (label < 0 || label >= shape.num_classes)) {
+    if (label != kUnlabelled && (label < 0 || label >= shape.num_classes)) {
       return absl::InvalidArgumentError(
           absl::StrCat("minibatch ", msg.seq(), " label ", i, " is ", label,
                        ", outside [0, ", shape.num_classes, ")"));
@@ -180,6 +183,67 @@ void EncodeBackward(const StageGrad& grad, asgd::v1::StageBackward* msg) {
   msg->set_loss(grad.loss);
   msg->set_labelled(grad.labelled);
   msg->set_correct(grad.correct);
+}
+
+RelayReceiver::RelayReceiver(const StageGroup& mine,
+                             const ActivationShape& shape)
+    : mine_(mine), shape_(shape) {}
+
+absl::StatusOr<std::optional<StageBatch>> RelayReceiver::Take(
+    const asgd::v1::StageForward& msg) {
+  if (!error_.ok()) return error_;
+  auto next = Next(msg);
+  if (!next.ok()) error_ = next.status();
+  return next;
+}
+
+absl::StatusOr<std::optional<StageBatch>> RelayReceiver::Next(
+    const asgd::v1::StageForward& msg) {
+  const std::optional<StageBatch> none;
+  if (ended_) {
+    return absl::InvalidArgumentError("a message came after the stream's end");
+  }
+  if (!have_hello_) {
+    if (!msg.has_hello()) {
+      return absl::InvalidArgumentError(
+          "the stream must start with a StageHello");
+    }
+    if (absl::Status s = CheckHello(mine_, msg.hello()); !s.ok()) return s;
+    have_hello_ = true;
+    window_ = static_cast<int>(msg.hello().in_flight());
+    return none;
+  }
+  if (msg.has_activations()) {
+    if (unanswered_ >= window_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "more than ", window_,
+          " minibatches in flight: the caller must wait for answers"));
+    }
+    auto batch = DecodeActivations(msg.activations(), shape_, next_seq_);
+    if (!batch.ok()) return batch.status();
+    ++next_seq_;
+    ++unanswered_;
+    return std::optional<StageBatch>(*std::move(batch));
+  }
+  if (msg.has_end()) {
+    if (msg.end().minibatches() != next_seq_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the stream ended after ", msg.end().minibatches(),
+                       " minibatches; ", next_seq_, " came"));
+    }
+    ended_ = true;
+    return none;
+  }
+  return absl::InvalidArgumentError(
+      msg.has_hello() ? "a second StageHello" : "an empty StageForward");
+}
+
+absl::Status RelayReceiver::Answered() {
+  if (unanswered_ == 0) {
+    return absl::InvalidArgumentError("an answer with nothing to answer");
+  }
+  --unanswered_;
+  return absl::OkStatus();
 }
 
 }  // namespace asgd

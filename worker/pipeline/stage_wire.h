@@ -8,6 +8,7 @@
 #define ASGD_WORKER_PIPELINE_STAGE_WIRE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,46 @@ absl::StatusOr<StageGrad> DecodeBackward(const asgd::v1::StageBackward& msg,
                                          uint64_t expected_seq,
                                          int64_t values, int64_t max_labelled);
 void EncodeBackward(const StageGrad& grad, asgd::v1::StageBackward* msg);
+
+// The answering stage's side of one Relay stream, message by message: the
+// hello first (CheckHello), then minibatches in order (DecodeActivations),
+// at most the hello's window of them unanswered, then one StageEnd that
+// counts them, then nothing. Holds no minibatch: at most `window` of them
+// are alive at once in whoever Take() hands them to.
+class RelayReceiver {
+ public:
+  // `mine` is the answering stage's view (CheckHello), `shape` its input.
+  RelayReceiver(const StageGroup& mine, const ActivationShape& shape);
+
+  // The next message: a minibatch (hello and end: nullopt), or the error
+  // that ends the stream: FailedPrecondition for a hello that does not
+  // match; ResourceExhausted for a minibatch past the window;
+  // InvalidArgument for anything else out of place or malformed. After an
+  // error every call fails with it.
+  absl::StatusOr<std::optional<StageBatch>> Take(
+      const asgd::v1::StageForward& msg);
+  // One minibatch was answered. InvalidArgument when none is unanswered.
+  absl::Status Answered();
+
+  bool ended() const { return ended_; }
+  uint64_t received() const { return next_seq_; }
+  int64_t unanswered() const { return unanswered_; }
+  // The window the hello asked for (0 before it).
+  int window() const { return window_; }
+
+ private:
+  absl::StatusOr<std::optional<StageBatch>> Next(
+      const asgd::v1::StageForward& msg);
+
+  const StageGroup mine_;
+  const ActivationShape shape_;
+  absl::Status error_;
+  bool have_hello_ = false;
+  bool ended_ = false;
+  int window_ = 0;
+  uint64_t next_seq_ = 0;
+  int64_t unanswered_ = 0;
+};
 
 }  // namespace asgd
 

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "gtest/gtest.h"
+#include "model/backend.h"
 
 namespace asgd {
 namespace {
@@ -26,7 +27,7 @@ StageBatch Batch2() {
   b.sequences = 2;
   b.steps = 1;
   b.values = {1, 2, 3, -4, 5.5f, 0};
-  b.labels = {4, -1};
+  b.labels = {4, kNoLabel};
   return b;
 }
 
