@@ -13,7 +13,8 @@
 //   kStageHello:  u8 a (bit 0: another stage, bit 1: another stage count,
 //                 bit 2: another plan, bit 3: another model, bit 4: other
 //                 max_rows), u8 in_flight (v % 6).
-//   kStageBatch:  u8 flags (bit 0: seq u64, else the next one), [seq],
+//   kStageBatch:  u8 flags (bit 0: seq u64, else the next one; bit 1:
+//                 an evaluate minibatch), [seq],
 //                 u8 sequences (v % 6), u8 steps (v % 3), s8 value count
 //                 change, s8 label count change, then per value u8 (255:
 //                 NaN, 254: Inf, else v / 16 - 8), per label u8 (v - 2).
@@ -75,6 +76,7 @@ StageForward Batch(ByteReader& in, const ActivationShape& shape,
   StageForward m;
   auto* a = m.mutable_activations();
   a->set_seq((flags & 1) ? in.U64() : next);
+  a->set_evaluate((flags & 2) != 0);
   a->set_sequences(in.U8() % 6);
   a->set_steps(in.U8() % 3);
   const int64_t rows = int64_t{a->sequences()} * a->steps();

@@ -4,7 +4,8 @@
 # with --stage_port=0; the port it logs is the previous stage's
 # --next_stage).
 #  1. Three stages, full depth, two epochs: every stage ends with its done
-#     line and the configured delays (2, 1 and 0 updates), and the model the
+#     line and the configured delays (2, 1 and 0 updates), stage 0 logs
+#     held-out evaluations run through the pipeline, and the model the
 #     stages handed to the servers, read by asgd_eval, is well above the
 #     initial model's accuracy.
 #  2. The last stage is killed (SIGKILL) mid-run: stages 0 and 1 end within
@@ -56,13 +57,19 @@ passed=0
 # 1. Three stages train.
 start_servers train "${POOL_FLAGS[@]}"
 before=$(accuracy train-before)
-start_stages train --epochs=2 --log_every=100
+start_stages train --epochs=2 --log_every=100 --eval_every=150
 for s in 0 1 2; do
   wait "${STAGE_PIDS[$s]}" || fail "stage $s exited with an error"
 done
-grep -q "^stage 0 done: 464 minibatches .*delays {2: 462, 1: 1, 0: 1}, at most 3 in flight" \
+# (An evaluation in flight takes a training minibatch's place: a few updates
+# come sooner, never later.)
+grep -Eq "^stage 0 done: 464 minibatches .*delays \{2: [0-9]+, 1: [0-9]+, 0: [0-9]+\}, at most 3 in flight" \
   "$TMP/train-0.log" || fail "stage 0's done line"
-grep -q "^stage 1 done: 464 minibatches .*delays {1: 463, 0: 1}, at most 2 in flight" \
+grep -q "^worker 0 done: 464 steps, 0 pushes, .*, a pipeline of 3 stages" \
+  "$TMP/train-0.log" || fail "stage 0's summary"
+[ "$(grep -c "^worker 0 eval t=.* held-out frame accuracy: " "$TMP/train-0.log")" = 3 ] ||
+  fail "stage 0 did not evaluate at steps 150, 300 and 450"
+grep -Eq "^stage 1 done: 464 minibatches .*delays \{1: [0-9]+, 0: [0-9]+\}, at most 2 in flight" \
   "$TMP/train-1.log" || fail "stage 1's done line"
 grep -q "^stage 2 done: 464 minibatches .*delays {0: 464}, at most 1 in flight" \
   "$TMP/train-2.log" || fail "stage 2's done line"

@@ -311,6 +311,61 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{false, "0,1-2,3", 3}, Case{false, "0-2,3", 2},
                       Case{true, "0,1,2-3", 1}, Case{true, "0,1,2-3", 3}));
 
+// Evaluation minibatches between the training ones: at depth 1 each is
+// answered with the loss of the model as trained so far and changes
+// nothing; at full depth every stage passes each through, in order.
+TEST(PipelineTest, EvaluationMinibatchesPassThroughWithoutUpdates) {
+  const ModelSpec spec = Spec(false);
+  auto plan = ParseStagePlan(spec, "0,1-2,3");
+  ASSERT_TRUE(plan.ok());
+  std::vector<StageBatch> train = Batches(spec, 8, 8, 1);
+  std::vector<StageBatch> mixed;
+  for (size_t i = 0; i < train.size(); ++i) {
+    mixed.push_back(train[i]);
+    if (i % 3 == 1) {
+      StageBatch eval = train[(i + 5) % train.size()];
+      eval.evaluate = true;
+      mixed.push_back(eval);
+    }
+  }
+  for (size_t i = 0; i < mixed.size(); ++i) mixed[i].seq = i;
+  const std::vector<float> initial = InitialParams(spec, 5);
+  const PipelineRun run = RunPipeline(spec, *plan, 1, initial, mixed, 8);
+  for (int s = 0; s < 3; ++s) ASSERT_TRUE(run.status[s].ok()) << run.status[s];
+  ASSERT_EQ(run.answers.size(), mixed.size());
+  // The reference: SGD over the training minibatches; an evaluation's loss
+  // is the model's at that point.
+  auto backend = CreateCpuBackend(spec, 8);
+  ASSERT_TRUE(backend.ok());
+  std::vector<float> w = initial, g(w.size());
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    const StageBatch& b = mixed[i];
+    Batch batch{b.sequences, b.steps, b.values, b.labels};
+    auto r = (*backend)->ComputeGradient(w, batch, absl::MakeSpan(g));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(run.answers[i].seq, i);
+    EXPECT_EQ(run.answers[i].loss, r->loss) << "minibatch " << i;
+    EXPECT_EQ(run.answers[i].correct, r->correct) << "minibatch " << i;
+    EXPECT_TRUE(run.answers[i].values.empty());
+    if (!b.evaluate) SgdStep(g, kLearningRate, absl::MakeSpan(w));
+  }
+  EXPECT_EQ(run.params, w);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(run.stats[s].minibatches, 8);
+    EXPECT_EQ(run.stats[s].evaluated, 3);
+  }
+  // At full depth they pass through every stage too.
+  const PipelineRun deep = RunPipeline(spec, *plan, 3, initial, mixed, 8);
+  for (int s = 0; s < 3; ++s) {
+    ASSERT_TRUE(deep.status[s].ok()) << deep.status[s];
+    EXPECT_EQ(deep.stats[s].minibatches, 8);
+    EXPECT_EQ(deep.stats[s].evaluated, 3);
+    EXPECT_LE(deep.stats[s].max_in_flight, StageWindow(3, s));
+  }
+  ASSERT_EQ(deep.answers.size(), mixed.size());
+  for (size_t i = 0; i < mixed.size(); ++i) EXPECT_EQ(deep.answers[i].seq, i);
+}
+
 TEST(PipelineTest, WindowsAndDelaysFollowTheDepth) {
   EXPECT_EQ(StageWindow(3, 0), 3);
   EXPECT_EQ(StageWindow(3, 1), 2);

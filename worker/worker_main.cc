@@ -553,7 +553,8 @@ int Run() {
     o.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
     o.open_source = data.open_source;
     auto r = RunPipelineStage(o, client->get(), data.train.get(),
-                              &process_metrics.registry(), &std::cout);
+                              data.heldout.get(), &process_metrics.registry(),
+                              &std::cout);
     LogBadData(index, bad_data);
     return r.ok() ? 0 : Fail(r.status());
   }

@@ -131,30 +131,44 @@ int LabelledFrames(const Batch& batch) {
   return frames;
 }
 
+std::vector<std::vector<int64_t>> HeldoutBatches(const ExampleSet& data,
+                                                 int examples_per_batch,
+                                                 int64_t max_frames) {
+  const int64_t n = data.num_examples();
+  const int64_t max_examples =
+      max_frames > 0
+          ? std::max<int64_t>(1, max_frames /
+                                     std::max(1, data.max_labelled_steps()))
+          : 0;
+  const int64_t stride =
+      max_examples > 0 ? std::max<int64_t>(1, n / max_examples) : 1;
+  const int per = std::max(1, examples_per_batch);
+  std::vector<std::vector<int64_t>> batches;
+  std::vector<int64_t> ids;
+  for (int64_t e = 0; e < n; e += stride) {
+    ids.push_back(e);
+    if (static_cast<int>(ids.size()) < per && e + stride < n) continue;
+    batches.push_back(std::move(ids));
+    ids.clear();
+  }
+  return batches;
+}
+
 absl::StatusOr<double> EvaluateAccuracy(ModelBackend* backend,
                                         absl::Span<const float> params,
                                         const ExampleSet& data,
                                         int examples_per_batch,
                                         int64_t max_frames) {
-  const int64_t n = data.num_examples();
-  if (n == 0 || data.labelled_frames() == 0) {
+  if (data.num_examples() == 0 || data.labelled_frames() == 0) {
     return absl::FailedPreconditionError("no frames to evaluate");
   }
-  const int64_t max_examples =
-      max_frames > 0
-          ? std::max<int64_t>(1, max_frames / data.max_labelled_steps())
-          : 0;
-  const int64_t stride =
-      max_examples > 0 ? std::max<int64_t>(1, n / max_examples) : 1;
   const int per = std::max(1, examples_per_batch);
   const int heads = data.labels_per_row();
   BatchBuffer batch(per, data.steps(), data.input_dim(), heads);
   std::vector<int32_t> predicted(batch.labels.size());
-  std::vector<int64_t> ids;
   int64_t correct = 0, total = 0;
-  for (int64_t e = 0; e < n; e += stride) {
-    ids.push_back(e);
-    if (static_cast<int>(ids.size()) < per && e + stride < n) continue;
+  for (const std::vector<int64_t>& ids :
+       HeldoutBatches(data, examples_per_batch, max_frames)) {
     const int k = static_cast<int>(ids.size());
     const int rows = k * data.steps();
     data.Fill(ids, batch.inputs.data(), batch.labels.data());
@@ -169,7 +183,6 @@ absl::StatusOr<double> EvaluateAccuracy(ModelBackend* backend,
       correct += predicted[r] == batch.labels[r];
       ++total;
     }
-    ids.clear();
   }
   if (total == 0) return absl::FailedPreconditionError("no frames to evaluate");
   return static_cast<double>(correct) / total;
@@ -315,6 +328,13 @@ absl::Status LoopReporter::Evaluate(absl::Span<const float> params,
       point.accuracy,
       EvaluateAccuracy(backend_, params, *heldout_, per,
                        full ? 0 : options_.eval_frames));
+  Record(point, result);
+  return absl::OkStatus();
+}
+
+void LoopReporter::MarkEvalStarted() { last_eval_ = clock_->Now(); }
+
+void LoopReporter::Record(const EvalPoint& point, TrainResult* result) {
   result->evals.push_back(point);
   if (options_.observer != nullptr) {
     options_.observer->OnHeldoutAccuracy(point.accuracy);
@@ -327,7 +347,6 @@ absl::Status LoopReporter::Evaluate(absl::Span<const float> params,
                  point.version, 100 * point.accuracy)
           << std::endl;
   }
-  return absl::OkStatus();
 }
 
 }  // namespace asgd

@@ -161,6 +161,13 @@ bool IsNonFiniteStep(const absl::Status& status);
 // row counts once however many heads it has.
 int LabelledFrames(const Batch& batch);
 
+// The examples EvaluateAccuracy evaluates, in batches of at most
+// `examples_per_batch`: all of `data`'s, or with max_frames > 0 an evenly
+// strided subset of about that many frames.
+std::vector<std::vector<int64_t>> HeldoutBatches(const ExampleSet& data,
+                                                 int examples_per_batch,
+                                                 int64_t max_frames);
+
 // Frame accuracy of `params` on the labelled rows of `data`, in batches of
 // `examples_per_batch` examples (at most the backend's max_rows rows); a
 // multi-frame model's over every labelled head (each row predicting its
@@ -226,6 +233,12 @@ class LoopReporter {
   // the point to result->evals, tells the observer and logs the eval line.
   absl::Status Evaluate(absl::Span<const float> params, uint64_t version,
                         bool full, TrainResult* result);
+  // For an accuracy measured elsewhere (a pipeline's evaluation
+  // minibatches): MarkEvalStarted() when the evaluation starts (the
+  // time-based cadence counts from there), Record() with its result
+  // (appends `point`, tells the observer, logs the eval line).
+  void MarkEvalStarted();
+  void Record(const EvalPoint& point, TrainResult* result);
 
  private:
   const LoopOptions options_;

@@ -155,8 +155,8 @@ absl::StatusOr<StagePlan> PipelinePlan(const PipelineStageOptions& options,
 
 absl::StatusOr<PipelineStageResult> RunPipelineStage(
     const PipelineStageOptions& options, ParamClient* client,
-    const ExampleSet* train, prometheus::Registry* registry,
-    std::ostream* log) {
+    const ExampleSet* train, const ExampleSet* heldout,
+    prometheus::Registry* registry, std::ostream* log) {
   const ModelSpec& spec = client->model();
   const int s = options.stage;
   const BatchShape shape = ShapeOfBatch(*train, options.loop.batch_size);
@@ -181,6 +181,7 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
   ro.depth = depth;
   ro.learning_rate = lr;
   ro.max_rows = shape.rows();
+  ro.slowdown = options.loop.slowdown;
   ro.observer = &progress;
   ASGD_ASSIGN_OR_RETURN(std::unique_ptr<StageRunner> runner,
                         StageRunner::Create(ro));
@@ -247,11 +248,11 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
     } else {
       source = std::make_unique<LocalSource>(train, seed, options.loop.epochs);
     }
-    reporter = std::make_unique<LoopReporter>(options.loop, nullptr, nullptr,
+    reporter = std::make_unique<LoopReporter>(options.loop, nullptr, heldout,
                                               log);
     data = std::make_unique<DataUpstream>(
         source.get(), shape, train->input_dim(), train->labels_per_row(),
-        options.loop, reporter.get(), &result.train,
+        heldout, options.loop, reporter.get(), &result.train,
         [&runner] {
           const auto& d = runner->stats().delays;
           return absl::StrCat(" delay ", d.empty() ? 0 : d.rbegin()->first);
@@ -266,15 +267,19 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
   if (reporter) result.train.seconds = reporter->Seconds();
 
   ASGD_RETURN_IF_ERROR(HandOff(client, range, before, params, s));
+  if (s == 0) {
+    LogSummary(log, 0, result.train,
+               absl::StrCat(", a pipeline of ", plan.stages(), " stages"));
+  }
   const StageStats& st = result.stats;
   const double busy = st.forward_seconds + st.backward_seconds;
   *log << absl::StrFormat(
               "stage %d done: %d minibatches in %.1f s, busy %.0f%% (forward "
-              "%.1f s, backward %.1f s), delays %s, at most %d in flight; "
-              "layers %d-%d handed to the servers",
+              "%.1f s, backward %.1f s, idle %.1f s), delays %s, at most %d "
+              "in flight; layers %d-%d handed to the servers",
               s, st.minibatches, st.seconds,
               st.seconds > 0 ? 100.0 * busy / st.seconds : 0.0,
-              st.forward_seconds, st.backward_seconds,
+              st.forward_seconds, st.backward_seconds, st.idle_seconds,
               DescribeDelays(st.delays), st.max_in_flight, plan.bounds[s],
               plan.bounds[s + 1] - 1)
        << std::endl;

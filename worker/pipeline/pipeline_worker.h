@@ -7,7 +7,8 @@
 //     the pool's model and keeps only its own layers' weights;
 //  3. stage s > 0 listens for stage s - 1 (StageServer); stage s <
 //     stages - 1 connects to stage s + 1 (GrpcDownstream); stage 0 draws
-//     the minibatches (DataUpstream) and logs the training progress;
+//     the minibatches (DataUpstream), logs the training progress and
+//     evaluates on `heldout` (may be null) through the pipeline;
 //  4. the schedule (StageRunner: one-forward-one-backward, the window and
 //     delays of --pipeline_depth);
 //  5. when every minibatch is through, the hand-off: each stage adds its
@@ -76,8 +77,8 @@ absl::StatusOr<StagePlan> PipelinePlan(const PipelineStageOptions& options,
 
 absl::StatusOr<PipelineStageResult> RunPipelineStage(
     const PipelineStageOptions& options, ParamClient* client,
-    const ExampleSet* train, prometheus::Registry* registry,
-    std::ostream* log);
+    const ExampleSet* train, const ExampleSet* heldout,
+    prometheus::Registry* registry, std::ostream* log);
 
 }  // namespace asgd
 

@@ -79,7 +79,7 @@ absl::Status GrpcDownstream::Send(const StageBatch& batch) {
   if (!stream_->Write(msg)) {
     return Broken(absl::StrCat("sending minibatch ", batch.seq));
   }
-  sent_.push_back(Sent{next_seq_, batch.rows()});
+  sent_.push_back(Sent{next_seq_, batch.rows(), batch.evaluate});
   ++next_seq_;
   return absl::OkStatus();
 }
@@ -96,7 +96,8 @@ absl::StatusOr<StageGrad> GrpcDownstream::Receive() {
   }
   const Sent oldest = sent_.front();
   auto grad =
-      DecodeBackward(msg, oldest.seq, oldest.rows * options_.out_width,
+      DecodeBackward(msg, oldest.seq,
+                     oldest.evaluate ? 0 : oldest.rows * options_.out_width,
                      oldest.rows * options_.labels_per_row);
   if (!grad.ok()) {
     error_ = absl::Status(

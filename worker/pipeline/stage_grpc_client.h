@@ -64,6 +64,7 @@ class GrpcDownstream final : public DownstreamLink {
   struct Sent {
     uint64_t seq;
     int64_t rows;
+    bool evaluate;
   };
 
   const GrpcDownstreamOptions options_;

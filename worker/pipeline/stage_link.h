@@ -32,11 +32,15 @@ struct StageBatch {
   int steps = 1;
   std::vector<float> values;    // rows × the receiving stage's input width
   std::vector<int32_t> labels;  // rows × output_frames (kNoLabel allowed)
+  // Held-out data: forward passes only, no update; the answer has no
+  // values, only the counts.
+  bool evaluate = false;
   int rows() const { return sequences * steps; }
 };
 
 // The answer to StageBatch `seq`: the loss's gradient with respect to its
-// values (empty toward the data), and what the last stage measured.
+// values (empty toward the data and for evaluate), and what the last stage
+// measured.
 struct StageGrad {
   uint64_t seq = 0;
   std::vector<float> values;

@@ -37,6 +37,10 @@ absl::StatusOr<std::unique_ptr<StageRunner>> StageRunner::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "the learning rate must be > 0, got ", options.learning_rate));
   }
+  if (!(options.slowdown >= 1.0) || !std::isfinite(options.slowdown)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the slowdown must be >= 1, got ", options.slowdown));
+  }
   auto runner = std::unique_ptr<StageRunner>(new StageRunner(options));
   runner->window_ = StageWindow(options.depth, options.stage);
   runner->last_ = options.stage == stages - 1;
@@ -51,6 +55,11 @@ absl::StatusOr<std::unique_ptr<StageRunner>> StageRunner::Create(
     runner->slots_.push_back(std::move(slot));
     runner->free_slots_.push_back(runner->window_ - 1 - k);
   }
+  ASGD_ASSIGN_OR_RETURN(
+      runner->eval_range_,
+      LayerRange::Create(options.spec, options.plan.bounds[options.stage],
+                         options.plan.bounds[options.stage + 1],
+                         options.max_rows));
   const LayerRange& range = *runner->slots_.front().range;
   runner->dparams_.resize(range.param_count());
   if (options.stage > 0) {
@@ -89,9 +98,49 @@ absl::Status StageRunner::CheckInput(const StageBatch& in) const {
   return absl::OkStatus();
 }
 
+absl::Status StageRunner::ForwardEvaluate(absl::Span<float> params,
+                                          StageBatch in, UpstreamLink* up,
+                                          DownstreamLink* down) {
+  LayerRange& range = *eval_range_;
+  range.Forward(params.data(), in.values.data(), in.sequences, in.steps);
+  if (last_) {
+    Batch batch;
+    batch.sequences = in.sequences;
+    batch.steps = in.steps;
+    batch.inputs = in.values;
+    batch.labels = in.labels;
+    const BatchResult r = range.Loss(batch);
+    ++stats_.evaluated;
+    StageGrad answer;
+    answer.seq = in.seq;
+    answer.loss = r.loss;
+    answer.labelled = r.labelled;
+    answer.correct = r.correct;
+    return up->Answer(std::move(answer));
+  }
+  StageBatch out;
+  out.seq = in.seq;
+  out.sequences = in.sequences;
+  out.steps = in.steps;
+  out.evaluate = true;
+  out.values.assign(range.out(), range.out() + int64_t{in.rows()} *
+                                                   range.out_dim());
+  out.labels = std::move(in.labels);
+  InFlight f;
+  f.evaluate = true;
+  f.input.seq = in.seq;
+  f.input.sequences = in.sequences;
+  f.input.steps = in.steps;
+  in_flight_.push_back(std::move(f));
+  stats_.max_in_flight =
+      std::max(stats_.max_in_flight, static_cast<int>(in_flight_.size()));
+  return down->Send(out);
+}
+
 absl::Status StageRunner::Forward(absl::Span<float> params, StageBatch in,
                                   UpstreamLink* up, DownstreamLink* down) {
   ASGD_RETURN_IF_ERROR(CheckInput(in));
+  if (in.evaluate) return ForwardEvaluate(params, std::move(in), up, down);
   const absl::Time t0 = clock_->Now();
   if (!first_forward_.has_value()) first_forward_ = t0;
   InFlight f;
@@ -110,6 +159,7 @@ absl::Status StageRunner::Forward(absl::Span<float> params, StageBatch in,
   stats_.max_in_flight =
       std::max(stats_.max_in_flight, static_cast<int>(in_flight_.size()));
   const double seconds = absl::ToDoubleSeconds(clock_->Now() - t0);
+  in_flight_.back().forward_seconds = seconds;
   stats_.forward_seconds += seconds;
   if (options_.observer != nullptr) {
     options_.observer->OnForward(seconds, static_cast<int>(in_flight_.size()));
@@ -173,6 +223,12 @@ absl::Status StageRunner::Update(absl::Span<float> params, const float* dout,
   const double seconds = absl::ToDoubleSeconds(clock_->Now() - t0);
   stats_.backward_seconds += seconds;
   if (options_.observer != nullptr) options_.observer->OnUpdate(seconds, delay);
+  if (options_.slowdown > 1.0) {
+    const double idle =
+        (f.forward_seconds + seconds) * (options_.slowdown - 1.0);
+    clock_->SleepFor(absl::Seconds(idle));
+    stats_.idle_seconds += idle;
+  }
   answer.seq = f.input.seq;
   answer.values.assign(din_.begin(), din_.begin() + din_size);
   return up->Answer(std::move(answer));
@@ -204,13 +260,20 @@ absl::Status StageRunner::RunLoop(absl::Span<float> params, UpstreamLink* up,
       ASGD_ASSIGN_OR_RETURN(StageGrad g, down->Receive());
       const InFlight& oldest = in_flight_.front();
       const int64_t want =
-          int64_t{oldest.input.rows()} * layers().out_dim();
+          oldest.evaluate ? 0 : int64_t{oldest.input.rows()} *
+                                    layers().out_dim();
       if (g.seq != oldest.input.seq ||
           static_cast<int64_t>(g.values.size()) != want) {
         return absl::InvalidArgumentError(absl::StrCat(
             "stage ", options_.stage, ": the answer for minibatch ", g.seq,
             " with ", g.values.size(), " values came while minibatch ",
             oldest.input.seq, " (", want, " values) was the oldest"));
+      }
+      if (oldest.evaluate) {
+        in_flight_.erase(in_flight_.begin());
+        ++stats_.evaluated;
+        ASGD_RETURN_IF_ERROR(up->Answer(std::move(g)));
+        continue;
       }
       std::vector<float> dout = std::move(g.values);
       ASGD_RETURN_IF_ERROR(Update(params, dout.data(), up, std::move(g)));

@@ -23,6 +23,12 @@
 // Back-pressure: a stage takes a new minibatch from its upstream only when
 // it has room (fewer than K_s in flight), so a stage never holds more.
 //
+// Evaluation minibatches (StageBatch::evaluate: held-out data) take the
+// same path and window without updating anything: each stage's forward
+// pass with its current weights (in a LayerRange of their own), the last
+// stage's loss and counts sent back. While one is in flight a training
+// minibatch's delay can be smaller than K_s - 1, never larger.
+//
 //   auto runner = StageRunner::Create(options);
 //   absl::Status s = (*runner)->Run(absl::MakeSpan(stage_params), &up, down);
 //
@@ -66,6 +72,9 @@ struct StageRunnerOptions {
   int depth = 1;  // stage 0's window, in [1, plan.stages()]
   float learning_rate = 0.0f;
   int max_rows = 0;  // the most rows of a minibatch
+  // > 1 makes a straggler stage on purpose: after each update the stage
+  // idles (slowdown - 1) times the minibatch's forward and backward time.
+  double slowdown = 1.0;
   StageObserver* observer = nullptr;  // may be null
   Clock* clock = nullptr;             // null: RealClock()
 };
@@ -75,9 +84,11 @@ int StageWindow(int depth, int stage);
 
 struct StageStats {
   int64_t minibatches = 0;  // updates applied
+  int64_t evaluated = 0;    // evaluation minibatches passed through
   std::map<int, int64_t> delays;  // delay -> updates with it
   int max_in_flight = 0;
   double forward_seconds = 0, backward_seconds = 0;
+  double idle_seconds = 0;  // the slowdown's
   double seconds = 0;  // from the first forward pass to the end of Run
   // What the answers carried (the last stage's measurements, passed down
   // to every stage): sum of loss × labelled, labelled and correct outputs.
@@ -88,7 +99,8 @@ struct StageStats {
 class StageRunner {
  public:
   // InvalidArgument for a stage outside the plan, a depth outside
-  // [1, stages], a learning rate that is not > 0 and finite, max_rows < 1,
+  // [1, stages], a learning rate that is not > 0 and finite, a slowdown
+  // below 1, max_rows < 1,
   // or a layer range the spec refuses.
   static absl::StatusOr<std::unique_ptr<StageRunner>> Create(
       const StageRunnerOptions& options);
@@ -118,6 +130,8 @@ class StageRunner {
     int slot = 0;
     StageBatch input;
     int64_t updates_at_forward = 0;
+    double forward_seconds = 0;
+    bool evaluate = false;  // slot unused
   };
 
   explicit StageRunner(const StageRunnerOptions& options);
@@ -128,12 +142,15 @@ class StageRunner {
                        UpstreamLink* up, DownstreamLink* down);
   absl::Status Update(absl::Span<float> params, const float* dout,
                       UpstreamLink* up, StageGrad answer);
+  absl::Status ForwardEvaluate(absl::Span<float> params, StageBatch in,
+                               UpstreamLink* up, DownstreamLink* down);
 
   const StageRunnerOptions options_;
   Clock* const clock_;
   int window_ = 1;
   bool last_ = false;
   std::vector<Slot> slots_;
+  std::unique_ptr<LayerRange> eval_range_;
   std::vector<int> free_slots_;
   std::vector<InFlight> in_flight_;  // oldest first
   std::vector<float> dparams_, din_;

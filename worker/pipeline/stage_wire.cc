@@ -117,6 +117,7 @@ absl::StatusOr<StageBatch> DecodeActivations(const asgd::v1::Activations& msg,
   batch.seq = msg.seq();
   batch.sequences = static_cast<int>(msg.sequences());
   batch.steps = static_cast<int>(msg.steps());
+  batch.evaluate = msg.evaluate();
   batch.values = FromBytes<float>(msg.values());
   if (!AllFinite(batch.values)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -138,6 +139,7 @@ void EncodeActivations(const StageBatch& batch, asgd::v1::Activations* msg) {
   msg->set_seq(batch.seq);
   msg->set_sequences(batch.sequences);
   msg->set_steps(batch.steps);
+  msg->set_evaluate(batch.evaluate);
   ToBytes(batch.values, msg->mutable_values());
   ToBytes(batch.labels, msg->mutable_labels());
 }

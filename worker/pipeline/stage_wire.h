@@ -60,7 +60,8 @@ absl::StatusOr<StageBatch> DecodeActivations(const asgd::v1::Activations& msg,
 void EncodeActivations(const StageBatch& batch, asgd::v1::Activations* msg);
 
 // The answer in `msg` to minibatch `expected_seq`, whose gradient has
-// `values` floats and which had at most `max_labelled` labels:
+// `values` floats (0 for an evaluate minibatch) and which had at most
+// `max_labelled` labels:
 // InvalidArgument for another number or size, a NaN or Inf, a negative
 // loss, or more labelled (or correct) outputs than that.
 absl::StatusOr<StageGrad> DecodeBackward(const asgd::v1::StageBackward& msg,

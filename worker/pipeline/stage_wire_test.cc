@@ -33,9 +33,16 @@ StageBatch Batch2() {
 
 TEST(StageWireTest, ActivationsRoundTrip) {
   asgd::v1::Activations msg;
+  StageBatch eval = Batch2();
+  eval.evaluate = true;
+  EncodeActivations(eval, &msg);
+  auto evaluated = DecodeActivations(msg, Shape(), 7);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status();
+  EXPECT_TRUE(evaluated->evaluate);
   EncodeActivations(Batch2(), &msg);
   auto got = DecodeActivations(msg, Shape(), 7);
   ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->evaluate);
   EXPECT_EQ(got->seq, 7u);
   EXPECT_EQ(got->sequences, 2);
   EXPECT_EQ(got->values, Batch2().values);
@@ -114,6 +121,11 @@ TEST(StageWireTest, BackwardChecked) {
             absl::StatusCode::kInvalidArgument);  // another size
   EXPECT_EQ(DecodeBackward(msg, 3, 2, 1).status().code(),
             absl::StatusCode::kInvalidArgument);  // more labelled than rows
+  // An evaluation's answer has no values.
+  asgd::v1::StageBackward counts = msg;
+  counts.clear_values();
+  EXPECT_TRUE(DecodeBackward(counts, 3, 0, 2).ok());
+  EXPECT_FALSE(DecodeBackward(msg, 3, 0, 2).ok());
   asgd::v1::StageBackward m = msg;
   m.set_correct(3);
   EXPECT_FALSE(DecodeBackward(m, 3, 2, 2).ok());
