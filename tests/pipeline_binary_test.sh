@@ -11,9 +11,13 @@
 #  2. The last stage is killed (SIGKILL) mid-run: stages 0 and 1 end within
 #     seconds with an error naming the stage that went away, and the servers
 #     keep their model (nothing half-trained is handed off).
-#  3. Refused, with a message naming what is wrong: a stage outside the
+#  3. Two pipelines (--num_workers=2) of two stages each, their weights on
+#     the servers (--pipeline_weights=servers): every stage's updates reach
+#     the servers, and the servers' model is well above the initial one.
+#  4. Refused, with a message naming what is wrong: a stage outside the
 #     plan, a depth past the stages, a bad plan, the last stage with a
-#     --next_stage, stage 0 without one, --num_workers, --backend=cuda, and
+#     --next_stage, stage 0 without one, --num_workers with local weights,
+#     an unknown --pipeline_weights, --backend=cuda, and
 #     a stage whose plan differs from its neighbour's (refused by the
 #     neighbour when the stream opens).
 # Usage: pipeline_binary_test.sh SERVER WORKER EVAL MAKE_CORPUS
@@ -33,20 +37,21 @@ accuracy() {
   sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p' "$TMP/eval-$1.log"
 }
 
-# start_stages NAME FLAGS...: stages 2, 1, 0 (each waits for the port of
-# the next); sets STAGE_PIDS (by stage).
+# start_stages NAME FLAGS...: stages 2, 1, 0 of a 3-stage pipeline (each
+# waits for the port of the next; STAGES=n for another count); sets
+# STAGE_PIDS (by stage).
 start_stages() {
-  local name=$1 s next=() port
+  local name=$1 s next=() port last=$((${STAGES:-3} - 1))
   shift
   STAGE_PIDS=()
-  for s in 2 1 0; do
+  for ((s = last; s >= 0; s--)); do
     "$WORKER" --servers="$SERVERS" --corpus="$TMP/corpus" --backend=cpu \
-      --mode=pipeline --stages=3 --stage=$s --batch_size=64 \
+      --mode=pipeline --stages="${STAGES:-3}" --stage=$s --batch_size=64 \
       --connect_timeout_s=60 "${next[@]}" "$@" >"$TMP/$name-$s.log" 2>&1 &
     STAGE_PIDS[$s]=$!
     PIDS+=($!)
     if [ "$s" -gt 0 ]; then
-      wait_for "stage $s to listen" grep -q "on port [0-9]" "$TMP/$name-$s.log"
+      wait_for "stage $s to listen" grep -qs "on port [0-9]" "$TMP/$name-$s.log"
       port=$(sed -n 's/.* on port \([0-9]*\)$/\1/p' "$TMP/$name-$s.log")
       next=(--next_stage="127.0.0.1:$port")
     fi
@@ -106,7 +111,31 @@ after=$(accuracy kill-after)
 echo "a dead stage: the others ended with its error, the servers kept their model"
 passed=$((passed + 1))
 
-# 3. Refusals.
+# 3. Two pipelines of two stages train the servers' model together.
+start_servers replicas "${POOL_FLAGS[@]}"
+before=$(accuracy replicas-before)
+all=()
+for r in 0 1; do
+  STAGES=2 start_stages "replicas$r" --epochs=2 --log_every=100 \
+    --pipeline_weights=servers --num_workers=2 --worker_index=$r
+  all+=("${STAGE_PIDS[@]}")
+done
+for pid in "${all[@]}"; do wait "$pid" || fail "a replica's stage exited with an error"; done
+for r in 0 1; do
+  for s in 0 1; do
+    grep -Eq "^stage $s done: [0-9]+ minibatches .*; [0-9]+ updates applied by the servers, 0 dropped or refused, [0-9]+ pulls" \
+      "$TMP/replicas$r-$s.log" || fail "replica $r stage $s's done line"
+  done
+  grep -q "^worker $r done: .*, a pipeline of 2 stages" "$TMP/replicas$r-0.log" ||
+    fail "replica $r's summary"
+done
+after=$(accuracy replicas-after)
+python3 -c "import sys; sys.exit(0 if $after > $before + 10 else 1)" ||
+  fail "two replicas took the servers' model from $before% to $after%"
+echo "two pipelines on the servers' weights: model $before% -> $after%"
+passed=$((passed + 1))
+
+# 4. Refusals.
 refused() {
   local name=$1 want=$2
   shift 2
@@ -126,6 +155,8 @@ refused last "the last stage takes no --next_stage" --stages=3 --stage=2 \
 refused first "stage 0 needs --next_stage" --stages=3 --stage=0
 refused workers "give each stage --stage, not --num_workers" --stages=2 \
   --num_workers=2
+refused weights "--pipeline_weights=shared: want local or servers" --stages=2 \
+  --pipeline_weights=shared
 refused cuda "stages compute on the CPU" --stages=2 --backend=cuda
 # Stage 1 of a 2-stage plan listens; a stage 0 with another plan calls it.
 "$WORKER" --servers="$SERVERS" --corpus="$TMP/corpus" --backend=cpu \
@@ -140,7 +171,7 @@ refused mismatch "FAILED_PRECONDITION: .*stage plan" --stage_plan=0,1-2 \
 rc=0
 wait "$other" || rc=$?
 [ "$rc" -ne 0 ] || fail "the listening stage ended well without its pipeline"
-echo "refusals: stage, depth, plan, last, first, workers, cuda, a mismatched plan"
+echo "refusals: stage, depth, plan, last, first, workers, weights, cuda, a mismatched plan"
 passed=$((passed + 1))
 
 echo "$passed passed, 0 failed"

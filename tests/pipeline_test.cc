@@ -10,6 +10,7 @@
 //  * malformed messages and mismatched hellos are refused with their codes;
 //  * a stage that dies mid-run ends every other stage with an error.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -27,6 +28,9 @@
 #include "worker/pipeline/stage_grpc_service.h"
 #include "worker/pipeline/stage_plan.h"
 #include "worker/pipeline/stage_runner.h"
+#include "worker/pipeline/stage_updaters.h"
+#include "worker/ps/connect.h"
+#include "tests/test_pool.h"
 
 namespace asgd {
 namespace {
@@ -128,13 +132,19 @@ struct PipelineRun {
 
 // Runs every stage of `plan` on its own thread over gRPC. With
 // `kill_after` >= 0 the last stage dies after that many minibatches.
+// Makes stage s's updater (null: the runner's LocalSgd).
+using MakeUpdater =
+    std::function<std::unique_ptr<StageUpdater>(int s, const LayerRange&)>;
+
 PipelineRun RunPipeline(const ModelSpec& spec, const StagePlan& plan,
                         int depth, const std::vector<float>& initial,
                         const std::vector<StageBatch>& batches, int max_rows,
-                        int kill_after = -1) {
+                        int kill_after = -1,
+                        const MakeUpdater& make_updater = nullptr) {
   const int S = plan.stages();
   std::vector<std::unique_ptr<StageRunner>> runners(S);
   std::vector<std::unique_ptr<StageServer>> servers(S);
+  std::vector<std::unique_ptr<StageUpdater>> updaters(S);
   StageGroup group;
   group.num_stages = S;
   group.bounds = plan.bounds;
@@ -151,6 +161,10 @@ PipelineRun RunPipeline(const ModelSpec& spec, const StagePlan& plan,
     auto runner = StageRunner::Create(o);
     EXPECT_TRUE(runner.ok()) << runner.status();
     runners[s] = *std::move(runner);
+    if (make_updater) {
+      updaters[s] = make_updater(s, runners[s]->layers());
+      runners[s]->set_updater(updaters[s].get());
+    }
     if (s == 0) continue;
     StageServerOptions so;
     so.host = "127.0.0.1";
@@ -364,6 +378,63 @@ TEST(PipelineTest, EvaluationMinibatchesPassThroughWithoutUpdates) {
   }
   ASSERT_EQ(deep.answers.size(), mixed.size());
   for (size_t i = 0; i < mixed.size(); ++i) EXPECT_EQ(deep.answers[i].seq, i);
+}
+
+// The weights on the servers' pool: with pull_every 1 each stage's ADD
+// pushes and pulls give exactly the local run's weights, and the servers
+// hold them; with local weights handed off at the end, the servers hold
+// every stage's layers exactly too.
+TEST(PipelineTest, WeightsOnTheServersEqualLocalOnesAndHandOffsLandExactly) {
+  const ModelSpec spec = Spec(false);
+  auto plan = ParseStagePlan(spec, "0,1-2,3");
+  ASSERT_TRUE(plan.ok());
+  const std::vector<StageBatch> batches = Batches(spec, 9, 8, 1);
+  const std::vector<float> initial = InitialParams(spec, 1);  // the pool's
+  const PipelineRun local = RunPipeline(spec, *plan, 3, initial, batches, 8);
+  for (const absl::Status& s : local.status) ASSERT_TRUE(s.ok()) << s;
+
+  for (const bool on_servers : {true, false}) {
+    SCOPED_TRACE(on_servers ? "on the servers" : "handed off");
+    auto pool = StartTestPool(spec, 2, 2, kLearningRate);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    ASSERT_EQ(PoolModel(pool->servers), initial);
+    std::vector<std::unique_ptr<ParamClient>> clients(3);
+    for (auto& c : clients) {
+      auto client = ConnectToPool(pool->addresses, PoolClientOptions());
+      ASSERT_TRUE(client.ok()) << client.status();
+      c = *std::move(client);
+    }
+    std::vector<ServerSgd*> server_sgd(3, nullptr);
+    const MakeUpdater make = [&](int s, const LayerRange& range)
+        -> std::unique_ptr<StageUpdater> {
+      if (!on_servers) {
+        return std::make_unique<HandOffSgd>(clients[s].get(),
+                                            range.param_offset(),
+                                            range.param_count(),
+                                            kLearningRate, s);
+      }
+      std::vector<float> model(initial.size());
+      std::vector<uint64_t> versions;
+      EXPECT_TRUE(clients[s]->Pull(absl::MakeSpan(model), &versions).ok());
+      auto u = std::make_unique<ServerSgd>(
+          clients[s].get(), range.param_offset(), range.param_count(),
+          kLearningRate, /*pull_every=*/1, s, versions);
+      server_sgd[s] = u.get();
+      return u;
+    };
+    const PipelineRun run = RunPipeline(spec, *plan, 3, initial, batches, 8,
+                                        /*kill_after=*/-1, make);
+    for (const absl::Status& s : run.status) ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(run.params, local.params);
+    EXPECT_EQ(PoolModel(pool->servers), local.params);
+    if (on_servers) {
+      for (ServerSgd* u : server_sgd) {
+        EXPECT_EQ(u->applied(), 9);
+        EXPECT_EQ(u->dropped(), 0);
+        EXPECT_EQ(u->pulls(), 9);
+      }
+    }
+  }
 }
 
 TEST(PipelineTest, WindowsAndDelaysFollowTheDepth) {

@@ -21,6 +21,15 @@ ABSL_FLAG(int, pipeline_depth, 0,
           "stages]; stage s then updates max(0, depth - 1 - s) updates "
           "late. 1: no pipelining (plain SGD, one stage busy at a time); 0: "
           "the number of stages (every stage busy).");
+ABSL_FLAG(std::string, pipeline_weights, "local",
+          "--mode=pipeline: local (each stage trains its own layers and "
+          "writes them into the servers' model at the end) or servers (every "
+          "update goes to the servers as it is made, and --num_workers "
+          "pipelines, each with its own stages and part of the data, train "
+          "the servers' model together).");
+ABSL_FLAG(int, pipeline_pull_every, 4,
+          "--mode=pipeline --pipeline_weights=servers: updates between two "
+          "pulls of the servers' weights.");
 ABSL_FLAG(int, stage_port, 0,
           "--mode=pipeline, stages > 0: the port this stage listens on for "
           "the previous stage (0: a free port, logged).");
@@ -30,7 +39,7 @@ ABSL_FLAG(std::string, next_stage, "",
 
 namespace asgd {
 
-absl::Status ApplyPipelineFlags(absl::string_view backend,
+absl::Status ApplyPipelineFlags(absl::string_view backend, int num_workers,
                                 PipelineStageOptions* options) {
   if (backend == "cuda") {
     return absl::UnimplementedError(
@@ -43,6 +52,26 @@ absl::Status ApplyPipelineFlags(absl::string_view backend,
   options->depth = absl::GetFlag(FLAGS_pipeline_depth);
   options->stage_port = absl::GetFlag(FLAGS_stage_port);
   options->next_stage = absl::GetFlag(FLAGS_next_stage);
+  const std::string weights = absl::GetFlag(FLAGS_pipeline_weights);
+  if (weights == "local") {
+    options->weights = PipelineWeights::kLocal;
+  } else if (weights == "servers") {
+    options->weights = PipelineWeights::kServers;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--pipeline_weights=", weights, ": want local or servers"));
+  }
+  if (num_workers != 1 && options->weights == PipelineWeights::kLocal) {
+    return absl::InvalidArgumentError(
+        "--mode=pipeline --pipeline_weights=local runs one pipeline: give "
+        "each stage --stage, not --num_workers (several pipelines train "
+        "together with --pipeline_weights=servers)");
+  }
+  options->pull_every = absl::GetFlag(FLAGS_pipeline_pull_every);
+  if (options->pull_every < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--pipeline_pull_every=", options->pull_every, " must be >= 1"));
+  }
   if (options->stages < 0 || options->stages > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("--stages=", options->stages, " must be in [0, 64]"));

@@ -2,8 +2,8 @@
 // here: which stage this process is, how the model's layers are split and
 // how deep the pipeline runs, and where the neighbouring stages are
 // (worker/pipeline/pipeline_worker.h):
-//   --stages, --stage_plan, --stage, --pipeline_depth, --stage_port,
-//   --next_stage
+//   --stages, --stage_plan, --stage, --pipeline_depth, --pipeline_weights,
+//   --pipeline_pull_every, --stage_port, --next_stage
 #ifndef ASGD_WORKER_PIPELINE_FLAGS_H_
 #define ASGD_WORKER_PIPELINE_FLAGS_H_
 
@@ -13,11 +13,12 @@
 
 namespace asgd {
 
-// Sets the stage, plan, depth, port and next stage of *options from the
-// flags. InvalidArgument naming the flag for a value out of range (the
-// plan itself is checked against the model once connected: PipelinePlan);
+// Sets the stage, plan, depth, weights, port and next stage of *options
+// from the flags. InvalidArgument naming the flag for a value out of range
+// (the plan itself is checked against the model once connected:
+// PipelinePlan), or for `num_workers` > 1 with local weights;
 // Unimplemented for `backend` cuda (stages compute on the CPU).
-absl::Status ApplyPipelineFlags(absl::string_view backend,
+absl::Status ApplyPipelineFlags(absl::string_view backend, int num_workers,
                                 PipelineStageOptions* options);
 
 }  // namespace asgd

@@ -229,12 +229,8 @@ absl::Status ReadTrainingMode(WorkerSetup* setup) {
   setup->mode = TrainMode::kSgd;
   if (setup->pipeline) {
     ASGD_RETURN_IF_ERROR(ApplyPipelineFlags(absl::GetFlag(FLAGS_backend),
+                                            setup->num_workers,
                                             &setup->pipeline_options));
-    if (setup->num_workers != 1) {
-      return absl::InvalidArgumentError(
-          "--mode=pipeline runs one pipeline: give each stage --stage, not "
-          "--num_workers");
-    }
   } else if (setup->consensus) {
     ASGD_RETURN_IF_ERROR(ApplyConsensusFlags(mode, setup->num_workers,
                                              &setup->consensus_options));

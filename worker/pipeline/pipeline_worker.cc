@@ -13,7 +13,7 @@
 #include "worker/pipeline/pipeline_metrics.h"
 #include "worker/pipeline/stage_grpc_client.h"
 #include "worker/pipeline/stage_grpc_service.h"
-#include "worker/ps/push_encoder.h"
+#include "worker/pipeline/stage_updaters.h"
 
 namespace asgd {
 namespace {
@@ -71,46 +71,44 @@ std::string DescribeDelays(const std::map<int, int64_t>& delays) {
   return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
 }
 
-// Adds `after - before` (the stage's range of the flat model) to the
-// servers' model; every server's part, zeros outside the range.
-absl::Status HandOff(ParamClient* client, const LayerRange& range,
-                     absl::Span<const float> before,
-                     absl::Span<const float> after, int stage) {
-  const PushEncoder* encoder = client->push_encoder();
-  if (encoder == nullptr) {
-    return absl::FailedPreconditionError(
-        "the parameter client has no push encoder");
-  }
-  const int64_t total = client->layout().total_size();
-  std::vector<float> change(total, 0.0f);
-  for (int64_t i = 0; i < range.param_count(); ++i) {
-    const int64_t k = range.param_offset() + i;
-    change[k] = after[k] - before[k];
-  }
-  // Fresh versions: the change is relative to what this stage pulled, and
-  // other stages' hand-offs may have landed meanwhile.
-  std::vector<float> current(total);
-  std::vector<uint64_t> versions;
-  ASGD_RETURN_IF_ERROR(client->Pull(absl::MakeSpan(current), &versions));
-  std::vector<ServerPush> parts;
-  for (int i = 0; i < client->layout().num_servers(); ++i) {
-    parts.push_back(encoder->EncodeUncompressed(i, change, PushKind::kAdd));
-  }
-  const auto replies = client->PushEncoded(parts, versions, 1);
-  for (size_t i = 0; i < replies.size(); ++i) {
-    if (!replies[i].ok()) {
-      return absl::Status(
-          replies[i].status().code(),
-          absl::StrCat("stage ", stage, ": handing its layers to server ", i,
-                       " failed: ", replies[i].status().message()));
-    }
-    if (!replies[i]->applied) {
-      return absl::AbortedError(absl::StrCat(
-          "stage ", stage, ": server ", i,
-          " dropped the hand-off of its layers as stale"));
-    }
-  }
-  return absl::OkStatus();
+// Stage s > 0's server for stage s - 1's stream.
+absl::StatusOr<std::unique_ptr<StageServer>> ListenForPrevious(
+    const PipelineStageOptions& options, const StageGroup& group, int depth,
+    const ModelSpec& spec, const LayerRange& range, std::ostream* log) {
+  const int s = group.stage;
+  StageServerOptions so;
+  so.host = options.listen_host;
+  so.port = options.stage_port;
+  so.group = group;
+  so.group.in_flight = StageWindow(depth, s - 1);
+  so.shape.max_rows = group.max_rows;
+  so.shape.width = range.in_dim();
+  so.shape.labels_per_row = spec.output_frames;
+  so.shape.num_classes = spec.num_classes;
+  so.shape.sequences = spec.is_sequence();
+  so.security = options.security;
+  so.connect_timeout = options.connect_timeout;
+  so.idle_timeout = options.idle_timeout;
+  ASGD_ASSIGN_OR_RETURN(std::unique_ptr<StageServer> server,
+                        StageServer::Start(so));
+  *log << "stage " << s << ": layers " << group.bounds[s] << "-"
+       << group.bounds[s + 1] - 1 << ", listening for stage " << s - 1
+       << " on port " << server->port() << std::endl;
+  return server;
+}
+
+void LogStageDone(const StageStats& st, int s, const std::string& where,
+                  std::ostream* log) {
+  const double busy = st.forward_seconds + st.backward_seconds;
+  *log << absl::StrFormat(
+              "stage %d done: %d minibatches in %.1f s, busy %.0f%% (forward "
+              "%.1f s, backward %.1f s, idle %.1f s), delays %s, at most %d "
+              "in flight; %s",
+              s, st.minibatches, st.seconds,
+              st.seconds > 0 ? 100.0 * busy / st.seconds : 0.0,
+              st.forward_seconds, st.backward_seconds, st.idle_seconds,
+              DescribeDelays(st.delays), st.max_in_flight, where)
+       << std::endl;
 }
 
 }  // namespace
@@ -197,31 +195,27 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
 
   std::unique_ptr<StageServer> server;
   if (s > 0) {
-    StageServerOptions so;
-    so.host = options.listen_host;
-    so.port = options.stage_port;
-    so.group = group;
-    so.group.in_flight = StageWindow(depth, s - 1);
-    so.shape.max_rows = shape.rows();
-    so.shape.width = range.in_dim();
-    so.shape.labels_per_row = spec.output_frames;
-    so.shape.num_classes = spec.num_classes;
-    so.shape.sequences = spec.is_sequence();
-    so.security = options.security;
-    so.connect_timeout = options.connect_timeout;
-    so.idle_timeout = options.idle_timeout;
-    ASGD_ASSIGN_OR_RETURN(server, StageServer::Start(so));
-    *log << "stage " << s << ": layers " << plan.bounds[s] << "-"
-         << plan.bounds[s + 1] - 1 << ", listening for stage " << s - 1
-         << " on port " << server->port() << std::endl;
-    if (options.on_listening) options.on_listening(server->port());
+    ASGD_ASSIGN_OR_RETURN(
+        server, ListenForPrevious(options, group, depth, spec, range, log));
   }
 
   // The pool's model; this stage trains its own layers of it.
-  std::vector<float> before(client->layout().total_size());
+  std::vector<float> params(client->layout().total_size());
   std::vector<uint64_t> versions;
-  ASGD_RETURN_IF_ERROR(client->Pull(absl::MakeSpan(before), &versions));
-  std::vector<float> params = before;
+  ASGD_RETURN_IF_ERROR(client->Pull(absl::MakeSpan(params), &versions));
+  std::unique_ptr<StageUpdater> updater;
+  ServerSgd* on_servers = nullptr;
+  if (options.weights == PipelineWeights::kServers) {
+    auto u = std::make_unique<ServerSgd>(client, range.param_offset(),
+                                         range.param_count(), lr,
+                                         options.pull_every, s, versions);
+    on_servers = u.get();
+    updater = std::move(u);
+  } else {
+    updater = std::make_unique<HandOffSgd>(client, range.param_offset(),
+                                           range.param_count(), lr, s);
+  }
+  runner->set_updater(updater.get());
 
   std::unique_ptr<GrpcDownstream> down;
   if (!runner->last()) {
@@ -241,7 +235,7 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
   std::unique_ptr<DataUpstream> data;
   UpstreamLink* up = server.get();
   if (s == 0) {
-    const uint64_t seed = options.loop.seed * 7919;
+    const uint64_t seed = options.loop.seed * 7919 + options.loop.worker_index;
     if (options.open_source) {
       ASGD_ASSIGN_OR_RETURN(source,
                             options.open_source(seed, options.loop.epochs));
@@ -266,23 +260,19 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
   result.stats = runner->stats();
   if (reporter) result.train.seconds = reporter->Seconds();
 
-  ASGD_RETURN_IF_ERROR(HandOff(client, range, before, params, s));
   if (s == 0) {
-    LogSummary(log, 0, result.train,
+    LogSummary(log, options.loop.worker_index, result.train,
                absl::StrCat(", a pipeline of ", plan.stages(), " stages"));
   }
-  const StageStats& st = result.stats;
-  const double busy = st.forward_seconds + st.backward_seconds;
-  *log << absl::StrFormat(
-              "stage %d done: %d minibatches in %.1f s, busy %.0f%% (forward "
-              "%.1f s, backward %.1f s, idle %.1f s), delays %s, at most %d "
-              "in flight; layers %d-%d handed to the servers",
-              s, st.minibatches, st.seconds,
-              st.seconds > 0 ? 100.0 * busy / st.seconds : 0.0,
-              st.forward_seconds, st.backward_seconds, st.idle_seconds,
-              DescribeDelays(st.delays), st.max_in_flight, plan.bounds[s],
-              plan.bounds[s + 1] - 1)
-       << std::endl;
+  std::string where = absl::StrFormat("layers %d-%d handed to the servers",
+                                      plan.bounds[s], plan.bounds[s + 1] - 1);
+  if (on_servers != nullptr) {
+    result.pushes_dropped = on_servers->dropped();
+    where = absl::StrFormat(
+        "%d updates applied by the servers, %d dropped or refused, %d pulls",
+        on_servers->applied(), on_servers->dropped(), on_servers->pulls());
+  }
+  LogStageDone(result.stats, s, where, log);
   return result;
 }
 

@@ -11,16 +11,20 @@
 //     evaluates on `heldout` (may be null) through the pipeline;
 //  4. the schedule (StageRunner: one-forward-one-backward, the window and
 //     delays of --pipeline_depth);
-//  5. when every minibatch is through, the hand-off: each stage adds its
-//     layers' change (trained minus pulled) to the servers' model with an
-//     ADD push, so the servers hold the trained model (asgd_eval --servers,
-//     --save_model). A stage that fails hands nothing off: the run stops
-//     at every stage with the error, and the servers keep their model.
+//  5. the weights (stage_updaters.h): local, each stage writing its layers
+//     into the servers' model once the later stages have (the last first),
+//     so the servers hold the trained model (asgd_eval --servers); or on
+//     the servers, every update sent to them as it is made, and several
+//     pipelines (replicas: loop.worker_index of loop's workers, each on its
+//     part of the data) training the same model. A stage that fails hands
+//     nothing off: the run stops at every stage with the error, and the
+//     servers keep their model.
 //
 // Log lines: the plan (stage 0), "stage 1: listening for stage 0 on port
 // P", a progress line every loop.log_every updates on stages > 0, and the
 // done line "stage 1 done: 500 minibatches in 12.1 s, busy 71% (forward
-// 3.1 s, backward 5.5 s), delays {1: 499, 0: 1}, at most 2 in flight".
+// 3.1 s, backward 5.5 s, idle 0.0 s), delays {1: 499, 0: 1}, at most 2 in
+// flight; layers 1-1 handed to the servers".
 //
 // Thread-safety: call from one thread.
 #ifndef ASGD_WORKER_PIPELINE_PIPELINE_WORKER_H_
@@ -43,12 +47,20 @@
 
 namespace asgd {
 
+// Where the stages' weights live (stage_updaters.h).
+enum class PipelineWeights {
+  kLocal,    // each stage's own; handed to the servers at the end
+  kServers,  // on the servers, updated with every minibatch (replicas)
+};
+
 struct PipelineStageOptions {
   LoopOptions loop;  // stage 0's data loop; log_every for every stage
   int stage = 0;
   int stages = 0;          // 0: from stage_plan
   std::string stage_plan;  // "" : balanced over `stages`
   int depth = 0;           // stage 0's window; 0: stages (full pipelining)
+  PipelineWeights weights = PipelineWeights::kLocal;
+  int pull_every = 4;      // kServers: updates between pulls
   float local_learning_rate = 0;  // 0: the pool's learning_rate
   std::string listen_host = "0.0.0.0";
   int stage_port = 0;       // stages > 0; 0: a free port (logged)
@@ -57,16 +69,14 @@ struct PipelineStageOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration idle_timeout = absl::Seconds(60);
   OpenBatchSource open_source;  // streamed data (stage 0), may be null
-  // Called with the listening port once stage s > 0 listens (tests).
-  std::function<void(int port)> on_listening;
 };
 
 struct PipelineStageResult {
   StagePlan plan;
   int window = 1;
   StageStats stats;
-  TrainResult train;  // stage 0's steps and progress; params: the model
-                      // after the hand-off (every stage's)
+  TrainResult train;  // stage 0's steps and progress
+  int64_t pushes_dropped = 0;  // kServers: updates the servers did not apply
 };
 
 // The plan of `options` for `spec` and minibatches of `rows` rows:

@@ -21,6 +21,12 @@ bool AllFinite(absl::Span<const float> v) {
 
 int StageWindow(int depth, int stage) { return std::max(1, depth - stage); }
 
+absl::Status LocalSgd::Apply(absl::Span<const float> grad,
+                             absl::Span<float> params) {
+  SgdStep(grad, learning_rate_, params);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<StageRunner>> StageRunner::Create(
     const StageRunnerOptions& options) {
   const int stages = options.plan.stages();
@@ -43,6 +49,11 @@ absl::StatusOr<std::unique_ptr<StageRunner>> StageRunner::Create(
   }
   auto runner = std::unique_ptr<StageRunner>(new StageRunner(options));
   runner->window_ = StageWindow(options.depth, options.stage);
+  runner->updater_ = options.updater;
+  if (runner->updater_ == nullptr) {
+    runner->local_sgd_ = std::make_unique<LocalSgd>(options.learning_rate);
+    runner->updater_ = runner->local_sgd_.get();
+  }
   runner->last_ = options.stage == stages - 1;
   for (int k = 0; k < runner->window_; ++k) {
     Slot slot;
@@ -211,7 +222,7 @@ absl::Status StageRunner::Update(absl::Span<float> params, const float* dout,
         " gave a NaN or Inf gradient (loss ", answer.loss,
         "); it was not applied: lower the learning rate or check the data"));
   }
-  SgdStep(dparams_, options_.learning_rate, params);
+  ASGD_RETURN_IF_ERROR(updater_->Apply(dparams_, params));
   const int delay = static_cast<int>(updates_ - f.updates_at_forward);
   ++updates_;
   free_slots_.push_back(f.slot);
@@ -282,6 +293,7 @@ absl::Status StageRunner::RunLoop(absl::Span<float> params, UpstreamLink* up,
     }
   }
   if (down != nullptr) ASGD_RETURN_IF_ERROR(down->Finish());
+  ASGD_RETURN_IF_ERROR(updater_->Finish(params));
   return up->Finish();
 }
 

@@ -17,8 +17,8 @@
 // Each in-flight minibatch has its own LayerRange (the activations) and,
 // with a delay, its own copy of the weights its forward pass used
 // (weight stashing): its backward pass computes the exact gradient of the
-// model it saw, and the update applies it to the current weights,
-// w -= learning_rate * g.
+// model it saw, and the update applies it to the current weights
+// (StageUpdater; by default w -= learning_rate * g).
 //
 // Back-pressure: a stage takes a new minibatch from its upstream only when
 // it has room (fewer than K_s in flight), so a stage never holds more.
@@ -54,6 +54,36 @@
 
 namespace asgd {
 
+// Where a stage's updates go: its own weights only (pure pipelined
+// back-propagation: LocalSgd below), or the parameter servers as well
+// (pipeline_worker.h). Called on the stage's thread.
+class StageUpdater {
+ public:
+  virtual ~StageUpdater() = default;
+  // Applies `grad`, the gradient of the stage's layers, to `params` (the
+  // stage's weights, which its next forward pass uses).
+  virtual absl::Status Apply(absl::Span<const float> grad,
+                             absl::Span<float> params) = 0;
+  // After the stage's last update and once every later stage has finished
+  // (so later stages finish first), before the earlier stage learns this
+  // one is done.
+  virtual absl::Status Finish(absl::Span<const float> params) = 0;
+};
+
+// Plain SGD on the stage's own weights: params -= learning_rate * grad.
+class LocalSgd final : public StageUpdater {
+ public:
+  explicit LocalSgd(float learning_rate) : learning_rate_(learning_rate) {}
+  absl::Status Apply(absl::Span<const float> grad,
+                     absl::Span<float> params) override;
+  absl::Status Finish(absl::Span<const float>) override {
+    return absl::OkStatus();
+  }
+
+ private:
+  const float learning_rate_;
+};
+
 // Monitoring hooks, called on the stage's thread.
 class StageObserver {
  public:
@@ -75,6 +105,8 @@ struct StageRunnerOptions {
   // > 1 makes a straggler stage on purpose: after each update the stage
   // idles (slowdown - 1) times the minibatch's forward and backward time.
   double slowdown = 1.0;
+  // Null: LocalSgd(learning_rate), owned by the runner.
+  StageUpdater* updater = nullptr;
   StageObserver* observer = nullptr;  // may be null
   Clock* clock = nullptr;             // null: RealClock()
 };
@@ -106,13 +138,16 @@ class StageRunner {
       const StageRunnerOptions& options);
 
   const LayerRange& layers() const { return *slots_.front().range; }
+  // Replaces the updater (before Run; must outlive it).
+  void set_updater(StageUpdater* updater) { updater_ = updater; }
   int window() const { return window_; }
   bool last() const { return last_; }
 
   // Trains `params` (the stage's part of the flat model, layers().
   // param_count() floats) on everything `up` sends, sending to `down` (null
   // for the last stage, required otherwise). Returns when the upstream has
-  // ended and every minibatch is answered, after finishing both links.
+  // ended and every minibatch is answered, after finishing the downstream,
+  // the updater and the upstream, in that order.
   // On an error (a link's, a non-finite gradient: FailedPrecondition, a
   // minibatch of the wrong shape: InvalidArgument) aborts both links with
   // it and returns it; params then hold every update applied before.
@@ -151,6 +186,8 @@ class StageRunner {
   bool last_ = false;
   std::vector<Slot> slots_;
   std::unique_ptr<LayerRange> eval_range_;
+  std::unique_ptr<LocalSgd> local_sgd_;  // when options_.updater is null
+  StageUpdater* updater_ = nullptr;
   std::vector<int> free_slots_;
   std::vector<InFlight> in_flight_;  // oldest first
   std::vector<float> dparams_, din_;
