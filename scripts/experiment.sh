@@ -21,6 +21,13 @@
 # EASGD and ADMM (each worker its own model, pulled toward the servers'
 # consensus every --consensus_every minibatches), and at the last count the
 # same with its last worker $SLOWDOWN x slower.
+# pipeline: the model's layers split into each of $PIPELINE_STAGES stages (one
+# process each, balanced by training work; pipelined back-propagation with
+# full depth), and at the largest count the same without pipelining (depth
+# 1) and with its last stage $SLOWDOWN x slower; two pipelines of two
+# stages with their weights on the servers (data-parallel through them);
+# against local SGD and ASGD with 2 workers. Stage 0 evaluates through the
+# pipeline; local stages hand their layers to the servers at the end.
 # models: each model of $MODELS trained by 2 ASGD workers through 2 servers
 # for the same wall-clock budget of $BUDGET_S seconds, side by side.
 # pushes: ASGD at $PUSH_WORKERS workers once per push encoding of
@@ -53,6 +60,7 @@
 #   CONSENSUS_WORKERS  the consensus grid's worker counts (default "2 4");
 #                      CONSENSUS_FLAGS: more asgd_worker flags of its easgd
 #                      and admm runs (e.g. "--consensus_every=8")
+#   PIPELINE_STAGES  the pipeline grid's stage counts (default "1 2 3")
 #   PUSH_WORKERS    the pushes grid's worker count (default 4)
 #   PUSH_ENCODINGS  its push encodings, any of fp32 bf16 onebit topk (default
 #                   "fp32 onebit"); TOP_K_FRACTION for topk (default 0.01)
@@ -78,6 +86,7 @@ DECENTRALIZED=${DECENTRALIZED:-1}
 DECENTRALIZED_WORKERS=${DECENTRALIZED_WORKERS:-4}
 DELAY_TOPOLOGY=${DELAY_TOPOLOGY:-fixed_ring}
 CONSENSUS_WORKERS=${CONSENSUS_WORKERS:-"2 4"}
+PIPELINE_STAGES=${PIPELINE_STAGES:-"1 2 3"}
 CONSENSUS_FLAGS=${CONSENSUS_FLAGS:-}
 PUSH_WORKERS=${PUSH_WORKERS:-4}
 PUSH_ENCODINGS=${PUSH_ENCODINGS:-"fp32 onebit"}
@@ -151,11 +160,18 @@ run() {
   for w in "${pids[@]}"; do
     wait "$w" || { echo "a worker of $name failed:" >&2; tail -5 "$dir"/worker-*.log >&2; exit 1; }
   done
-  local wall
-  wall=$(python3 -c "import time; print(round(time.time() - $start, 2))")
+  finish_run "$name" "$mode" "$n" "$slow" "$pool" "$start"
+}
+
+# finish_run NAME MODE WORKERS SLOW POOL START: after a run's workers ended,
+# its wall time since START, the servers' model evaluated (runs/NAME/
+# eval.log), the servers stopped, the run's line in the index.
+finish_run() {
+  local dir="$WORKDIR/runs/$1" wall
+  wall=$(python3 -c "import time; print(round(time.time() - $6, 2))")
   "$BIN/worker/asgd_eval" --servers="$SERVERS" --corpus="$CORPUS" >"$dir/eval.log"
   asgd_cleanup
-  echo "$name,$mode,$n,$slow,$pool,$wall,$RUN_MODEL" >>"$WORKDIR/runs/index.csv"
+  echo "$1,$2,$3,$4,$5,$wall,$RUN_MODEL" >>"$WORKDIR/runs/index.csv"
   echo "   $(tail -1 "$dir/eval.log") in $wall s"
 }
 
@@ -178,6 +194,54 @@ write_peers_file() {
   done
   (IFS=,; echo "${addresses[*]}") >"$dir/peers.tmp"
   mv "$dir/peers.tmp" "$dir/peers"
+}
+
+# run_pipeline NAME STAGES DEPTH SLOW [REPLICAS WEIGHTS]: one pipeline run
+# (index mode pipeline, workers: the pipelines), REPLICAS pipelines (default
+# 1) with --pipeline_weights=WEIGHTS (default local). Pipeline r's stage 0
+# logs to runs/NAME/worker-r.log, its stage s > 0 to stage-s.log (r = 0) or
+# stage-r-s.log. The stages start last to first, each told the port its
+# successor logged.
+run_pipeline() {
+  local name=$1 stages=$2 depth=$3 slow=$4 replicas=${5:-1} weights=${6:-local}
+  local dir="$WORKDIR/runs/$name" s r i next=() pids=() log port start
+  echo "== run $name: $replicas pipeline(s) of $stages stages, depth $depth, weights $weights, straggler $slow"
+  asgd_start_servers $NUM_SERVERS "$dir" --num_shards=1 \
+    --learning_rate="$LEARNING_RATE" --log_every_s=0 "${RUN_MODEL_FLAGS[@]}"
+  start=$(date +%s.%N)
+  for ((r = 0; r < replicas; r++)); do
+    next=()
+    for ((s = stages - 1; s >= 0; s--)); do
+      log="$dir/stage-$s.log"
+      [ "$r" -gt 0 ] && log="$dir/stage-$r-$s.log"
+      [ "$s" = 0 ] && log="$dir/worker-$r.log"
+      local flags=(--servers="$SERVERS" --corpus="$CORPUS" --mode=pipeline
+                   --stages="$stages" --stage=$s --pipeline_depth="$depth"
+                   --epochs="$EPOCHS" --batch_size="$BATCH" --log_every=500
+                   --backend=cpu --pipeline_weights="$weights"
+                   --worker_index=$r --num_workers="$replicas")
+      [ "$s" = 0 ] && [ "$r" = 0 ] && flags+=($EVAL_FLAGS)
+      [ "$slow" = 1 ] && [ "$s" = $((stages - 1)) ] && flags+=(--slowdown="$SLOWDOWN")
+      "$BIN/worker/asgd_worker" "${flags[@]}" "${next[@]}" \
+        "${EXTRA_WORKER_FLAGS[@]}" >"$log" 2>&1 &
+      pids+=($!)
+      ASGD_PIDS+=($!)
+      if [ "$s" -gt 0 ]; then
+        for ((i = 0; i < 600; i++)); do
+          grep -qs " on port [0-9]" "$log" && break
+          kill -0 "${pids[-1]}" 2>/dev/null || { echo "stage $s of $name exited:" >&2; tail -5 "$log" >&2; exit 1; }
+          sleep 0.1
+        done
+        port=$(sed -n 's/.* on port \([0-9]*\)$/\1/p' "$log")
+        [ -n "$port" ] || { echo "stage $s of $name logged no port" >&2; exit 1; }
+        next=(--next_stage="127.0.0.1:$port")
+      fi
+    done
+  done
+  for s in "${pids[@]}"; do
+    wait "$s" || { echo "a stage of $name failed:" >&2; tail -5 "$dir"/stage-*.log "$dir"/worker-*.log >&2; exit 1; }
+  done
+  finish_run "$name" pipeline "$replicas" "$slow" 0 "$start"
 }
 
 has_grid() { case " $GRID " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -230,6 +294,19 @@ if has_grid consensus; then
   run "admm-$last-straggler" admm "$last" 1 0 "${consensus_flags[@]}"
 fi
 
+if has_grid pipeline; then
+  ran sgd-1 || run sgd-1 sgd 1 0 0
+  ran asgd-2 || run asgd-2 asgd 2 0 0
+  for s in $PIPELINE_STAGES; do
+    run_pipeline "pipeline-$s" "$s" "$s" 0
+    last=$s
+  done
+  run_pipeline "pipeline-$last-depth1" "$last" 1 0
+  run_pipeline "pipeline-$last-straggler" "$last" "$last" 1
+  # The hybrid: two pipelines of two stages, their weights on the servers.
+  run_pipeline "pipeline-2x2-servers" 2 2 0 2 servers
+fi
+
 if has_grid models; then
   for m in $MODELS; do
     flags_var="MODEL_FLAGS_$m" worker_var="WORKER_FLAGS_$m"
@@ -256,7 +333,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 command="GRID=\"$GRID\""
 settings="batch $BATCH, $NUM_SERVERS servers x 1 shard"
 if has_grid scaling || has_grid decentralized || has_grid pushes ||
-   has_grid consensus; then
+   has_grid consensus || has_grid pipeline; then
   command+=" MODEL=$MODEL MODEL_FLAGS=\"$MODEL_FLAGS\" EPOCHS=$EPOCHS LEARNING_RATE=$LEARNING_RATE"
   has_grid scaling && command+=" WORKERS=\"$WORKERS\""
   settings+="; model $MODEL ($MODEL_FLAGS; see each run's server log), lr $LEARNING_RATE (sync, allreduce, adpsgd, easgd, admm: lr x workers), $EPOCHS epochs, straggler ${SLOWDOWN}x slower"
@@ -266,6 +343,10 @@ if has_grid consensus; then
   command+=" CONSENSUS_WORKERS=\"$CONSENSUS_WORKERS\""
   [ -z "$CONSENSUS_FLAGS" ] || command+=" CONSENSUS_FLAGS=\"$CONSENSUS_FLAGS\""
   settings+="; consensus grid: easgd and admm at $CONSENSUS_WORKERS workers (${CONSENSUS_FLAGS:-default flags})"
+fi
+if has_grid pipeline; then
+  command+=" PIPELINE_STAGES=\"$PIPELINE_STAGES\""
+  settings+="; pipeline grid: $PIPELINE_STAGES stages (balanced), full depth; depth 1 and a ${SLOWDOWN}x slower last stage at the largest"
 fi
 if has_grid pushes; then
   command+=" PUSH_WORKERS=$PUSH_WORKERS PUSH_ENCODINGS=\"$PUSH_ENCODINGS\" TOP_K_FRACTION=$TOP_K_FRACTION"

@@ -10,7 +10,11 @@ The decentralized runs (modes adpsgd and allreduce) get their own tables and
 plots, against asgd at the same worker count; their curve is worker 0's own
 model, and their final accuracy that of the model worker 0 handed to the
 servers. So do the consensus runs (easgd, admm), whose curve and final
-accuracy are the servers' consensus.
+accuracy are the servers' consensus. The pipeline runs (one pipeline of
+stages: stage 0's worker-0.log, stage s's stage-s.log) get a table of their
+own with each stage's utilization and delays; their curve is stage 0's
+evaluations through the pipeline, their final accuracy the model the stages
+handed to the servers.
 """
 import argparse
 import csv
@@ -34,6 +38,14 @@ CONSENSUS = re.compile(r"worker (\d+) done: .*, mode (?:easgd|admm): (\d+) "
                        r"communications, (\d+) server parts not applied, "
                        r"last consensus distance ([-\d.e+]+)")
 PROGRESS = re.compile(r"worker 0 step \d+ epoch ([\d.]+) ")
+PIPELINE = re.compile(r"^stage 0: (\d+) stages, depth (\d+), weights "
+                      r"(local|on the servers), learning rate")
+STAGE_PLAN = re.compile(r"^stage (\d+): (layers? [\d-]+), [\d.e+-]+ G "
+                        r"multiply-adds per minibatch \((\d+)%\)")
+STAGE_DONE = re.compile(r"^stage (\d+) done: (\d+) minibatches in ([\d.]+) s, "
+                        r"busy (\d+)% \(forward ([\d.]+) s, backward ([\d.]+) "
+                        r"s, idle ([\d.]+) s\), delays \{([^}]*)\}, at most "
+                        r"(\d+) in flight")
 SERVER_MODEL = re.compile(r"listening on \S+ \(model (.*), (\d+) params,")
 PS_MODES = ("sgd", "asgd", "sync")
 DECENTRALIZED_MODES = ("adpsgd", "allreduce")
@@ -255,6 +267,87 @@ def consensus_tables(runs, targets, lines):
     return chosen
 
 
+def read_stages(runs_dir, name):
+    """A pipeline run's stages: depth, and per stage its layers, share of
+    the work, done line (minibatches, seconds, busy %, idle, delays)."""
+    d = os.path.join(runs_dir, name)
+    stages, depth, weights, plan, done = 0, 0, "", {}, {}
+    with open(os.path.join(d, "worker-0.log")) as f:
+        for line in f:
+            m = PIPELINE.search(line)
+            if m:
+                stages, depth = int(m.group(1)), int(m.group(2))
+                weights = m.group(3)
+            m = STAGE_PLAN.search(line)
+            if m:
+                plan[int(m.group(1))] = (m.group(2), int(m.group(3)))
+    for s in range(stages):
+        path = os.path.join(d, "worker-0.log" if s == 0 else f"stage-{s}.log")
+        with open(path) as f:
+            for line in f:
+                m = STAGE_DONE.search(line)
+                if m:
+                    done[s] = dict(minibatches=int(m.group(2)),
+                                   seconds=float(m.group(3)),
+                                   busy=int(m.group(4)),
+                                   idle=float(m.group(7)),
+                                   delays=m.group(8))
+    if len(done) != stages or stages == 0:
+        sys.exit(f"run {name}: incomplete stage logs in {d}")
+    return dict(stages=stages, depth=depth, weights=weights, plan=plan,
+                done=done)
+
+
+def pipeline_tables(runs_dir, runs, targets, lines):
+    """Appends the pipeline comparison (pipeline runs against sgd-1 and
+    asgd-2) to `lines`; returns the runs it shows (empty without
+    pipeline runs)."""
+    pipes = [r for r in runs if r["mode"] == "pipeline"]
+    if not pipes:
+        return []
+    by_name = {r["name"]: r for r in runs}
+    chosen = [by_name[n] for n in ("sgd-1", "asgd-2") if n in by_name] + pipes
+    heads = " | ".join(f"{t:g}%" for t in targets)
+    lines.append("")
+    lines.append("Pipelined back-propagation (the model's layers split into "
+                 "stages, one process each, balanced by training work; depth: "
+                 "minibatches in flight at stage 0, stage s updating "
+                 "max(0, depth - 1 - s) updates late) against local SGD and "
+                 "ASGD with 2 workers; pipelines: more than one train the "
+                 "same model, each on its part of the data, with their "
+                 "weights on the servers (time from stage 0's start to the "
+                 "accuracy targets, held-out accuracy measured through the "
+                 "pipeline; final accuracy: the model the stages handed to "
+                 "the servers; per stage: layers, share of the training "
+                 "work, busy share of the run, delays seen as delay: "
+                 "updates):\n")
+    lines.append(f"| run | pipelines (weights) | stages | depth | straggler "
+                 f"| {heads} | final accuracy | wall time | frames/s | stages "
+                 "of pipeline 0 (layers, work, busy, delays) |")
+    lines.append("|---|---|---|---|---|" + "---|" * (len(targets) + 4))
+    for r in chosen:
+        cells = " | ".join(fmt_time(time_to(r["curve"], t)) for t in targets)
+        frames = sum(x["frames"] for x in r["workers"].values())
+        fps = f"{frames / r['wall']:.0f}" if r["wall"] > 0 else ""
+        slow = "yes" if r["straggler"] == "1" else "no"
+        if r["mode"] != "pipeline":
+            lines.append(f"| {r['name']} | ({r['mode']}, {r['n']} workers) | "
+                         f"| | {slow} | {cells} | {r['final']:.1f}% | "
+                         f"{r['wall']:.0f} s | {fps} | |")
+            continue
+        st = read_stages(runs_dir, r["name"])
+        desc = "; ".join(
+            f"{s}: {st['plan'].get(s, ('?', 0))[0]}, "
+            f"{st['plan'].get(s, ('?', 0))[1]}%, busy {st['done'][s]['busy']}%"
+            f", {{{st['done'][s]['delays']}}}"
+            for s in range(st["stages"]))
+        lines.append(f"| {r['name']} | {r['n']} ({st['weights']}) | "
+                     f"{st['stages']} | {st['depth']} | "
+                     f"{slow} | {cells} | {r['final']:.1f}% | "
+                     f"{r['wall']:.0f} s | {fps} | {desc} |")
+    return chosen
+
+
 def models_table(runs, lines):
     """Appends the side-by-side comparison of the models grid (runs named
     after their model) to `lines`; returns those runs."""
@@ -378,6 +471,7 @@ def main():
     comparison, comparison_stragglers = decentralized_tables(
         runs, targets, lines)
     consensus = consensus_tables(runs, targets, lines)
+    pipelines = pipeline_tables(a.runs, runs, targets, lines)
     models = models_table(runs, lines)
     table = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "table.md"), "w") as f:
@@ -396,6 +490,7 @@ def main():
                  [r for r in consensus if r["straggler"] == "0"]),
                 ("consensus_straggler", 6, "wall time (s)",
                  [r for r in consensus if r["straggler"] == "1"]),
+                ("pipeline", 6, "wall time (s)", pipelines),
                 ("models_vs_time", 6, "wall time (s)", models),
                 ("models_vs_frames", 7, "frames processed (all workers)",
                  models)]:

@@ -1,5 +1,6 @@
 #include "worker/pipeline/data_upstream.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace asgd {

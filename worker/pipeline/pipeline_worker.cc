@@ -97,6 +97,26 @@ absl::StatusOr<std::unique_ptr<StageServer>> ListenForPrevious(
   return server;
 }
 
+// Where the stage's updates go (stage_updaters.h); *on_servers is set for
+// ServerSgd.
+std::unique_ptr<StageUpdater> MakeUpdater(const PipelineStageOptions& options,
+                                          ParamClient* client,
+                                          const LayerRange& range, float lr,
+                                          const std::vector<uint64_t>& versions,
+                                          ServerSgd** on_servers) {
+  if (options.weights == PipelineWeights::kLocal) {
+    return std::make_unique<HandOffSgd>(client, range.param_offset(),
+                                        range.param_count(), lr,
+                                        options.stage);
+  }
+  auto u = std::make_unique<ServerSgd>(client, range.param_offset(),
+                                       range.param_count(), lr,
+                                       options.pull_every, options.stage,
+                                       versions);
+  *on_servers = u.get();
+  return u;
+}
+
 void LogStageDone(const StageStats& st, int s, const std::string& where,
                   std::ostream* log) {
   const double busy = st.forward_seconds + st.backward_seconds;
@@ -167,6 +187,9 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
       LocalLearningRate(options.local_learning_rate, client->attributes()));
   if (s == 0) {
     *log << "stage 0: " << plan.stages() << " stages, depth " << depth
+         << ", weights "
+         << (options.weights == PipelineWeights::kServers ? "on the servers"
+                                                          : "local")
          << ", learning rate " << lr << "\n"
          << DescribeStagePlan(spec, plan, shape.rows()) << std::flush;
   }
@@ -203,18 +226,9 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
   std::vector<float> params(client->layout().total_size());
   std::vector<uint64_t> versions;
   ASGD_RETURN_IF_ERROR(client->Pull(absl::MakeSpan(params), &versions));
-  std::unique_ptr<StageUpdater> updater;
   ServerSgd* on_servers = nullptr;
-  if (options.weights == PipelineWeights::kServers) {
-    auto u = std::make_unique<ServerSgd>(client, range.param_offset(),
-                                         range.param_count(), lr,
-                                         options.pull_every, s, versions);
-    on_servers = u.get();
-    updater = std::move(u);
-  } else {
-    updater = std::make_unique<HandOffSgd>(client, range.param_offset(),
-                                           range.param_count(), lr, s);
-  }
+  const std::unique_ptr<StageUpdater> updater =
+      MakeUpdater(options, client, range, lr, versions, &on_servers);
   runner->set_updater(updater.get());
 
   std::unique_ptr<GrpcDownstream> down;

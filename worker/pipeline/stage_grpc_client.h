@@ -5,7 +5,8 @@
 // The stream lives as long as the run, so it has no deadline; instead the
 // channel pings an idle connection (every 10 s, 10 s to answer), so a stage
 // whose host vanished is noticed, and one that was killed is noticed at
-// once. Every failure names the next stage and its address and carries the
+// once. (A next stage that is alive but never answers is not: this stage,
+// and the ones before it, then wait for it.) Every failure names the next stage and its address and carries the
 // stream's status code (UNAVAILABLE: it went away; what it refused with
 // otherwise).
 //

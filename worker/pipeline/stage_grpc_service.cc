@@ -167,7 +167,6 @@ void StageServer::ReadCallback(bool inside) {
 
 void StageServer::InputClosed() {
   absl::MutexLock lock(&mu_);
-  closed_ = true;
   if (!receiver_.ended() && broken_.ok()) {
     broken_ = absl::UnavailableError(
         "the previous stage closed its stream before the end: it failed or "

@@ -105,7 +105,6 @@ class StageServer final : public UpstreamLink {
   RelayReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool opened_ ABSL_GUARDED_BY(mu_) = false;    // a stream was accepted
   RelayReceiver receiver_ ABSL_GUARDED_BY(mu_);  // the stream's checks
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;    // no more reads
   absl::Status broken_ ABSL_GUARDED_BY(mu_);    // the stream's failure
   std::deque<StageBatch> inbox_ ABSL_GUARDED_BY(mu_);
   std::deque<asgd::v1::StageBackward> outbox_ ABSL_GUARDED_BY(mu_);
