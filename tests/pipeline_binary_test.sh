@@ -7,7 +7,7 @@
 #     line and the configured delays (2, 1 and 0 updates), stage 0 logs
 #     held-out evaluations run through the pipeline, and the model the
 #     stages handed to the servers, read by asgd_eval, is well above the
-#     initial model's accuracy.
+#     initial model's accuracy; stage 0's --save_model file is that model.
 #  2. The last stage is killed (SIGKILL) mid-run: stages 0 and 1 end within
 #     seconds with an error naming the stage that went away, and the servers
 #     keep their model (nothing half-trained is handed off).
@@ -62,7 +62,8 @@ passed=0
 # 1. Three stages train.
 start_servers train "${POOL_FLAGS[@]}"
 before=$(accuracy train-before)
-start_stages train --epochs=2 --log_every=100 --eval_every=150
+start_stages train --epochs=2 --log_every=100 --eval_every=150 \
+  --save_model="$TMP/pipeline.model"
 for s in 0 1 2; do
   wait "${STAGE_PIDS[$s]}" || fail "stage $s exited with an error"
 done
@@ -85,6 +86,13 @@ grep -q "^stage 1 minibatch 400 busy" "$TMP/train-1.log" ||
 after=$(accuracy train-after)
 python3 -c "import sys; sys.exit(0 if $after > $before + 10 else 1)" ||
   fail "the pipeline's model went from $before% to $after%"
+# Stage 0 saved the servers' model: the same accuracy from the file.
+grep -q "^worker 0: saved model to $TMP/pipeline.model" "$TMP/train-0.log" ||
+  fail "stage 0 did not save the model"
+"$EVAL" --model="$TMP/pipeline.model" --corpus="$TMP/corpus" \
+  >"$TMP/eval-saved.log" 2>&1 || fail "asgd_eval of the saved model"
+grep -q "^held-out frame accuracy: $after%" "$TMP/eval-saved.log" ||
+  fail "the saved model is not the servers' ($after%)"
 echo "three stages: delays 2/1/0 as configured, model $before% -> $after%"
 passed=$((passed + 1))
 

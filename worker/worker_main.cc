@@ -41,11 +41,11 @@
 #include "worker/data/utterances.h"
 #include "worker/kaldi_flags.h"
 #include "worker/kaldi_train_flags.h"
-#include "worker/pipeline_flags.h"
 #include "worker/loop/loop.h"
 #include "worker/loop/worker_metrics.h"
 #include "worker/peer/decentralized_metrics.h"
 #include "worker/peer/decentralized_worker.h"
+#include "worker/pipeline_flags.h"
 #include "worker/ps/connect.h"
 #include "worker/ps/trainer.h"
 #include "worker/pull_flags.h"
@@ -244,9 +244,11 @@ absl::Status ReadTrainingMode(WorkerSetup* setup) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--mode=", mode,
         " takes no --minibatch_pool (",
-        setup->mode == TrainMode::kSync
-            ? "every worker must run the same number of steps)"
-            : "each worker trains its own model on its own data)"));
+        setup->mode == TrainMode::kSync ? "every worker must run the same "
+                                          "number of steps)"
+        : setup->pipeline ? "each pipeline's stage 0 reads its own part)"
+                          : "each worker trains its own model on its own "
+                            "data)"));
   }
   if (setup->pool && !setup->decentralized) {
     ASGD_ASSIGN_OR_RETURN(setup->pool_run_id, PoolRunIdFromFlags());
@@ -552,7 +554,10 @@ int Run() {
                               data.heldout.get(), &process_metrics.registry(),
                               &std::cout);
     LogBadData(index, bad_data);
-    return r.ok() ? 0 : Fail(r.status());
+    if (!r.ok()) return Fail(r.status());
+    if (o.stage != 0) return 0;  // stage 0 holds the servers' final model
+    return SaveFinalModel(index, spec, r->train.params,
+                          PrunedTensorsOf((*client)->attributes()));
   }
   if (setup->consensus || setup->decentralized) {
     const int rc =

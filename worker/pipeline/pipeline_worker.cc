@@ -24,16 +24,14 @@ class StageProgress final : public StageObserver {
  public:
   StageProgress(prometheus::Registry* registry, int stage, int log_every,
                 std::ostream* log)
-      : stage_(stage),
-        log_every_(stage > 0 ? log_every : 0),
-        log_(log),
-        start_(absl::Now()) {
+      : stage_(stage), log_every_(stage > 0 ? log_every : 0), log_(log) {
     if (registry != nullptr) {
       metrics_ = std::make_unique<PipelineMetrics>(*registry, stage);
     }
   }
 
   void OnForward(double seconds, int in_flight) override {
+    if (!start_.has_value()) start_ = absl::Now();
     if (metrics_) metrics_->OnForward(seconds, in_flight);
     busy_ += seconds;
     in_flight_ = in_flight;
@@ -44,7 +42,7 @@ class StageProgress final : public StageObserver {
     busy_ += seconds;
     --in_flight_;
     if (log_every_ > 0 && ++updates_ % log_every_ == 0 && log_ != nullptr) {
-      const double wall = absl::ToDoubleSeconds(absl::Now() - start_);
+      const double wall = absl::ToDoubleSeconds(absl::Now() - *start_);
       *log_ << absl::StrFormat(
                    "stage %d minibatch %d busy %.0f%% delay %d in-flight %d",
                    stage_, updates_, wall > 0 ? 100.0 * busy_ / wall : 0.0,
@@ -56,7 +54,7 @@ class StageProgress final : public StageObserver {
  private:
   const int stage_, log_every_;
   std::ostream* const log_;
-  const absl::Time start_;
+  std::optional<absl::Time> start_;  // of the first forward pass
   std::unique_ptr<PipelineMetrics> metrics_;
   double busy_ = 0;
   int in_flight_ = 0;
@@ -277,6 +275,10 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
   if (s == 0) {
     LogSummary(log, options.loop.worker_index, result.train,
                absl::StrCat(", a pipeline of ", plan.stages(), " stages"));
+    // Stage 0 finishes last: the servers now hold every stage's layers.
+    result.train.params.resize(client->layout().total_size());
+    ASGD_RETURN_IF_ERROR(
+        client->Pull(absl::MakeSpan(result.train.params), &versions));
   }
   std::string where = absl::StrFormat("layers %d-%d handed to the servers",
                                       plan.bounds[s], plan.bounds[s + 1] - 1);

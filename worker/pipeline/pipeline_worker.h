@@ -75,7 +75,9 @@ struct PipelineStageResult {
   StagePlan plan;
   int window = 1;
   StageStats stats;
-  TrainResult train;  // stage 0's steps and progress
+  // Stage 0's steps and progress; params: the servers' model once this
+  // pipeline's stages all finished (stage 0 only).
+  TrainResult train;
   int64_t pushes_dropped = 0;  // kServers: updates the servers did not apply
 };
 
