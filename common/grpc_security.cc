@@ -316,6 +316,18 @@ std::shared_ptr<grpc::ChannelCredentials> WithToken(
 
 }  // namespace
 
+SecurityOptions WorkerServiceSecurity(const SecurityOptions& worker) {
+  SecurityOptions s;
+  s.token = worker.token;
+  if (!worker.tls_cert.empty()) {
+    s.tls_cert = worker.tls_cert;
+    s.tls_key = worker.tls_key;
+    s.require_client_cert = worker.require_client_cert;
+    if (worker.require_client_cert) s.tls_ca = worker.tls_ca;
+  }
+  return s;
+}
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const SecurityOptions& options) {
   if (!options.tls_key.empty() && options.tls_cert.empty()) {

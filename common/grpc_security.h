@@ -55,6 +55,12 @@ namespace asgd {
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const SecurityOptions& options);
 
+// What a worker's own service (the decentralized modes' peer service, a
+// pipeline stage's service) serves with, from the worker's client settings:
+// TLS with tls_cert/tls_key when set (client certificates required, against
+// tls_ca, with require_client_cert), and the bearer token when set.
+SecurityOptions WorkerServiceSecurity(const SecurityOptions& worker);
+
 // Server interceptors for `options`: none (the token is checked by the
 // credentials from MakeServerCredentials(), which every server must use).
 std::vector<

@@ -607,5 +607,53 @@ TEST_F(StageServerTest, OneStreamPerRun) {
   first->Finish();
 }
 
+// A stage serves with the worker's own settings (WorkerServiceSecurity): a
+// worker that only verifies its servers (tls_ca, no certificate of its own)
+// still listens, and a token guards the stage's stream.
+TEST(StageSecurityTest, TheTokenGuardsTheStreamAndClientOnlyTlsStillListens) {
+  StageServerOptions so;
+  so.host = "127.0.0.1";
+  so.group.stage = 1;
+  so.group.num_stages = 2;
+  so.group.bounds = {0, 1, 2};
+  so.group.layout_fingerprint = "f";
+  so.group.max_rows = 4;
+  so.group.in_flight = 1;
+  so.shape.max_rows = 4;
+  so.shape.width = 3;
+  so.shape.num_classes = 5;
+  so.idle_timeout = absl::Seconds(10);
+  so.security.tls_ca = "/nonexistent/ca.pem";  // verifies servers only
+  so.security.token = "s3cret-token-0123456789";
+  auto server = StageServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  GrpcDownstreamOptions d;
+  d.address = absl::StrCat("127.0.0.1:", (*server)->port());
+  d.group = so.group;
+  d.group.stage = 0;
+  d.out_width = 3;
+  d.connect_timeout = absl::Seconds(10);
+  d.security.token = "wrong-token-0123456789";
+  d.security.allow_cleartext_token = true;
+  auto wrong = GrpcDownstream::Connect(d);
+  absl::Status sent = wrong.ok() ? (*wrong)->SendEnd() : wrong.status();
+  if (sent.ok()) sent = (*wrong)->Finish();
+  EXPECT_EQ(sent.code(), absl::StatusCode::kUnauthenticated) << sent;
+  EXPECT_EQ((*server)->received(), 0);
+
+  d.security.token = so.security.token;
+  auto right = GrpcDownstream::Connect(d);
+  ASSERT_TRUE(right.ok()) << right.status();
+  StageBatch b;
+  b.sequences = 1;
+  b.values = {1, 2, 3};
+  b.labels = {2};
+  ASSERT_TRUE((*right)->Send(b).ok());
+  auto got = (*server)->Receive();
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
+  EXPECT_EQ((**got).values, b.values);
+}
+
 }  // namespace
 }  // namespace asgd

@@ -37,18 +37,6 @@ absl::Status CheckSender(const PeerServerOptions& options,
 
 }  // namespace
 
-SecurityOptions PeerServerSecurity(const SecurityOptions& worker) {
-  SecurityOptions s;
-  s.token = worker.token;
-  if (!worker.tls_cert.empty()) {
-    s.tls_cert = worker.tls_cert;
-    s.tls_key = worker.tls_key;
-    s.require_client_cert = worker.require_client_cert;
-    if (worker.require_client_cert) s.tls_ca = worker.tls_ca;
-  }
-  return s;
-}
-
 // Lifecycle: reads the initiator's transfer (header, chunks, commit) one
 // message at a time; at the commit averages under the model's lock, then
 // writes this worker's previous model back (header, chunks, commit) one
@@ -265,7 +253,7 @@ absl::StatusOr<std::unique_ptr<PeerServer>> PeerServer::Start(
     PeerModel* model, AllreduceMailbox* mailbox, PeerObserver* observer) {
   ASGD_ASSIGN_OR_RETURN(
       std::shared_ptr<grpc::ServerCredentials> credentials,
-      MakeServerCredentials(PeerServerSecurity(options.security)));
+      MakeServerCredentials(WorkerServiceSecurity(options.security)));
   auto server = std::unique_ptr<PeerServer>(new PeerServer());
   server->service_ =
       std::make_unique<PeerService>(layout, options, model, mailbox, observer);
@@ -274,7 +262,7 @@ absl::StatusOr<std::unique_ptr<PeerServer>> PeerServer::Start(
   builder.AddListeningPort(address, credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.experimental().SetInterceptorCreators(
-      MakeServerInterceptors(PeerServerSecurity(options.security)));
+      MakeServerInterceptors(WorkerServiceSecurity(options.security)));
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {

@@ -48,15 +48,11 @@ struct PeerServerOptions {
   std::string host = "0.0.0.0";
   int port = 0;  // 0: a free port
   PeerGroup group;
-  // The worker's transport settings (see PeerServerSecurity()).
+  // The worker's own transport settings; the service serves with what
+  // WorkerServiceSecurity() (common/grpc_security.h) derives from them.
   SecurityOptions security;
   int64_t max_chunk_elements = kDefaultMaxChunkElements;
 };
-
-// What a worker's peer port serves with, from the worker's own settings:
-// TLS with tls_cert/tls_key when set (client certificates required, against
-// tls_ca, with require_client_cert), and the bearer token when set.
-SecurityOptions PeerServerSecurity(const SecurityOptions& worker);
 
 class PeerService final : public asgd::v1::Peer::CallbackService {
  public:

@@ -93,8 +93,9 @@ StageServer::~StageServer() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(
     const StageServerOptions& options) {
+  const SecurityOptions security = WorkerServiceSecurity(options.security);
   ASGD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                        MakeServerCredentials(options.security));
+                        MakeServerCredentials(security));
   auto server = std::unique_ptr<StageServer>(new StageServer(options));
   server->service_ = std::make_unique<Service>(server.get());
   grpc::ServerBuilder builder;
@@ -112,7 +113,7 @@ absl::StatusOr<std::unique_ptr<StageServer>> StageServer::Start(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.experimental().SetInterceptorCreators(
-      MakeServerInterceptors(options.security));
+      MakeServerInterceptors(security));
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {

@@ -47,6 +47,8 @@ struct StageServerOptions {
   // its caller (StageWindow(depth, stage - 1)).
   StageGroup group;
   ActivationShape shape;  // of the activations it receives
+  // The worker's own transport settings; the service serves with what
+  // WorkerServiceSecurity() (common/grpc_security.h) derives from them.
   SecurityOptions security;
   // Receive waits this long for stage s - 1 to connect, then this long
   // (idle_timeout) between minibatches: DEADLINE_EXCEEDED after.
