@@ -20,8 +20,9 @@
 //     nothing off: the run stops at every stage with the error, and the
 //     servers keep their model.
 //
-// Log lines: the plan (stage 0), "stage 1: listening for stage 0 on port
-// P", a progress line every loop.log_every updates on stages > 0, and the
+// Log lines: the plan (stage 0), "stage 1: layers 1-2, listening for stage
+// 0 on port P", a progress line every loop.log_every updates on stages > 0
+// ("stage 1 minibatch 500 busy 64% delay 1 in-flight 2"), and the
 // done line "stage 1 done: 500 minibatches in 12.1 s, busy 71% (forward
 // 3.1 s, backward 5.5 s, idle 0.0 s), delays {1: 499, 0: 1}, at most 2 in
 // flight; layers 1-1 handed to the servers".
