@@ -120,7 +120,8 @@ HDRS=(common/chunking.h common/model_layout.h common/status_macros.h
       server/update_log.h step/add_apply.h worker/pipeline/stage_wire.h
       worker/pipeline/stage_link.h)
 KALDI_SRCS=(kaldi/bad_data.cc kaldi/input_stream.cc kaldi/compressed_matrix.cc
-            kaldi/object_reader.cc kaldi/scp.cc kaldi/archive_reader.cc
+            kaldi/object_reader.cc kaldi/posterior_object.cc kaldi/scp.cc
+            kaldi/archive_reader.cc
             kaldi/archive_writer.cc)
 KALDI_HDRS=(kaldi/bad_data.h kaldi/input_stream.h kaldi/compressed_matrix.h
             kaldi/matrix.h kaldi/object_parser.h kaldi/object_reader.h kaldi/scp.h

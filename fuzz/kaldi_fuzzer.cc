@@ -1,7 +1,7 @@
 // libFuzzer target: the Kaldi archive readers (kaldi/object_reader,
 // kaldi/archive_reader, kaldi/scp, kaldi/input_stream) over arbitrary bytes.
 //
-// Encoding: byte 0 selects a mode (v % 5), the rest is the input.
+// Encoding: byte 0 selects a mode (v % 6), the rest is the input.
 //   0  an archive of matrices (FM, DM, CM, CM2, CM3, text), read front to back
 //   1  an archive of int32 vectors (alignments, binary or text)
 //   2  an archive of float vectors (FV, DV, text)
@@ -9,6 +9,7 @@
 //      then the archive it points into: parse, seek, read, apply the range
 //   4  an archive of int32 vectors read from a file, so that a gzip stream
 //      (the input starting 1f 8b) is decompressed on the way
+//   5  an archive of posteriors (binary with float or double weights, text)
 // Reading is bounded: at most 1 Mi elements per object.
 //
 // Properties beyond "no crash, no out-of-bounds access, no undefined
@@ -16,7 +17,9 @@
 // BadDataReason, or kUnimplemented for pipe rxfilenames; an archive's first
 // error is final; an accepted matrix holds rows × cols values within the
 // limit; an accepted binary FM, FV or int32 vector re-encodes to exactly the
-// input bytes it was read from; an accepted compressed matrix decodes within
+// input bytes it was read from; an accepted posterior holds at most the
+// limit's pairs and re-encodes (EncodePosterior) to bytes that read back to
+// the same ids and weight bits; an accepted compressed matrix decodes within
 // its header's [min, min + range]; a range read yields exactly the
 // selected rows and columns; accepted finite float matrices compress
 // (EncodeCompressed) and decode back within the header's range.
@@ -106,6 +109,31 @@ void CheckCompressRoundTrip(const Matrix& m) {
   CheckCompressedRange(out, back);
 }
 
+// Reads a posterior at `in`; an accepted one must re-encode to bytes that
+// read back bit for bit.
+absl::Status CheckPosterior(InputStream* in, const std::string& key) {
+  kaldi::Posterior post;
+  absl::Status s = kaldi::ReadPosteriorObject(in, Limits(), key, &post);
+  if (!s.ok()) return s;
+  int64_t pairs = 0;
+  for (const auto& frame : post) pairs += static_cast<int64_t>(frame.size());
+  FUZZ_CHECK(pairs <= Limits().max_elements);
+  std::string encoded;
+  kaldi::EncodePosterior(post, &encoded);
+  auto again = InputStream::FromMemory("again.ark", encoded);
+  kaldi::Posterior back;
+  FUZZ_CHECK(kaldi::ReadPosteriorObject(again.get(), Limits(), key, &back).ok());
+  FUZZ_CHECK(back.size() == post.size());
+  for (size_t f = 0; f < post.size(); ++f) {
+    FUZZ_CHECK(back[f].size() == post[f].size());
+    for (size_t i = 0; i < post[f].size(); ++i) {
+      FUZZ_CHECK(back[f][i].first == post[f][i].first);
+      FUZZ_CHECK(std::memcmp(&back[f][i].second, &post[f][i].second, 4) == 0);
+    }
+  }
+  return s;
+}
+
 void Sequential(int mode, const std::string& data) {
   auto in = InputStream::FromMemory("fuzz.ark", data);
   const kaldi::ReadLimits limits = Limits();
@@ -149,6 +177,8 @@ void Sequential(int mode, const std::string& data) {
         kaldi::EncodeInt32Vector(v, &reencoded);
         FUZZ_CHECK(reencoded == Slice(data, begin, in->position()));
       }
+    } else if (mode == 5) {
+      s = CheckPosterior(in.get(), key);
     } else {
       std::vector<float> v;
       s = kaldi::ReadFloatVectorObject(in.get(), limits, key, &v, &format);
@@ -260,12 +290,13 @@ void FromFile(const std::string& data) {
 
 void Run(const uint8_t* bytes, size_t size) {
   if (size == 0) return;
-  const int mode = bytes[0] % 5;
+  const int mode = bytes[0] % 6;
   const std::string data(reinterpret_cast<const char*>(bytes) + 1, size - 1);
   switch (mode) {
     case 0:
     case 1:
     case 2:
+    case 5:
       Sequential(mode, data);
       break;
     case 3:

@@ -45,6 +45,38 @@ absl::StatusOr<std::vector<std::string>> ExpandFileList(
   return files;
 }
 
+absl::StatusOr<SequentialArchiveReader*> ArchiveListWalker::Next() {
+  if (!failed_.ok()) return failed_;
+  while (true) {
+    if (ark_ == nullptr) {
+      if (next_file_ >= static_cast<int>(files_.size())) return nullptr;
+      current_file_ = next_file_++;
+      auto opened =
+          SequentialArchiveReader::Open(files_[current_file_], limits_);
+      if (!opened.ok()) {
+        failed_ = opened.status();
+        return failed_;
+      }
+      ark_ = *std::move(opened);
+    }
+    absl::StatusOr<bool> more = ark_->Next();
+    if (!more.ok()) return Finish(more.status());
+    if (*more) return ark_.get();
+    ark_.reset();  // end of this file
+  }
+}
+
+absl::Status ArchiveListWalker::Finish(absl::Status read) {
+  if (read.ok()) return read;
+  ark_.reset();
+  if (IsBadData(read)) {
+    ++files_cut_short_;
+  } else {
+    failed_ = read;
+  }
+  return read;
+}
+
 absl::StatusOr<std::unique_ptr<AlignmentReader>> AlignmentReader::Open(
     std::vector<std::string> files, const ReadLimits& limits) {
   if (files.empty()) {
@@ -55,42 +87,40 @@ absl::StatusOr<std::unique_ptr<AlignmentReader>> AlignmentReader::Open(
 }
 
 absl::StatusOr<bool> AlignmentReader::Next(AlignmentEntry* entry) {
-  if (!failed_.ok()) return failed_;
-  while (true) {
-    if (ark_ == nullptr) {
-      if (next_file_ >= static_cast<int>(files_.size())) return false;
-      current_file_ = next_file_++;
-      auto opened =
-          SequentialArchiveReader::Open(files_[current_file_], limits_);
-      if (!opened.ok()) {
-        failed_ = opened.status();
-        return failed_;
-      }
-      ark_ = *std::move(opened);
-    }
-    entry->key.clear();
-    entry->labels.clear();
-    entry->file_index = current_file_;
-    absl::StatusOr<bool> more = ark_->Next();
-    absl::Status s = more.status();
-    if (s.ok() && *more) {
-      entry->key = ark_->key();
-      entry->where = {ark_->path(), ark_->object_offset(), 0, ark_->key()};
-      s = ark_->ReadInt32Vector(&entry->labels);
-      if (s.ok()) return true;
-    }
-    if (s.ok()) {  // end of this file
-      ark_.reset();
-      continue;
-    }
-    ark_.reset();
-    if (!IsBadData(s)) {
-      failed_ = s;
-      return s;
-    }
-    ++files_cut_short_;
-    return s;
+  entry->key.clear();
+  entry->labels.clear();
+  absl::StatusOr<SequentialArchiveReader*> ark = walker_.Next();
+  entry->file_index = walker_.current_file();
+  if (!ark.ok()) return ark.status();
+  if (*ark == nullptr) return false;
+  entry->key = (*ark)->key();
+  entry->where = {(*ark)->path(), (*ark)->object_offset(), 0, (*ark)->key()};
+  absl::Status s = walker_.Finish((*ark)->ReadInt32Vector(&entry->labels));
+  if (!s.ok()) return s;
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<PosteriorReader>> PosteriorReader::Open(
+    std::vector<std::string> files, const ReadLimits& limits) {
+  if (files.empty()) {
+    return absl::InvalidArgumentError("no posterior files");
   }
+  return std::unique_ptr<PosteriorReader>(
+      new PosteriorReader(std::move(files), limits));
+}
+
+absl::StatusOr<bool> PosteriorReader::Next(PosteriorEntry* entry) {
+  entry->key.clear();
+  entry->post.clear();
+  absl::StatusOr<SequentialArchiveReader*> ark = walker_.Next();
+  entry->file_index = walker_.current_file();
+  if (!ark.ok()) return ark.status();
+  if (*ark == nullptr) return false;
+  entry->key = (*ark)->key();
+  entry->where = {(*ark)->path(), (*ark)->object_offset(), 0, (*ark)->key()};
+  absl::Status s = walker_.Finish((*ark)->ReadPosterior(&entry->post));
+  if (!s.ok()) return s;
+  return true;
 }
 
 }  // namespace asgd::kaldi

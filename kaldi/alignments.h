@@ -19,13 +19,17 @@
 //     ... e.key, e.labels
 //   }
 //
-// Thread-safety: an AlignmentReader is used by one thread.
+// PosteriorReader reads Posterior archives (per-frame lists of ids and
+// weights, e.g. a lattice's pdfs: see below) over file lists the same way.
+//
+// Thread-safety: a reader is used by one thread.
 #ifndef ASGD_KALDI_ALIGNMENTS_H_
 #define ASGD_KALDI_ALIGNMENTS_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,6 +46,38 @@ namespace asgd::kaldi {
 // pattern sorted. kNotFound when a pattern matches nothing, InvalidArgument
 // for an empty list.
 absl::StatusOr<std::vector<std::string>> ExpandFileList(absl::string_view spec);
+
+// Walks the archives of a file list in order, one open at a time: the
+// entries of AlignmentReader and PosteriorReader. A bad entry (a
+// BadDataError) loses the rest of its file, which counts as cut short; the
+// walk goes on with the next file. Any other error ends the walk.
+class ArchiveListWalker {
+ public:
+  ArchiveListWalker(std::vector<std::string> files, const ReadLimits& limits)
+      : files_(std::move(files)), limits_(limits) {}
+
+  // The archive positioned at the next entry (its key read: read its object
+  // once, then pass that read's status to Finish), or null after the last
+  // file.
+  absl::StatusOr<SequentialArchiveReader*> Next();
+  // The status of reading the current entry's object, returned as is; a
+  // failed read closes the file (see above).
+  absl::Status Finish(absl::Status read);
+
+  const std::vector<std::string>& files() const { return files_; }
+  // Index into files() of the file the last Next() read from.
+  int current_file() const { return current_file_; }
+  int files_cut_short() const { return files_cut_short_; }
+
+ private:
+  std::vector<std::string> files_;
+  ReadLimits limits_;
+  int next_file_ = 0;
+  int current_file_ = -1;
+  std::unique_ptr<SequentialArchiveReader> ark_;
+  int files_cut_short_ = 0;
+  absl::Status failed_;
+};
 
 struct AlignmentEntry {
   std::string key;
@@ -63,21 +99,47 @@ class AlignmentReader {
   // returned as is and ends the reader.
   absl::StatusOr<bool> Next(AlignmentEntry* entry);
 
-  const std::vector<std::string>& files() const { return files_; }
+  const std::vector<std::string>& files() const { return walker_.files(); }
   // Files whose tail was lost to an error.
-  int files_cut_short() const { return files_cut_short_; }
+  int files_cut_short() const { return walker_.files_cut_short(); }
 
  private:
   AlignmentReader(std::vector<std::string> files, const ReadLimits& limits)
-      : files_(std::move(files)), limits_(limits) {}
+      : walker_(std::move(files), limits) {}
 
-  std::vector<std::string> files_;
-  ReadLimits limits_;
-  int next_file_ = 0;
-  int current_file_ = -1;
-  std::unique_ptr<SequentialArchiveReader> ark_;
-  int files_cut_short_ = 0;
-  absl::Status failed_;
+  ArchiveListWalker walker_;
+};
+
+// Posterior archives (object_reader.h's Posterior), e.g. the per-frame pdf
+// lists of a lattice:
+//   lattice-to-post --acoustic-scale=0.1 "ark:gunzip -c lat.1.gz|" ark:- |
+//     post-to-pdf-post final.mdl ark:- ark:post.1.ark
+// or of an alignment (one pdf per frame, weight 1):
+//   ali-to-pdf final.mdl "ark:gunzip -c ali.1.gz|" ark:- |
+//     ali-to-post ark:- ark:post.1.ark
+struct PosteriorEntry {
+  std::string key;
+  Posterior post;
+  DataLocation where;  // archive and offset of the posterior's object
+  int file_index = 0;  // index into the reader's files
+};
+
+// Reads them in order over a file list, with AlignmentReader's contract.
+class PosteriorReader {
+ public:
+  static absl::StatusOr<std::unique_ptr<PosteriorReader>> Open(
+      std::vector<std::string> files, const ReadLimits& limits = {});
+
+  absl::StatusOr<bool> Next(PosteriorEntry* entry);
+
+  const std::vector<std::string>& files() const { return walker_.files(); }
+  int files_cut_short() const { return walker_.files_cut_short(); }
+
+ private:
+  PosteriorReader(std::vector<std::string> files, const ReadLimits& limits)
+      : walker_(std::move(files), limits) {}
+
+  ArchiveListWalker walker_;
 };
 
 }  // namespace asgd::kaldi

@@ -78,6 +78,13 @@ absl::Status SequentialArchiveReader::ReadInt32Vector(std::vector<int32_t>* out,
   return EndRead(ReadInt32VectorObject(in_.get(), limits_, key_, out, format));
 }
 
+absl::Status SequentialArchiveReader::ReadPosterior(Posterior* out,
+                                                    ObjectFormat* format) {
+  absl::Status s = BeginRead();
+  if (!s.ok()) return s;
+  return EndRead(ReadPosteriorObject(in_.get(), limits_, key_, out, format));
+}
+
 RxfilenameReader::RxfilenameReader(int max_open_files, const ReadLimits& limits)
     : max_open_files_(std::max(1, max_open_files)), limits_(limits) {}
 

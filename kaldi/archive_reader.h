@@ -63,6 +63,7 @@ class SequentialArchiveReader {
   absl::Status ReadFloatVector(std::vector<float>* out);
   absl::Status ReadInt32Vector(std::vector<int32_t>* out,
                                ObjectFormat* format = nullptr);
+  absl::Status ReadPosterior(Posterior* out, ObjectFormat* format = nullptr);
 
  private:
   absl::Status BeginRead();

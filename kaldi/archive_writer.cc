@@ -193,6 +193,19 @@ void EncodeInt32Vector(absl::Span<const int32_t> v, std::string* out) {
   for (int32_t x : v) AppendInt32(x, out);
 }
 
+void EncodePosterior(const Posterior& post, std::string* out) {
+  out->append("\0B", 2);
+  AppendInt32(static_cast<int32_t>(post.size()), out);
+  for (const auto& frame : post) {
+    AppendInt32(static_cast<int32_t>(frame.size()), out);
+    for (const auto& [id, weight] : frame) {
+      AppendInt32(id, out);
+      out->push_back('\x04');
+      AppendRaw(&weight, 1, out);
+    }
+  }
+}
+
 absl::StatusOr<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(
     const ArchiveWriterOptions& options) {
   if (options.ark_path.empty()) {
@@ -286,6 +299,13 @@ absl::Status ArchiveWriter::WriteInt32Vector(absl::string_view key,
                                              absl::Span<const int32_t> v) {
   if (absl::Status s = BeginEntry(key); !s.ok()) return s;
   EncodeInt32Vector(v, &object_);
+  return WriteEntry(key, object_);
+}
+
+absl::Status ArchiveWriter::WritePosterior(absl::string_view key,
+                                           const Posterior& post) {
+  if (absl::Status s = BeginEntry(key); !s.ok()) return s;
+  EncodePosterior(post, &object_);
   return WriteEntry(key, object_);
 }
 

@@ -62,6 +62,7 @@ absl::Status EncodeMatrix(const float* data, int32_t rows, int32_t cols,
 void EncodeDoubleMatrix(const DoubleMatrix& m, std::string* out);
 void EncodeFloatVector(absl::Span<const float> v, std::string* out);
 void EncodeInt32Vector(absl::Span<const int32_t> v, std::string* out);
+void EncodePosterior(const Posterior& post, std::string* out);
 
 struct ArchiveWriterOptions {
   std::string ark_path;  // required; ".gz": gzip'd
@@ -95,6 +96,8 @@ class ArchiveWriter {
                                 absl::Span<const float> v);
   absl::Status WriteInt32Vector(absl::string_view key,
                                 absl::Span<const int32_t> v);
+  // Binary, float weights (object_reader.h's Posterior).
+  absl::Status WritePosterior(absl::string_view key, const Posterior& post);
 
   // Flushes and renames the files into place. After an error nothing is
   // renamed.

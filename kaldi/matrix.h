@@ -1,6 +1,7 @@
 // The dense matrix the Kaldi readers fill: rows × cols values, row-major,
 // owned by the struct. Matrix holds float (features, log-likelihoods),
-// DoubleMatrix holds double (CMVN statistics).
+// DoubleMatrix holds double (CMVN statistics). Posterior is Kaldi's sparse
+// per-frame (id, weight) lists.
 //
 // Thread-safety: a plain value type.
 #ifndef ASGD_KALDI_MATRIX_H_
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace asgd::kaldi {
@@ -44,6 +46,12 @@ inline Real ToReal(double v) {
 
 using Matrix = BasicMatrix<float>;
 using DoubleMatrix = BasicMatrix<double>;
+
+// Kaldi's Posterior (hmm/posterior.h): per frame, (id, weight) pairs, as
+// ali-to-post, lattice-to-post and post-to-pdf-post write them. The ids are
+// whatever the writer put there (transition ids or pdf ids); the readers do
+// not check the weights (callers check what they use).
+using Posterior = std::vector<std::vector<std::pair<int32_t, float>>>;
 
 }  // namespace asgd::kaldi
 

@@ -1,4 +1,4 @@
-// Internal to kaldi/object_reader.cc (and its tests, if ever): the byte-level
+// Internal to kaldi/object_reader.cc and posterior_object.cc: the byte-level
 // parser of one Kaldi object on an InputStream, binary or text: tokens,
 // int32 size fields, raw and converted element reads, text matrices and
 // vectors, each checked against ReadLimits, with errors as BadDataErrors at

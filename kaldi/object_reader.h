@@ -8,10 +8,14 @@
 //                                    (compressed_matrix.h)
 //   vector  "FV " | "DV "  then \x04 dim, dim values
 //   int32 vector           \x04 n, then n × (\x04 int32)
+//   posterior              \x04 frames, then per frame \x04 n and
+//                          n × (\x04 int32 id, \x04 float | \x08 double)
 // Text objects ("ark,t"):
 //   matrix  "[" rows of numbers, each ended by a newline (or ";"), "]"
 //   vector  "[ v0 v1 ... ]"
 //   int32 vector           "v0 v1 ..." up to the end of the line
+//   posterior              "[ id w id w ... ] [ ... ]" (a frame per
+//                          bracket) up to the end of the line
 // Double data is converted to float for Matrix and float vectors, float data
 // widened for DoubleMatrix; "nan", "inf" are read in text as Kaldi reads them
 // (callers check finiteness).
@@ -72,6 +76,8 @@ enum class ObjectFormat {
   kTextVector,
   kInt32Vector,
   kTextInt32Vector,
+  kPosterior,
+  kTextPosterior,
 };
 
 // Reads the key of the next archive entry and the separator after it
@@ -100,6 +106,14 @@ absl::Status ReadInt32VectorObject(InputStream* in, const ReadLimits& limits,
                                    absl::string_view key,
                                    std::vector<int32_t>* out,
                                    ObjectFormat* format = nullptr);
+
+// A Posterior, binary or text. Its frames and its pairs in all are each
+// bounded by ReadLimits::max_elements (kTooLarge), a negative count or a
+// weight of another size than 4 or 8 is kMalformedObject. Implemented in
+// posterior_object.cc.
+absl::Status ReadPosteriorObject(InputStream* in, const ReadLimits& limits,
+                                 absl::string_view key, Posterior* out,
+                                 ObjectFormat* format = nullptr);
 
 }  // namespace asgd::kaldi
 

@@ -18,6 +18,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace asgd::kaldi::testing {
@@ -97,6 +98,28 @@ inline std::string Int32VectorObject(const std::vector<int32_t>& v) {
   Bytes b;
   b.Raw(BinaryHeader()).KaldiInt32(static_cast<int32_t>(v.size()));
   for (int32_t x : v) b.KaldiInt32(x);
+  return b.str();
+}
+
+// A binary Posterior (hmm/posterior.cc's WritePosterior): frames, then per
+// frame the pair count and (int32 id, weight) pairs; weights as float
+// (size byte 4), or as double (size byte 8) with `doubles`.
+inline std::string PosteriorObject(
+    const std::vector<std::vector<std::pair<int32_t, double>>>& post,
+    bool doubles = false) {
+  Bytes b;
+  b.Raw(BinaryHeader()).KaldiInt32(static_cast<int32_t>(post.size()));
+  for (const auto& frame : post) {
+    b.KaldiInt32(static_cast<int32_t>(frame.size()));
+    for (const auto& [id, weight] : frame) {
+      b.KaldiInt32(id);
+      if (doubles) {
+        b.U8(8).F64(weight);
+      } else {
+        b.U8(4).F32(static_cast<float>(weight));
+      }
+    }
+  }
   return b.str();
 }
 
