@@ -5,7 +5,8 @@ data refused or skipped by the worker:
   make_corpus (tiny) -> corpus_to_kaldi (compressed features) -> asgd_server +
   asgd_worker --kaldi_data -> asgd_eval --kaldi_data -> compute_priors ->
   asgd_forward (pseudo-log-likelihoods and log-posteriors, read back here
-  from the archive's bytes) -> asgd_export_onnx;
+  from the archive's bytes; lazy scores of per-frame pdf lists given as a
+  text posterior archive, against those log-posteriors) -> asgd_export_onnx;
 
   then copies of the training directory with one bad utterance each (features
   and alignment of different lengths, a missing alignment, NaN in the
@@ -87,6 +88,45 @@ def write_int32_vectors(path, entries):
                 f.write(struct.pack("<bi", 4, label))
 
 
+def read_posteriors(path):
+    """A binary posterior archive with float weights: {key: [[(id, w)]]}."""
+    data = open(path, "rb").read()
+    out, pos = {}, 0
+    while pos < len(data):
+        space = data.index(b" ", pos)
+        key = data[pos:space].decode()
+        pos = space + 1
+        assert data[pos:pos + 2] == b"\0B", data[pos:pos + 2]
+        pos += 2
+
+        def int32():
+            nonlocal pos
+            assert data[pos] == 4
+            v = struct.unpack_from("<i", data, pos + 1)[0]
+            pos += 5
+            return v
+        frames = []
+        for _ in range(int32()):
+            pairs = []
+            for _ in range(int32()):
+                pdf = int32()
+                assert data[pos] == 4
+                pairs.append((pdf, struct.unpack_from("<f", data, pos + 1)[0]))
+                pos += 5
+            frames.append(pairs)
+        out[key] = frames
+    return out
+
+
+def write_text_posteriors(path, entries):
+    """entries: [(key, [[pdf, ...] per frame])], as Kaldi's ark,t writes."""
+    with open(path, "w") as f:
+        for key, frames in entries:
+            f.write(key + " " + " ".join(
+                "[ " + "".join(f"{p} 1 " for p in pdfs) + "]"
+                for pdfs in frames) + " \n")
+
+
 def read_float_vector(path):
     data = open(path, "rb").read()
     assert data[:5] == b"\0BFV ", data[:5]
@@ -100,6 +140,75 @@ def logsumexp(values):
 
 
 # ----- The test.
+
+def check_lazy_forward(forward, model, kaldi, tmp, cmvn_flag, priors, prior,
+                       log_posteriors):
+    """asgd_forward --active_pdfs: each frame's listed pdfs (its label and
+    two others, one frame with none) scored as log-posterior - log prior +
+    one constant per frame; bad lists refused or skipped by the policy."""
+    heldout = read_int32_vectors(os.path.join(kaldi, "heldout", "pdf.ark"))
+    lists = [(key, [[] if t == 1 else [l, (l + 1) % 40, (l + 7) % 40]
+                    for t, l in enumerate(labels)]) for key, labels in heldout]
+    active = os.path.join(tmp, "active.txt")
+    write_text_posteriors(active, lists)
+    out = os.path.join(tmp, "lazy.ark")
+    base = [forward, f"--model={model}", f"--kaldi_data={kaldi}/heldout",
+            cmvn_flag, f"--priors={priors}", f"--out={out}"]
+    r = run(base + [f"--active_pdfs={active}", "--compare_full_layer"])
+    if r.returncode != 0:
+        fail(f"asgd_forward --active_pdfs: {r.stdout} {r.stderr}")
+    scores = read_posteriors(out)
+    problems = []
+    for key, frames in lists:
+        got = scores.get(key)
+        rows, cols, lp = log_posteriors[key]
+        if got is None or len(got) != len(frames):
+            problems.append(f"{key}: {None if got is None else len(got)} "
+                            f"frames for {len(frames)}")
+            continue
+        for t, pdfs in enumerate(frames):
+            if [p for p, _ in got[t]] != pdfs:
+                problems.append(f"{key} frame {t}: pdfs {got[t]}, want {pdfs}")
+                continue
+            shifts = [v - (lp[t * cols + p] - math.log(prior[p]))
+                      for p, v in got[t] if prior[p] > 0]
+            if shifts and max(shifts) - min(shifts) > 1e-4:
+                problems.append(f"{key} frame {t}: shifts {shifts}")
+    check("asgd_forward --active_pdfs: the listed pdfs of every frame, each "
+          "scored as its pseudo-log-likelihood + one constant per frame; the "
+          "full layer compared",
+          set(scores) == {k for k, _ in lists} and not problems
+          and "lazy output:" in r.stdout and "largest |lazy - full|" in r.stdout,
+          "\n".join(problems[:5]) + r.stdout[-1500:])
+
+    # A pdf past the model's 40 classes in one list, another list missing.
+    bad = [(k, [[45] + f for f in frames] if i == 1 else frames)
+           for i, (k, frames) in enumerate(lists) if i != 2]
+    write_text_posteriors(active, bad)
+    r = run(base + [f"--active_pdfs={active}"])
+    check("a list with a pdf past the classes is refused, naming the "
+          "utterance", r.returncode == 1 and lists[1][0] in r.stderr, r.stderr)
+    r = run(base + [f"--active_pdfs={active}", "--bad_data=skip"])
+    check("--bad_data=skip leaves out the utterance with a bad list and the "
+          "one without a list",
+          r.returncode == 0 and set(read_posteriors(out)) ==
+          {k for i, (k, _) in enumerate(lists) if i not in (1, 2)}
+          and lists[2][0] in r.stdout and "no active pdf list" in r.stdout,
+          r.stdout[-2000:] + r.stderr)
+    with open(active, "w") as f:
+        f.write(f"{lists[0][0]} [ 1 1 ] [ x 1 ]\n")
+    r = run(base + [f"--active_pdfs={active}"])
+    check("a malformed list archive is refused, naming the file and the key",
+          r.returncode == 1 and "active.txt" in r.stderr
+          and lists[0][0] in r.stderr, r.stderr)
+    for extra, why in ((["--compare_full_layer"], "--active_pdfs"),
+                       ([f"--active_pdfs={active}", "--frame_skip=2"],
+                        "--frame_skip")):
+        r = run(base + extra)
+        check(f"asgd_forward {extra[-1].split('=')[0]} without what it "
+              f"needs is refused",
+              r.returncode == 1 and why in r.stderr, r.stderr)
+
 
 def main():
     (server, worker, evaluate, forward, export_onnx, make_corpus,
@@ -214,6 +323,9 @@ def main():
               set(matrices["log-posteriors"]) == set(heldout_frames)
               and set(matrices["pseudo-log-likelihoods"]) == set(heldout_frames)
               and not problems, "\n".join(problems[:5]))
+
+        check_lazy_forward(forward, model, kaldi, tmp, cmvn_flag, priors,
+                           prior, matrices["log-posteriors"])
 
         onnx = os.path.join(tmp, "model.onnx")
         r = run([export_onnx, f"--model={model}", f"--out={onnx}"])
