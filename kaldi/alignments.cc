@@ -77,6 +77,21 @@ absl::Status ArchiveListWalker::Finish(absl::Status read) {
   return read;
 }
 
+absl::StatusOr<bool> ArchiveListWalker::NextEntry(
+    std::string* key, DataLocation* where, int* file_index,
+    const std::function<absl::Status(SequentialArchiveReader*)>& read) {
+  key->clear();
+  absl::StatusOr<SequentialArchiveReader*> ark = Next();
+  *file_index = current_file_;
+  if (!ark.ok()) return ark.status();
+  if (*ark == nullptr) return false;
+  *key = (*ark)->key();
+  *where = {(*ark)->path(), (*ark)->object_offset(), 0, (*ark)->key()};
+  absl::Status s = Finish(read(*ark));
+  if (!s.ok()) return s;
+  return true;
+}
+
 absl::StatusOr<std::unique_ptr<AlignmentReader>> AlignmentReader::Open(
     std::vector<std::string> files, const ReadLimits& limits) {
   if (files.empty()) {
@@ -87,17 +102,12 @@ absl::StatusOr<std::unique_ptr<AlignmentReader>> AlignmentReader::Open(
 }
 
 absl::StatusOr<bool> AlignmentReader::Next(AlignmentEntry* entry) {
-  entry->key.clear();
   entry->labels.clear();
-  absl::StatusOr<SequentialArchiveReader*> ark = walker_.Next();
-  entry->file_index = walker_.current_file();
-  if (!ark.ok()) return ark.status();
-  if (*ark == nullptr) return false;
-  entry->key = (*ark)->key();
-  entry->where = {(*ark)->path(), (*ark)->object_offset(), 0, (*ark)->key()};
-  absl::Status s = walker_.Finish((*ark)->ReadInt32Vector(&entry->labels));
-  if (!s.ok()) return s;
-  return true;
+  return walker_.NextEntry(
+      &entry->key, &entry->where, &entry->file_index,
+      [entry](SequentialArchiveReader* ark) {
+        return ark->ReadInt32Vector(&entry->labels);
+      });
 }
 
 absl::StatusOr<std::unique_ptr<PosteriorReader>> PosteriorReader::Open(
@@ -110,17 +120,11 @@ absl::StatusOr<std::unique_ptr<PosteriorReader>> PosteriorReader::Open(
 }
 
 absl::StatusOr<bool> PosteriorReader::Next(PosteriorEntry* entry) {
-  entry->key.clear();
   entry->post.clear();
-  absl::StatusOr<SequentialArchiveReader*> ark = walker_.Next();
-  entry->file_index = walker_.current_file();
-  if (!ark.ok()) return ark.status();
-  if (*ark == nullptr) return false;
-  entry->key = (*ark)->key();
-  entry->where = {(*ark)->path(), (*ark)->object_offset(), 0, (*ark)->key()};
-  absl::Status s = walker_.Finish((*ark)->ReadPosterior(&entry->post));
-  if (!s.ok()) return s;
-  return true;
+  return walker_.NextEntry(&entry->key, &entry->where, &entry->file_index,
+                           [entry](SequentialArchiveReader* ark) {
+                             return ark->ReadPosterior(&entry->post);
+                           });
 }
 
 }  // namespace asgd::kaldi

@@ -27,6 +27,7 @@
 #define ASGD_KALDI_ALIGNMENTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -63,6 +64,12 @@ class ArchiveListWalker {
   // The status of reading the current entry's object, returned as is; a
   // failed read closes the file (see above).
   absl::Status Finish(absl::Status read);
+  // Next, Finish and the entry's key, location and file index (the key is
+  // kept on a bad object; the index also on an I/O error): the next entry's
+  // object read by `read`; false after the last file.
+  absl::StatusOr<bool> NextEntry(
+      std::string* key, DataLocation* where, int* file_index,
+      const std::function<absl::Status(SequentialArchiveReader*)>& read);
 
   const std::vector<std::string>& files() const { return files_; }
   // Index into files() of the file the last Next() read from.
