@@ -32,6 +32,8 @@ constexpr std::array<absl::string_view, kNumBadDataReasons> kNames = {
     "duplicate_key",
     "missing_speaker",
     "bad_cmvn",
+    "missing_teacher",
+    "bad_teacher",
 };
 
 }  // namespace

@@ -73,6 +73,12 @@ enum class BadDataReason : int {
   kMissingSpeaker,
   // CMVN stats that cannot normalise: wrong shape, count < 1, non-finite.
   kBadCmvn,
+  // Teacher-student training from an archive (KaldiDataOptions::teacher_scp):
+  // an utterance with no teacher posteriors.
+  kMissingTeacher,
+  // Teacher posteriors of another shape than the utterance's frames × the
+  // classes, non-finite, or rows that are not log-distributions.
+  kBadTeacher,
   kNumReasons
 };
 

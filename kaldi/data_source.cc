@@ -22,6 +22,10 @@ absl::StatusOr<std::unique_ptr<KaldiDataSource>> KaldiDataSource::Create(
   if (options.data_dir.empty()) {
     return absl::InvalidArgumentError("KaldiDataSource: no data_dir");
   }
+  if (options.features_only && !options.teacher_scp.empty()) {
+    return absl::InvalidArgumentError(
+        "KaldiDataSource: a teacher_scp trains: not with features_only");
+  }
   if (options.alignments.empty() != options.features_only) {
     return absl::InvalidArgumentError(
         options.features_only
@@ -129,6 +133,12 @@ absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
         absl::StrCat(f.rows, " feature frames but ", out->labels.size(),
                      " labels in the alignment (", alignment_files_[r.ali_file],
                      " at byte ", r.ali_offset, ")"));
+  }
+  if (options_.teacher_scp.empty()) {
+    out->teacher = {};
+  } else {
+    s = LoadTeacher(r, out);
+    if (!s.ok()) return s;
   }
   float max_out = max_read;
   if (!transforms_.empty()) {

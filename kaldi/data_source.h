@@ -154,6 +154,14 @@ struct KaldiDataOptions {
   int32_t shuffle_buffer_utterances = 64;
   int64_t shuffle_buffer_bytes = int64_t{64} << 20;
 
+  // Teacher-student training from an archive: an scp of per-utterance
+  // teacher log-posteriors (frames × classes float matrices, e.g. asgd_forward
+  // --log_posteriors --out_scp of a larger model). Every utterance of the
+  // part needs one (else bad data kMissingTeacher), of its frames × the
+  // class count, finite, each row a log-distribution (log sum exp within
+  // kTeacherRowTolerance of 0; else kBadTeacher). Not with features_only.
+  std::string teacher_scp;
+
   int max_open_files = 16;
   int64_t max_label_memory_bytes = int64_t{256} << 20;
   std::string temp_dir = "/tmp";
@@ -162,15 +170,22 @@ struct KaldiDataOptions {
   std::string scp_base_dir;
 };
 
+// How far a teacher row's log sum exp may be from 0 (rows written as float
+// log-posteriors are within 1e-5).
+inline constexpr float kTeacherRowTolerance = 1e-3f;
+
 struct KaldiUtterance {
   std::string key;
   Matrix features;              // num_frames × feature_dim
   std::vector<int32_t> labels;  // num_frames
+  // With teacher_scp: num_frames × num_classes log-posteriors; else empty.
+  Matrix teacher;
   int32_t num_frames() const { return features.rows; }
   // Bytes of the data it holds (what the shuffle buffer counts).
   int64_t bytes() const {
-    return static_cast<int64_t>(features.data.size() * sizeof(float) +
-                                labels.size() * sizeof(int32_t) + key.size());
+    return static_cast<int64_t>(
+        (features.data.size() + teacher.data.size()) * sizeof(float) +
+        labels.size() * sizeof(int32_t) + key.size());
   }
 };
 
@@ -215,6 +230,8 @@ class KaldiDataSource {
   // Whether per-speaker CMVN is applied; whether global statistics are.
   bool cmvn_applied() const { return !transforms_.empty(); }
   bool global_cmvn_applied() const { return global_.dim() > 0; }
+  // Whether utterances come with teacher posteriors (teacher_scp).
+  bool has_teacher() const { return !options_.teacher_scp.empty(); }
 
   // Starts pass `epoch` (see Order above), dropping what is left of the
   // current one.
@@ -238,6 +255,10 @@ class KaldiDataSource {
   absl::Status ReadCmvn();
   absl::Status ReadAlignments();
   absl::Status FindFeatureDim(const std::vector<ScpEntry>& first_entries);
+  // data_source_teacher.cc: the teacher scp's entries into the records
+  // (while by_key_ is there); one utterance's teacher posteriors, checked.
+  absl::Status ReadTeacherScp();
+  absl::Status LoadTeacher(const Record& record, KaldiUtterance* out);
   // Applies the policy to a bad-data status about `record` (may be null:
   // a line that has no record).
   absl::Status Reject(Record* record, const absl::Status& status);

@@ -32,6 +32,7 @@ absl::Status KaldiDataSource::Index() {
   ASGD_RETURN_IF_ERROR(ReadSpeakers());
   ASGD_RETURN_IF_ERROR(ReadCmvn());
   if (!options_.features_only) ASGD_RETURN_IF_ERROR(ReadAlignments());
+  if (!options_.teacher_scp.empty()) ASGD_RETURN_IF_ERROR(ReadTeacherScp());
   ASGD_RETURN_IF_ERROR(FindFeatureDim(first_entries));
   by_key_ = {};
   for (const Record& r : records_) {

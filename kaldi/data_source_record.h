@@ -30,6 +30,13 @@ struct KaldiDataSource::Record {
   int32_t ali_file = -1;  // index into alignment_files_
   int64_t ali_offset = -1;
   LabelStore::Handle labels;
+  // With a teacher scp: its rxfilename (path an index into paths_; -1: none
+  // read).
+  int32_t teacher_path = -1;
+  bool teacher_has_offset = false;
+  bool teacher_has_range = false;
+  int64_t teacher_offset = 0;
+  MatrixRange teacher_range;
   BadDataReason bad = BadDataReason::kNone;
 
   Rxfilename Rx(const std::vector<std::string>& paths) const {
@@ -39,6 +46,15 @@ struct KaldiDataSource::Record {
     rx.offset = offset;
     rx.has_range = has_range;
     rx.range = range;
+    return rx;
+  }
+  Rxfilename TeacherRx(const std::vector<std::string>& paths) const {
+    Rxfilename rx;
+    rx.path = paths[teacher_path];
+    rx.has_offset = teacher_has_offset;
+    rx.offset = teacher_offset;
+    rx.has_range = teacher_has_range;
+    rx.range = teacher_range;
     return rx;
   }
 };

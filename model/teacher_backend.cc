@@ -18,8 +18,10 @@ class TeacherBackend final : public ModelBackend {
         teacher_(std::move(teacher)),
         teacher_params_(std::move(teacher_params)),
         options_(options),
-        log_posteriors_(static_cast<size_t>(student_->max_rows()) *
-                        student_->spec().output_dim()) {}
+        log_posteriors_(teacher_ == nullptr
+                            ? 0
+                            : static_cast<size_t>(student_->max_rows()) *
+                                  student_->spec().output_dim()) {}
 
   absl::string_view name() const override { return student_->name(); }
   const ModelSpec& spec() const override { return student_->spec(); }
@@ -71,12 +73,26 @@ class TeacherBackend final : public ModelBackend {
   }
 
  private:
-  // The batch with the teacher's log-posteriors of its rows.
+  // The batch with the teacher's log-posteriors of its rows: the teacher
+  // model's, or (without one) those the batch brings.
   absl::StatusOr<Batch> Taught(const Batch& batch) {
     const int64_t values = int64_t{batch.rows()} * spec().output_dim();
     if (batch.rows() > max_rows() || batch.rows() < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "batch of ", batch.rows(), " rows, at most ", max_rows()));
+    }
+    if (teacher_ == nullptr) {
+      if (static_cast<int64_t>(batch.teacher.size()) != values) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "teacher-student training from the data: a batch of ",
+            batch.rows(), " rows with ", batch.teacher.size(),
+            " teacher values (want ", values, "): the data has no teacher "
+            "posteriors"));
+      }
+      Batch taught = batch;
+      taught.teacher_weight = options_.weight;
+      taught.temperature = options_.temperature;
+      return taught;
     }
     const absl::Span<float> out =
         absl::MakeSpan(log_posteriors_).subspan(0, values);
@@ -89,23 +105,38 @@ class TeacherBackend final : public ModelBackend {
   }
 
   const std::unique_ptr<ModelBackend> student_;
-  const std::unique_ptr<ModelBackend> teacher_;
+  const std::unique_ptr<ModelBackend> teacher_;  // null: the batch's rows
   const std::vector<float> teacher_params_;
   const TeacherOptions options_;
   std::vector<float> log_posteriors_;  // [max_rows, output_dim()]
 };
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacher(
-    std::unique_ptr<ModelBackend> student,
-    std::unique_ptr<ModelBackend> teacher, std::vector<float> teacher_params,
-    const TeacherOptions& options) {
+absl::Status CheckOptions(const TeacherOptions& options) {
   if (!(options.weight >= 0.0f && options.weight <= 1.0f) ||
       !(options.temperature > 0.0f && options.temperature <= 100.0f)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "teacher weight ", options.weight, " (want [0, 1]) and temperature ",
         options.temperature, " (want (0, 100])"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacherFromData(
+    std::unique_ptr<ModelBackend> student, const TeacherOptions& options) {
+  ASGD_RETURN_IF_ERROR(CheckOptions(options));
+  return std::unique_ptr<ModelBackend>(
+      new TeacherBackend(std::move(student), nullptr, {}, options));
+}
+
+absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacher(
+    std::unique_ptr<ModelBackend> student,
+    std::unique_ptr<ModelBackend> teacher, std::vector<float> teacher_params,
+    const TeacherOptions& options) {
+  ASGD_RETURN_IF_ERROR(CheckOptions(options));
+  if (teacher == nullptr) {
+    return absl::InvalidArgumentError("WithTeacher: no teacher backend");
   }
   const ModelSpec& s = student->spec();
   const ModelSpec& t = teacher->spec();

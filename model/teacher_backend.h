@@ -45,6 +45,15 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacher(
     std::unique_ptr<ModelBackend> teacher, std::vector<float> teacher_params,
     const TeacherOptions& options);
 
+// Teacher-student training from the data: the teacher's log-posteriors come
+// with every gradient batch (Batch::teacher, e.g. read from an archive with
+// the features: worker/data/kaldi_data.h); this wrapper gives them the
+// options' weight and temperature. InvalidArgument for options out of
+// range; a gradient batch without rows × output_dim() teacher values is
+// FailedPrecondition.
+absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacherFromData(
+    std::unique_ptr<ModelBackend> student, const TeacherOptions& options);
+
 }  // namespace asgd
 
 #endif  // ASGD_MODEL_TEACHER_BACKEND_H_

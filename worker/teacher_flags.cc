@@ -16,32 +16,84 @@ ABSL_FLAG(std::string, teacher_model, "",
           "labels. Its forward pass runs on this worker's CPU; the student "
           "needs --backend=cpu. Same input rows and classes as the pool's "
           "model.");
+ABSL_FLAG(std::string, teacher_posteriors, "",
+          "Teacher-student training from an archive: an scp of the teacher's "
+          "log-posteriors per training utterance (frames x classes, e.g. "
+          "asgd_forward --log_posteriors --out_scp of a larger model over "
+          "the same --kaldi_data), read with the features, so that no "
+          "teacher runs on the worker. An utterance without them, or with "
+          "rows that are not log-distributions, is bad data (missing_teacher, "
+          "bad_teacher). With --kaldi_data and --backend=cpu; not with "
+          "--teacher_model, nor for multi-frame models.");
 ABSL_FLAG(double, teacher_weight, 0.5,
-          "With --teacher_model: the share of the soft-target loss, in "
+          "With --teacher_model or --teacher_posteriors: the share of the soft-target loss, in "
           "[0, 1] (the labels' cross-entropy has the rest).");
 ABSL_FLAG(double, teacher_temperature, 2.0,
-          "With --teacher_model: the temperature T of the soft targets "
+          "With --teacher_model or --teacher_posteriors: the temperature T of the soft targets "
           "(softmax(z / T) of teacher and student; that loss is scaled by "
           "T²), in (0, 100].");
 
 namespace asgd {
 
+std::string TeacherPosteriorsFlag() {
+  return absl::GetFlag(FLAGS_teacher_posteriors);
+}
+
+absl::Status CheckTeacherFlags(bool kaldi, bool pipeline) {
+  const bool model = !absl::GetFlag(FLAGS_teacher_model).empty();
+  const bool archive = !TeacherPosteriorsFlag().empty();
+  if (model && archive) {
+    return absl::InvalidArgumentError(
+        "give --teacher_model (the teacher runs on the worker) or "
+        "--teacher_posteriors (its posteriors read from an archive), not "
+        "both");
+  }
+  if (archive && !kaldi) {
+    return absl::InvalidArgumentError(
+        "--teacher_posteriors reads with the Kaldi data: it needs "
+        "--kaldi_data (the built-in corpus has no archive: use "
+        "--teacher_model)");
+  }
+  if ((model || archive) && pipeline) {
+    return absl::InvalidArgumentError(
+        "--mode=pipeline trains on the labels alone: its stages compute no "
+        "soft-target loss (drop --teacher_model / --teacher_posteriors)");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacherFromFlags(
     std::unique_ptr<ModelBackend> student, int worker_index) {
   const std::string path = absl::GetFlag(FLAGS_teacher_model);
-  if (path.empty()) return student;
+  const std::string archive = TeacherPosteriorsFlag();
+  if (path.empty() && archive.empty()) return student;
+  const char* flag = path.empty() ? "--teacher_posteriors" : "--teacher_model";
   if (student->name() != "cpu") {
     return absl::UnimplementedError(absl::StrCat(
-        "--teacher_model: teacher-student training runs on the CPU backend "
+        flag, ": teacher-student training runs on the CPU backend "
         "(--backend=cpu), not ", student->name()));
   }
-  ASGD_ASSIGN_OR_RETURN(SavedModel teacher, LoadModel(path));
-  ASGD_ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> teacher_backend,
-                        CreateCpuBackend(teacher.spec, student->max_rows()));
   TeacherOptions options;
   options.weight = static_cast<float>(absl::GetFlag(FLAGS_teacher_weight));
   options.temperature =
       static_cast<float>(absl::GetFlag(FLAGS_teacher_temperature));
+  if (path.empty()) {
+    if (student->spec().output_frames > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--teacher_posteriors: the archive holds one distribution per "
+          "frame, the model has ", student->spec().output_frames,
+          " output frames per row"));
+    }
+    std::printf("worker %d: teacher posteriors from %s; soft-target weight "
+                "%g, temperature %g\n",
+                worker_index, archive.c_str(), options.weight,
+                options.temperature);
+    std::fflush(stdout);
+    return WithTeacherFromData(std::move(student), options);
+  }
+  ASGD_ASSIGN_OR_RETURN(SavedModel teacher, LoadModel(path));
+  ASGD_ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> teacher_backend,
+                        CreateCpuBackend(teacher.spec, student->max_rows()));
   std::printf("worker %d: teacher %s: %s, %lld params; soft-target weight "
               "%g, temperature %g\n",
               worker_index, path.c_str(), DescribeModel(teacher.spec).c_str(),

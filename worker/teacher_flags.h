@@ -1,12 +1,17 @@
 // asgd_worker's teacher-student flags (defined in teacher_flags.cc):
-//   --teacher_model, --teacher_weight, --teacher_temperature
+//   --teacher_model, --teacher_posteriors, --teacher_weight,
+//   --teacher_temperature
 // With --teacher_model the worker's backend is wrapped by WithTeacher
 // (model/teacher_backend.h): every gradient it pushes is against the
-// teacher's posteriors as well as the labels.
+// teacher's posteriors as well as the labels. With --teacher_posteriors the
+// teacher's log-posteriors are read with the Kaldi data (an scp of
+// per-utterance matrices: KaldiInput::teacher_scp) and the backend is
+// wrapped by WithTeacherFromData.
 #ifndef ASGD_WORKER_TEACHER_FLAGS_H_
 #define ASGD_WORKER_TEACHER_FLAGS_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "model/backend.h"
@@ -19,6 +24,15 @@ namespace asgd {
 // LoadModel and WithTeacher (a teacher that does not fit the pool's model).
 absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacherFromFlags(
     std::unique_ptr<ModelBackend> student, int worker_index);
+
+// --teacher_posteriors ("" without).
+std::string TeacherPosteriorsFlag();
+
+// InvalidArgument for teacher flags that do not go together or with the
+// run: --teacher_model and --teacher_posteriors both, --teacher_posteriors
+// without Kaldi data (`kaldi`), either in a pipeline (its stages compute
+// the labels' loss only).
+absl::Status CheckTeacherFlags(bool kaldi, bool pipeline);
 
 }  // namespace asgd
 

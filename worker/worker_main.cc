@@ -274,6 +274,7 @@ absl::StatusOr<WorkerSetup> ReadSetup() {
   if (setup.kaldi) {
     ASGD_RETURN_IF_ERROR(KaldiTrainingInputsFromFlags(
         setup.index == 0, &setup.kaldi_train, &setup.kaldi_heldout));
+    setup.kaldi_train.teacher_scp = TeacherPosteriorsFlag();
   }
   if (absl::GetFlag(FLAGS_batch_size) < 1) {
     return absl::InvalidArgumentError("--batch_size must be >= 1");
@@ -284,6 +285,7 @@ absl::StatusOr<WorkerSetup> ReadSetup() {
         absl::StrCat("--resident_model=", r, ": want on, off or auto"));
   }
   ASGD_RETURN_IF_ERROR(ReadTrainingMode(&setup));
+  ASGD_RETURN_IF_ERROR(CheckTeacherFlags(setup.kaldi, setup.pipeline));
   ASGD_ASSIGN_OR_RETURN(setup.addresses,
                         ParseServerList(absl::GetFlag(FLAGS_servers)));
   ASGD_ASSIGN_OR_RETURN(setup.wire_dtype,

@@ -5,6 +5,18 @@
 
 namespace asgd {
 
+void FillBatch(const ExampleSet& data, absl::Span<const int64_t> ids,
+               BatchBuffer* batch) {
+  data.Fill(ids, batch->inputs.data(), batch->labels.data());
+  if (data.teacher_dim() == 0) {
+    batch->teacher.clear();
+    return;
+  }
+  batch->teacher.resize(int64_t{batch->sequences} * batch->steps *
+                        data.teacher_dim());
+  data.FillTeacher(ids, batch->teacher.data());
+}
+
 std::vector<int64_t> EpochOrder(int64_t num_examples, uint64_t seed,
                                 uint64_t epoch) {
   std::vector<int64_t> order(num_examples);
@@ -34,7 +46,7 @@ void ExampleSampler::Next(BatchBuffer* batch) {
     }
     id = order_[next_++];
   }
-  data_->Fill(ids_, batch->inputs.data(), batch->labels.data());
+  FillBatch(*data_, ids_, batch);
   drawn_ += batch->sequences;
 }
 

@@ -46,6 +46,14 @@ class ExampleSet {
   // [0, num_examples()).
   virtual void Fill(absl::Span<const int64_t> ids, float* inputs,
                     int32_t* labels) const = 0;
+  // Teacher log-posteriors per row (teacher-student training from an
+  // archive); 0: none.
+  virtual int teacher_dim() const { return 0; }
+  // teacher_dim() > 0: writes the rows of Fill(ids, ...) their teacher's
+  // log-posteriors, [rows, teacher_dim()] (a row without a label of its own
+  // gets its nearest frame's: finite, and not used).
+  virtual void FillTeacher(absl::Span<const int64_t> ids,
+                           float* teacher) const {}
   // The accuracy of always guessing the most frequent label.
   virtual double MajorityClassRate() const = 0;
 };
@@ -62,8 +70,20 @@ struct BatchBuffer {
   int steps;
   std::vector<float> inputs;
   std::vector<int32_t> labels;
-  Batch view() const { return Batch{sequences, steps, inputs, labels}; }
+  // Filled by FillBatch from data with a teacher (else empty); the backend
+  // (model/teacher_backend.h) sets the weight and the temperature.
+  std::vector<float> teacher;
+  Batch view() const {
+    Batch b{sequences, steps, inputs, labels};
+    b.teacher = teacher;
+    return b;
+  }
 };
+
+// data.Fill(ids, ...) into `batch` (ids.size() == batch->sequences), and
+// with data.teacher_dim() > 0 the teacher rows too.
+void FillBatch(const ExampleSet& data, absl::Span<const int64_t> ids,
+               BatchBuffer* batch);
 
 // The order of epoch `epoch` of `num_examples` examples: a permutation every
 // worker derives identically from `seed`.

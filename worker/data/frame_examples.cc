@@ -42,4 +42,13 @@ void FrameExamples::Fill(absl::Span<const int64_t> ids, float* inputs,
   }
 }
 
+void FrameExamples::FillTeacher(absl::Span<const int64_t> ids,
+                                float* teacher) const {
+  const int dim = utt_->teacher_dim();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::memcpy(teacher + static_cast<int64_t>(i) * dim, utt_->teacher(ids[i]),
+                dim * sizeof(float));
+  }
+}
+
 }  // namespace asgd

@@ -30,6 +30,9 @@ class FrameExamples final : public ExampleSet {
   int labels_per_row() const override { return output_frames_; }
   void Fill(absl::Span<const int64_t> ids, float* inputs,
             int32_t* labels) const override;
+  int teacher_dim() const override { return utt_->teacher_dim(); }
+  void FillTeacher(absl::Span<const int64_t> ids,
+                   float* teacher) const override;
   double MajorityClassRate() const override {
     return utt_->MajorityClassRate();
   }

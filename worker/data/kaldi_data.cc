@@ -28,6 +28,7 @@ kaldi::KaldiDataOptions KaldiSourceOptions(const KaldiInput& in, int part,
   o.shuffle_buffer_bytes = std::max<int64_t>(1, in.memory_bytes / 32);
   o.max_label_memory_bytes = in.memory_bytes / 16;
   o.temp_dir = in.temp_dir;
+  o.teacher_scp = in.teacher_scp;
   return o;
 }
 
@@ -46,11 +47,13 @@ void KaldiUtteranceStream::StartPass(uint64_t seed, uint64_t pass) {
 }
 
 absl::StatusOr<bool> KaldiUtteranceStream::Next(std::vector<float>* features,
-                                                std::vector<int32_t>* labels) {
+                                                std::vector<int32_t>* labels,
+                                                std::vector<float>* teacher) {
   ASGD_ASSIGN_OR_RETURN(bool more, source_->Next(&utt_));
   if (!more) return false;
   features->swap(utt_.features.data);
   labels->swap(utt_.labels);
+  teacher->swap(utt_.teacher.data);
   return true;
 }
 
@@ -61,8 +64,9 @@ absl::StatusOr<LoadedKaldiData> LoadKaldiUtterances(const KaldiInput& in,
       auto source, kaldi::KaldiDataSource::Create(KaldiSourceOptions(
                        in, part, num_parts, /*shuffle=*/false)));
   const int dim = source->feature_dim();
+  const int teacher_dim = source->has_teacher() ? source->num_classes() : 0;
   const int64_t frames = source->num_frames();
-  const int64_t need = frames * ExampleBytesPerFrame(dim);
+  const int64_t need = frames * ExampleBytesPerFrame(dim, teacher_dim);
   if (need > max_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "%s: %d frames of %d features take %.1f MiB in memory, more than the "
@@ -70,13 +74,13 @@ absl::StatusOr<LoadedKaldiData> LoadKaldiUtterances(const KaldiInput& in,
         in.data_dir, frames, dim, need / 1048576.0, max_bytes / 1048576.0));
   }
   LoadedKaldiData out;
-  out.utterances = std::make_unique<Utterances>(dim);
+  out.utterances = std::make_unique<Utterances>(dim, teacher_dim);
   out.utterances->Reserve(frames, source->num_utterances());
   kaldi::KaldiUtterance utt;
   while (true) {
     ASGD_ASSIGN_OR_RETURN(bool more, source->Next(&utt));
     if (!more) break;
-    out.utterances->Add(utt.features.data, utt.labels);
+    out.utterances->Add(utt.features.data, utt.labels, utt.teacher.data);
   }
   out.num_classes = source->num_classes();
   out.frames_total = source->alignment_frames();

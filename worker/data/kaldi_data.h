@@ -66,6 +66,9 @@ struct KaldiInput {
   float max_feature_magnitude = kaldi::kDefaultMaxFeatureMagnitude;
   int64_t memory_bytes = int64_t{1} << 30;
   std::string temp_dir = "/tmp";
+  // Teacher-student training from an archive (KaldiDataOptions::teacher_scp:
+  // per-utterance teacher log-posteriors); empty: none.
+  std::string teacher_scp;
   // Called with the error of every utterance skipped under kSkip.
   std::function<void(const absl::Status&)> on_skip;
 };
@@ -90,9 +93,13 @@ class KaldiUtteranceStream final : public UtteranceStream {
       const KaldiInput& in, int part, int num_parts);
 
   int feature_dim() const override { return source_->feature_dim(); }
+  int teacher_dim() const override {
+    return source_->has_teacher() ? source_->num_classes() : 0;
+  }
   void StartPass(uint64_t seed, uint64_t pass) override;
   absl::StatusOr<bool> Next(std::vector<float>* features,
-                            std::vector<int32_t>* labels) override;
+                            std::vector<int32_t>* labels,
+                            std::vector<float>* teacher) override;
   int64_t frames_per_pass() const override { return source_->num_frames(); }
 
   const kaldi::KaldiDataSource& source() const { return *source_; }

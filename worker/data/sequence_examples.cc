@@ -39,4 +39,21 @@ void SequenceExamples::Fill(absl::Span<const int64_t> ids, float* inputs,
   }
 }
 
+void SequenceExamples::FillTeacher(absl::Span<const int64_t> ids,
+                                   float* teacher) const {
+  const int n = static_cast<int>(ids.size());
+  const int dim = utt_->teacher_dim();
+  for (int b = 0; b < n; ++b) {
+    const int64_t start = chunk_start_[ids[b]];
+    const int u = utt_->utterance_of(start);
+    const int64_t first = utt_->begin(u), last = utt_->end(u) - 1;
+    for (int t = 0; t < steps(); ++t) {
+      const int64_t f =
+          std::clamp<int64_t>(start - chunks_.left_context + t, first, last);
+      std::copy_n(utt_->teacher(f), dim,
+                  teacher + (int64_t{t} * n + b) * dim);
+    }
+  }
+}
+
 }  // namespace asgd

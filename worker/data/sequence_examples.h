@@ -54,6 +54,9 @@ class SequenceExamples final : public ExampleSet {
   int64_t labelled_frames() const override { return utt_->num_frames(); }
   void Fill(absl::Span<const int64_t> ids, float* inputs,
             int32_t* labels) const override;
+  int teacher_dim() const override { return utt_->teacher_dim(); }
+  void FillTeacher(absl::Span<const int64_t> ids,
+                   float* teacher) const override;
   double MajorityClassRate() const override {
     return utt_->MajorityClassRate();
   }

@@ -19,7 +19,8 @@ void UtterancesStream::StartPass(uint64_t seed, uint64_t pass) {
 }
 
 absl::StatusOr<bool> UtterancesStream::Next(std::vector<float>* features,
-                                            std::vector<int32_t>* labels) {
+                                            std::vector<int32_t>* labels,
+                                            std::vector<float>* teacher) {
   if (next_ >= order_.size()) return false;
   const int u = order_[next_++];
   const int64_t begin = utt_->begin(u), end = utt_->end(u);
@@ -27,6 +28,11 @@ absl::StatusOr<bool> UtterancesStream::Next(std::vector<float>* features,
   features->assign(utt_->frame(begin), utt_->frame(begin) + (end - begin) * dim);
   labels->resize(end - begin);
   for (int64_t f = begin; f < end; ++f) (*labels)[f - begin] = utt_->label(f);
+  teacher->clear();
+  if (utt_->teacher_dim() > 0) {
+    teacher->assign(utt_->teacher(begin),
+                    utt_->teacher(begin) + (end - begin) * utt_->teacher_dim());
+  }
   return true;
 }
 
@@ -38,9 +44,11 @@ StreamSource::StreamSource(std::unique_ptr<UtteranceStream> stream,
       data_(data),
       options_(options),
       max_window_frames_(std::max<int64_t>(
-          1, options.window_bytes / ExampleBytesPerFrame(spec.feature_dim))),
+          1, options.window_bytes / ExampleBytesPerFrame(
+                                         spec.feature_dim,
+                                         stream_->teacher_dim()))),
       rng_(options.seed * 0x9e3779b97f4a7c15ull + 11),
-      window_(spec.feature_dim) {
+      window_(spec.feature_dim, stream_->teacher_dim()) {
   stats_.window_frame_limit = max_window_frames_;
 }
 
@@ -81,7 +89,8 @@ double StreamSource::epochs() const {
 absl::StatusOr<bool> StreamSource::ReadPending() {
   while (true) {
     ASGD_ASSIGN_OR_RETURN(bool more,
-                          stream_->Next(&pending_features_, &pending_labels_));
+                          stream_->Next(&pending_features_, &pending_labels_,
+                                        &pending_teacher_));
     if (!more) {
       pass_ended_ = true;
       return false;
@@ -131,7 +140,7 @@ absl::StatusOr<bool> StreamSource::LoadWindow() {
         window_.num_frames() + frames > max_window_frames_) {
       break;  // it starts the next window
     }
-    window_.Add(pending_features_, pending_labels_);
+    window_.Add(pending_features_, pending_labels_, pending_teacher_);
     have_pending_ = false;
   }
   if (window_.num_frames() == 0) return false;
@@ -144,7 +153,8 @@ absl::StatusOr<bool> StreamSource::LoadWindow() {
   stats_.peak_window_frames =
       std::max(stats_.peak_window_frames, window_.num_frames());
   stats_.peak_window_bytes =
-      stats_.peak_window_frames * ExampleBytesPerFrame(spec_.feature_dim);
+      stats_.peak_window_frames *
+      ExampleBytesPerFrame(spec_.feature_dim, window_.teacher_dim());
   return true;
 }
 
@@ -159,6 +169,8 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
         "StreamSource: a minibatch with ", batch->labels.size(),
         " labels for ", n, " x ", steps, " rows of ", heads, " labels"));
   }
+  const int64_t teacher_dim = stream_->teacher_dim();
+  batch->teacher.resize(int64_t{n} * steps * teacher_dim);
   int filled = 0;
   while (filled < n) {
     if (examples_ == nullptr || cursor_ == order_.size()) {
@@ -175,7 +187,7 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
     ids_.assign(order_.begin() + cursor_, order_.begin() + cursor_ + take);
     cursor_ += take;
     if (filled == 0 && take == n) {
-      examples_->Fill(ids_, batch->inputs.data(), batch->labels.data());
+      FillBatch(*examples_, ids_, batch);
     } else {
       // Rows of a time-major part: step t of example b is row t * take + b;
       // in the minibatch it is row t * n + filled + b.
@@ -184,6 +196,10 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
                                                  heads);
       }
       examples_->Fill(ids_, scratch_->inputs.data(), scratch_->labels.data());
+      if (teacher_dim > 0) {
+        scratch_->teacher.resize(int64_t{n} * steps * teacher_dim);
+        examples_->FillTeacher(ids_, scratch_->teacher.data());
+      }
       for (int t = 0; t < steps; ++t) {
         const int64_t from = int64_t{t} * take, to = int64_t{t} * n + filled;
         std::memcpy(batch->inputs.data() + to * dim,
@@ -192,6 +208,9 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
         std::memcpy(batch->labels.data() + to * heads,
                     scratch_->labels.data() + from * heads,
                     sizeof(int32_t) * take * heads);
+        std::copy_n(scratch_->teacher.data() + from * teacher_dim,
+                    take * teacher_dim,
+                    batch->teacher.data() + to * teacher_dim);
       }
     }
     filled += take;
@@ -212,6 +231,9 @@ absl::StatusOr<bool> StreamSource::Next(BatchBuffer* batch) {
                 batch->inputs.begin() + (row + n - filled) * dim, 0.0f);
       std::fill(batch->labels.begin() + row * heads,
                 batch->labels.begin() + (row + n - filled) * heads, kNoLabel);
+      std::fill(batch->teacher.begin() + row * teacher_dim,
+                batch->teacher.begin() + (row + n - filled) * teacher_dim,
+                0.0f);  // unlabelled rows: finite, unused
     }
   }
   // Frames drawn: a multi-frame row's first head is its own frame.

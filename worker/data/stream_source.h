@@ -22,8 +22,9 @@
 // cost accuracy), unless the data never filled a minibatch: then that one
 // goes out with its remaining rows unlabelled (kNoLabel).
 //
-// Memory: the window (Utterances::BytesPerFrame + 16 bytes per frame for the
-// example order and chunk index, at most `window_bytes`; one utterance
+// Memory: the window (ExampleBytesPerFrame: the utterance storage, a teacher
+// row with a teacher, and 16 bytes per frame for the example order and
+// chunk index, at most `window_bytes`; one utterance
 // larger than that alone), one utterance read ahead, and one minibatch of
 // scratch; plus what the stream holds.
 //
@@ -62,10 +63,15 @@ class UtteranceStream {
   // Starts pass `pass` in an order drawn from (seed, pass), dropping what is
   // left of the current one.
   virtual void StartPass(uint64_t seed, uint64_t pass) = 0;
+  // Teacher log-posteriors per frame (teacher-student training from an
+  // archive); 0: none.
+  virtual int teacher_dim() const { return 0; }
   // The next utterance of the pass: `features` [frames × feature_dim()],
-  // `labels` [frames]. False at the end of the pass.
+  // `labels` [frames], `teacher` [frames × teacher_dim()] (empty without).
+  // False at the end of the pass.
   virtual absl::StatusOr<bool> Next(std::vector<float>* features,
-                                    std::vector<int32_t>* labels) = 0;
+                                    std::vector<int32_t>* labels,
+                                    std::vector<float>* teacher) = 0;
   // Labelled frames of one pass (may shrink as bad utterances are skipped).
   virtual int64_t frames_per_pass() const = 0;
 };
@@ -78,9 +84,11 @@ class UtterancesStream final : public UtteranceStream {
   explicit UtterancesStream(const Utterances* utterances)
       : utt_(utterances) {}
   int feature_dim() const override { return utt_->feature_dim(); }
+  int teacher_dim() const override { return utt_->teacher_dim(); }
   void StartPass(uint64_t seed, uint64_t pass) override;
   absl::StatusOr<bool> Next(std::vector<float>* features,
-                            std::vector<int32_t>* labels) override;
+                            std::vector<int32_t>* labels,
+                            std::vector<float>* teacher) override;
   int64_t frames_per_pass() const override { return utt_->num_frames(); }
 
  private:
@@ -91,8 +99,8 @@ class UtterancesStream final : public UtteranceStream {
 
 // Bytes a window (or an in-memory example set) holds per frame: the
 // utterance storage and 16 bytes of example order and chunk index.
-inline int64_t ExampleBytesPerFrame(int feature_dim) {
-  return Utterances::BytesPerFrame(feature_dim) + 16;
+inline int64_t ExampleBytesPerFrame(int feature_dim, int teacher_dim = 0) {
+  return Utterances::BytesPerFrame(feature_dim, teacher_dim) + 16;
 }
 
 struct StreamOptions {
@@ -151,6 +159,7 @@ class StreamSource final : public BatchSource {
   size_t cursor_ = 0;
 
   std::vector<float> pending_features_;
+  std::vector<float> pending_teacher_;
   std::vector<int32_t> pending_labels_;
   bool have_pending_ = false;
   bool pass_ended_ = false;

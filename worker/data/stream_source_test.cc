@@ -33,7 +33,9 @@ class FakeStream final : public UtteranceStream {
     passes.push_back(pass);
   }
   absl::StatusOr<bool> Next(std::vector<float>* features,
-                            std::vector<int32_t>* labels) override {
+                            std::vector<int32_t>* labels,
+                            std::vector<float>* teacher) override {
+    teacher->clear();
     if (fail_after >= 0 && reads_ == fail_after) {
       return absl::InvalidArgumentError("bad utterance");
     }

@@ -26,17 +26,22 @@ Utterances Utterances::FromCorpus(
 }
 
 void Utterances::Add(absl::Span<const float> features,
-                     absl::Span<const int32_t> labels) {
+                     absl::Span<const int32_t> labels,
+                     absl::Span<const float> teacher) {
   if (labels.empty()) return;
   const int u = num_utterances();
   starts_.push_back(num_frames());
   features_.insert(features_.end(), features.begin(), features.end());
+  if (teacher_dim_ > 0) {
+    teacher_.insert(teacher_.end(), teacher.begin(), teacher.end());
+  }
   labels_.insert(labels_.end(), labels.begin(), labels.end());
   utterance_.insert(utterance_.end(), labels.size(), u);
 }
 
 void Utterances::Clear() {
   features_.clear();
+  teacher_.clear();
   labels_.clear();
   utterance_.clear();
   starts_.clear();
@@ -44,6 +49,7 @@ void Utterances::Clear() {
 
 void Utterances::Reserve(int64_t frames, int64_t utterances) {
   features_.reserve(frames * feature_dim_);
+  teacher_.reserve(frames * teacher_dim_);
   labels_.reserve(frames);
   utterance_.reserve(frames);
   starts_.reserve(utterances);

@@ -20,7 +20,10 @@ namespace asgd {
 
 class Utterances {
  public:
-  explicit Utterances(int feature_dim) : feature_dim_(feature_dim) {}
+  // With teacher_dim > 0, every frame also holds a teacher's log-posteriors
+  // (teacher-student training from an archive).
+  explicit Utterances(int feature_dim, int teacher_dim = 0)
+      : feature_dim_(feature_dim), teacher_dim_(teacher_dim) {}
 
   // The utterances u with u % num_parts == part (part 0 of 1: all), each
   // dimension normalised with the corpus's training mean and stddev
@@ -30,20 +33,24 @@ class Utterances {
                                int part = 0, int num_parts = 1);
 
   // Appends one utterance of labels.size() frames, features already
-  // normalised (features.size() == labels.size() * feature_dim()). An
-  // utterance without frames is not added.
-  void Add(absl::Span<const float> features, absl::Span<const int32_t> labels);
+  // normalised (features.size() == labels.size() * feature_dim()), and
+  // with teacher_dim() > 0 its teacher rows (labels.size() * teacher_dim()
+  // log-posteriors). An utterance without frames is not added.
+  void Add(absl::Span<const float> features, absl::Span<const int32_t> labels,
+           absl::Span<const float> teacher = {});
 
   // Removes every utterance, keeping the storage (a window reused).
   void Clear();
   // Allocates for `frames` frames in `utterances` utterances in all.
   void Reserve(int64_t frames, int64_t utterances);
-  // Bytes of storage held per frame (features, label, utterance index).
-  static int64_t BytesPerFrame(int feature_dim) {
-    return int64_t{feature_dim} * 4 + 8;
+  // Bytes of storage held per frame (features, teacher row, label,
+  // utterance index).
+  static int64_t BytesPerFrame(int feature_dim, int teacher_dim = 0) {
+    return (int64_t{feature_dim} + teacher_dim) * 4 + 8;
   }
 
   int feature_dim() const { return feature_dim_; }
+  int teacher_dim() const { return teacher_dim_; }
   int64_t num_frames() const { return static_cast<int64_t>(labels_.size()); }
   int num_utterances() const { return static_cast<int>(starts_.size()); }
   // Frames [begin(u), end(u)) belong to utterance u.
@@ -55,6 +62,8 @@ class Utterances {
   int utterance_of(int64_t f) const { return utterance_[f]; }
   const float* frame(int64_t f) const { return &features_[f * feature_dim_]; }
   int32_t label(int64_t f) const { return labels_[f]; }
+  // teacher_dim() > 0 only.
+  const float* teacher(int64_t f) const { return &teacher_[f * teacher_dim_]; }
 
   // Fraction of frames whose label is the most frequent one (the accuracy
   // of always guessing it).
@@ -62,7 +71,9 @@ class Utterances {
 
  private:
   int feature_dim_;
+  int teacher_dim_;
   std::vector<float> features_;  // [num_frames, feature_dim]
+  std::vector<float> teacher_;   // [num_frames, teacher_dim]
   std::vector<int32_t> labels_;
   std::vector<int32_t> utterance_;  // per frame
   std::vector<int64_t> starts_;     // per utterance: its first frame

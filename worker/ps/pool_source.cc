@@ -49,7 +49,7 @@ absl::StatusOr<bool> PoolSource::Next(BatchBuffer* batch) {
         ", beyond this worker's ", order_.size(), " examples"));
   }
   ids_.assign(order_.begin() + first, order_.begin() + first + batch_size_);
-  data_->Fill(ids_, batch->inputs.data(), batch->labels.data());
+  FillBatch(*data_, ids_, batch);
   ++taken_;
   return true;
 }
