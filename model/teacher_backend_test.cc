@@ -1,5 +1,6 @@
 // Teacher-student training: the soft-target loss of the CPU backend against
-// finite differences and its limits, and WithTeacher's wrapping.
+// finite differences and its limits, and WithTeacher's and
+// WithTeacherFromData's wrapping.
 #include "model/teacher_backend.h"
 
 #include <algorithm>
@@ -166,6 +167,55 @@ TEST(TeacherTest, WithTeacherHandsTheStudentTheTeachersPosteriors) {
   std::vector<float> average(student.size());
   ASSERT_TRUE((*wrapped)->TakeAverage(absl::MakeSpan(average)).ok());
   EXPECT_EQ(average, want_grad);
+}
+
+// From the data: the batch brings the teacher's log-posteriors (as read
+// from an archive); the wrapper gives them the weight and the temperature,
+// and the gradient is exactly that of the batch taught by hand.
+TEST(TeacherTest, WithTeacherFromDataUsesTheBatchsTeacherRows) {
+  const ModelSpec spec = Dnn(4);
+  const Data d = RandomData(spec, 12, 3);
+  const std::vector<float> params = Params(spec, 4);
+  auto reference = CreateCpuBackend(spec, 16);
+  ASSERT_TRUE(reference.ok());
+  std::vector<float> want_grad;
+  auto want = Gradient(**reference, params, d.batch(0.3f, 1.5f, true),
+                       &want_grad);
+  ASSERT_TRUE(want.ok());
+
+  TeacherOptions o;
+  o.weight = 0.3f;
+  o.temperature = 1.5f;
+  auto wrapped = WithTeacherFromData(*CreateCpuBackend(spec, 16), o);
+  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  Batch carried = d.batch();  // teacher rows, no weight or temperature
+  carried.teacher = d.teacher;
+  std::vector<float> grad;
+  auto result = Gradient(**wrapped, params, carried, &grad);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(grad, want_grad);
+  EXPECT_EQ(result->loss, want->loss);
+  ASSERT_TRUE((*wrapped)->LoadModel(params).ok());
+  ASSERT_TRUE((*wrapped)->AccumulateGradient(carried).ok());
+  std::vector<float> average(params.size());
+  ASSERT_TRUE((*wrapped)->TakeAverage(absl::MakeSpan(average)).ok());
+  EXPECT_EQ(average, want_grad);
+
+  // A batch without its teacher rows, or with too few: refused, nothing
+  // computed; evaluation needs none.
+  EXPECT_EQ(Gradient(**wrapped, params, d.batch(), &grad).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  Batch short_rows = carried;
+  short_rows.teacher = absl::MakeConstSpan(d.teacher).subspan(1);
+  EXPECT_EQ(Gradient(**wrapped, params, short_rows, &grad).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<float> logp(d.teacher.size());
+  EXPECT_TRUE(
+      (*wrapped)->LogPosteriors(params, d.batch(), absl::MakeSpan(logp)).ok());
+  EXPECT_EQ(WithTeacherFromData(*CreateCpuBackend(spec, 16), {1.5f, 2.0f})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TeacherTest, RefusesWhatDoesNotFit) {

@@ -6,7 +6,9 @@ data refused or skipped by the worker:
   asgd_worker --kaldi_data -> asgd_eval --kaldi_data -> compute_priors ->
   asgd_forward (pseudo-log-likelihoods and log-posteriors, read back here
   from the archive's bytes; lazy scores of per-frame pdf lists given as a
-  text posterior archive, against those log-posteriors) -> asgd_export_onnx;
+  text posterior archive, against those log-posteriors) -> a student
+  trained against the model's posteriors of the training set
+  (--teacher_posteriors) -> asgd_export_onnx;
 
   then copies of the training directory with one bad utterance each (features
   and alignment of different lengths, a missing alignment, NaN in the
@@ -140,6 +142,44 @@ def logsumexp(values):
 
 
 # ----- The test.
+
+def check_teacher_posteriors(forward, worker, train_flags, model, kaldi, tmp,
+                             cmvn_flag, priors):
+    """asgd_worker --teacher_posteriors: the trained model's log-posteriors
+    of the training set (asgd_forward) teach a student through the servers;
+    log-likelihoods instead are refused as bad_teacher."""
+    archives = {}
+    for name, extra in (("teacher", ["--log_posteriors"]),
+                        ("loglikes", [f"--priors={priors}"])):
+        scp = os.path.join(tmp, f"train-{name}.scp")
+        r = run([forward, f"--model={model}", f"--kaldi_data={kaldi}/train",
+                 cmvn_flag, f"--out={tmp}/train-{name}.ark",
+                 f"--out_scp={scp}"] + extra)
+        if r.returncode != 0:
+            fail(f"asgd_forward {extra} over the training set: {r.stderr}")
+        archives[name] = scp
+    student = [worker] + train_flags + [
+        f"--kaldi_data={kaldi}/train",
+        f"--kaldi_alignments={kaldi}/train/pdf.ark",
+        f"--kaldi_heldout_data={kaldi}/heldout",
+        f"--kaldi_heldout_alignments={kaldi}/heldout/pdf.ark", cmvn_flag,
+        "--epochs=1", "--teacher_weight=0.5", "--teacher_temperature=2"]
+    r = run(student + [f"--teacher_posteriors={archives['teacher']}"])
+    check("asgd_worker --teacher_posteriors trains against the archive's "
+          "posteriors",
+          r.returncode == 0 and "teacher posteriors from" in r.stdout
+          and "held-out frame accuracy" in r.stdout
+          and "bad data skipped: none" in r.stdout,
+          r.stdout[-2000:] + r.stderr[-2000:])
+    r = run(student + [f"--teacher_posteriors={archives['loglikes']}"])
+    check("pseudo-log-likelihoods as teacher posteriors are refused "
+          "(bad_teacher)", r.returncode == 1 and "bad_teacher" in r.stderr,
+          r.stdout[-1000:] + r.stderr)
+    r = run(student + [f"--teacher_posteriors={archives['teacher']}",
+                       f"--teacher_model={model}"])
+    check("--teacher_posteriors with --teacher_model is refused",
+          r.returncode == 1 and "--teacher_posteriors" in r.stderr, r.stderr)
+
 
 def check_lazy_forward(forward, model, kaldi, tmp, cmvn_flag, priors, prior,
                        log_posteriors):
@@ -326,6 +366,8 @@ def main():
 
         check_lazy_forward(forward, model, kaldi, tmp, cmvn_flag, priors,
                            prior, matrices["log-posteriors"])
+        check_teacher_posteriors(forward, worker, train_flags, model, kaldi,
+                                 tmp, cmvn_flag, priors)
 
         onnx = os.path.join(tmp, "model.onnx")
         r = run([export_onnx, f"--model={model}", f"--out={onnx}"])

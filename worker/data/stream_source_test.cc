@@ -333,5 +333,53 @@ TEST(StreamSourceTest, ErrorsOfTheStreamAndOfTheSetup) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Teacher rows travel with their frames: utterances in memory whose frame
+// value v has the teacher row (v, -v), streamed through windows that split
+// minibatches, for frames and chunks: every row's teacher row is its
+// centre frame's (a chunk's context rows: their nearest frame's).
+TEST(StreamSourceTest, TeacherRowsTravelWithTheirFrames) {
+  Utterances utts(1, /*teacher_dim=*/2);
+  for (size_t u = 0; u < kLengths.size(); ++u) {
+    std::vector<float> f, teacher;
+    std::vector<int32_t> l;
+    for (int t = 0; t < kLengths[u]; ++t) {
+      const float v = 1000.0f * u + t;
+      f.push_back(v);
+      l.push_back(t % 7);
+      teacher.insert(teacher.end(), {v, -v});
+    }
+    utts.Add(f, l, teacher);
+  }
+  for (const bool sequence : {false, true}) {
+    const ModelSpec spec = sequence ? SequenceModel() : FrameModel();
+    const DataOptions data = sequence ? Chunks() : DataOptions{};
+    StreamOptions o;
+    o.window_bytes = 45 * ExampleBytesPerFrame(1, 2);
+    o.epochs = 1;
+    auto source = StreamSource::Create(std::make_unique<UtterancesStream>(&utts),
+                                       spec, data, o);
+    ASSERT_TRUE(source.ok()) << source.status();
+    const int examples = 7;
+    const int steps = sequence ? 11 : 1;
+    BatchBuffer batch(examples, steps, spec.input_dim());
+    const int centre = spec.context;  // the row's own frame among its context
+    int rows = 0;
+    while (true) {
+      auto more = (*source)->Next(&batch);
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+      ASSERT_EQ(batch.teacher.size(), batch.labels.size() * 2);
+      EXPECT_EQ(batch.view().teacher.size(), batch.teacher.size());
+      for (size_t r = 0; r < batch.labels.size(); ++r) {
+        const float v = batch.inputs[r * spec.input_dim() + centre];
+        EXPECT_EQ(batch.teacher[2 * r], v) << "row " << r;
+        EXPECT_EQ(batch.teacher[2 * r + 1], -v) << "row " << r;
+        ++rows;
+      }
+    }
+    EXPECT_GT(rows, 100) << sequence;
+  }
+}
+
 }  // namespace
 }  // namespace asgd
