@@ -6,7 +6,9 @@
 // weights, fixed), then hands the student's backend the batch with the
 // teacher's log-posteriors. Every other call goes to the student's backend
 // unchanged, so the trainer, the pushes and the resident model do not know
-// a teacher is there.
+// a teacher is there. WithTeacherFromData is the same wrapper without a
+// teacher model: the batches bring the teacher's log-posteriors (read from
+// an archive with the data) and it only sets their weight and temperature.
 //
 //   TeacherOptions t;  // weight 0.5, temperature 2
 //   ASGD_ASSIGN_OR_RETURN(backend, WithTeacher(std::move(backend),
