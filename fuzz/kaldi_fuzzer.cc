@@ -122,7 +122,8 @@ absl::Status CheckPosterior(InputStream* in, const std::string& key) {
   kaldi::EncodePosterior(post, &encoded);
   auto again = InputStream::FromMemory("again.ark", encoded);
   kaldi::Posterior back;
-  FUZZ_CHECK(kaldi::ReadPosteriorObject(again.get(), Limits(), key, &back).ok());
+  FUZZ_CHECK(
+      kaldi::ReadPosteriorObject(again.get(), Limits(), key, &back).ok());
   FUZZ_CHECK(back.size() == post.size());
   for (size_t f = 0; f < post.size(); ++f) {
     FUZZ_CHECK(back[f].size() == post[f].size());

@@ -244,7 +244,8 @@ std::vector<std::pair<std::string, std::string>> KaldiSeeds(
                                       kt::Cm3Object(0, 1, 4, 1, {1, 2, 3, 4})});
   kt::TestArchive posts;
   posts.Add("p1", kt::PosteriorObject({{{3, 0.75}, {12, 0.25}}, {}, {{0, 1}}}));
-  posts.Add("p2", kt::PosteriorObject({{{5, 0.5}, {6, 0.5}}}, /*doubles=*/true));
+  posts.Add("p2",
+            kt::PosteriorObject({{{5, 0.5}, {6, 0.5}}}, /*doubles=*/true));
   posts.AddRaw("p3 [ 4 1 ] [ 4 0.5 8 0.5 ] \n");
   seeds.push_back({"kaldi/posteriors", std::string(1, '\5') + posts.bytes()});
   const std::string gz = dir + "/kaldi/alignments.gz.tmp";

@@ -92,10 +92,11 @@ absl::Status ReadTextPosterior(Parser& p, Posterior* out) {
       in->Get();
       ++line_bytes;
       if ((c == '[') == in_frame) {
-        return p.Error(BadDataReason::kMalformedObject,
-                       absl::StrCat("a text posterior has \"", std::string(1, c),
-                                    "\" where ", in_frame ? "an id" : "\"[\"",
-                                    " belongs"));
+        return p.Error(
+            BadDataReason::kMalformedObject,
+            absl::StrCat("a text posterior has \"", std::string(1, c),
+                         "\" where ", in_frame ? "an id" : "\"[\"",
+                         " belongs"));
       }
       in_frame = c == '[';
       if (in_frame) {

@@ -26,12 +26,13 @@ ABSL_FLAG(std::string, teacher_posteriors, "",
           "bad_teacher). With --kaldi_data and --backend=cpu; not with "
           "--teacher_model, nor for multi-frame models.");
 ABSL_FLAG(double, teacher_weight, 0.5,
-          "With --teacher_model or --teacher_posteriors: the share of the soft-target loss, in "
-          "[0, 1] (the labels' cross-entropy has the rest).");
+          "With --teacher_model or --teacher_posteriors: the share of the "
+          "soft-target loss, in [0, 1] (the labels' cross-entropy has the "
+          "rest).");
 ABSL_FLAG(double, teacher_temperature, 2.0,
-          "With --teacher_model or --teacher_posteriors: the temperature T of the soft targets "
-          "(softmax(z / T) of teacher and student; that loss is scaled by "
-          "T²), in (0, 100].");
+          "With --teacher_model or --teacher_posteriors: the temperature T of "
+          "the soft targets (softmax(z / T) of teacher and student; that loss "
+          "is scaled by T²), in (0, 100].");
 
 namespace asgd {
 
