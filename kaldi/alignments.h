@@ -117,7 +117,7 @@ class AlignmentReader {
   ArchiveListWalker walker_;
 };
 
-// Posterior archives (object_reader.h's Posterior), e.g. the per-frame pdf
+// Posterior archives (kaldi/matrix.h's Posterior), e.g. the per-frame pdf
 // lists of a lattice:
 //   lattice-to-post --acoustic-scale=0.1 "ark:gunzip -c lat.1.gz|" ark:- |
 //     post-to-pdf-post final.mdl ark:- ark:post.1.ark

@@ -350,6 +350,14 @@ TEST(StreamSourceTest, TeacherRowsTravelWithTheirFrames) {
     }
     utts.Add(f, l, teacher);
   }
+  // A caller's teacher span of another size never makes rows read past the
+  // storage: more are cut, fewer padded with zeros.
+  Utterances odd(1, 2);
+  odd.Add({1, 2}, {0, 1}, {5, 6, 7, 8, 9});
+  odd.Add({3}, {2}, {});
+  ASSERT_EQ(odd.num_frames(), 3);
+  EXPECT_EQ(std::vector<float>(odd.teacher(0), odd.teacher(0) + 6),
+            (std::vector<float>{5, 6, 7, 8, 0, 0}));
   for (const bool sequence : {false, true}) {
     const ModelSpec spec = sequence ? SequenceModel() : FrameModel();
     const DataOptions data = sequence ? Chunks() : DataOptions{};

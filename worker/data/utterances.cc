@@ -33,7 +33,10 @@ void Utterances::Add(absl::Span<const float> features,
   starts_.push_back(num_frames());
   features_.insert(features_.end(), features.begin(), features.end());
   if (teacher_dim_ > 0) {
+    // Exactly labels.size() rows whatever the caller passed, so that
+    // teacher(f) never reads past the storage.
     teacher_.insert(teacher_.end(), teacher.begin(), teacher.end());
+    teacher_.resize((num_frames() + labels.size()) * teacher_dim_, 0.0f);
   }
   labels_.insert(labels_.end(), labels.begin(), labels.end());
   utterance_.insert(utterance_.end(), labels.size(), u);

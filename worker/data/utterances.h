@@ -35,7 +35,8 @@ class Utterances {
   // Appends one utterance of labels.size() frames, features already
   // normalised (features.size() == labels.size() * feature_dim()), and
   // with teacher_dim() > 0 its teacher rows (labels.size() * teacher_dim()
-  // log-posteriors). An utterance without frames is not added.
+  // log-posteriors; more are cut, fewer padded with zeros). An utterance
+  // without frames is not added.
   void Add(absl::Span<const float> features, absl::Span<const int32_t> labels,
            absl::Span<const float> teacher = {});
 
