@@ -40,7 +40,7 @@ absl::StatusOr<std::vector<std::string>> ExpandFileList(
     files.insert(files.end(), matches.begin(), matches.end());
   }
   if (files.empty()) {
-    return absl::InvalidArgumentError("the alignment file list is empty");
+    return absl::InvalidArgumentError("the file list is empty");
   }
   return files;
 }

@@ -13,6 +13,10 @@
 // --kaldi_global_cmvn: use the training run's settings and statistics file);
 // frame models see each frame with its context, recurrent models each whole
 // utterance as one sequence.
+//
+// With --active_pdfs (worker/lazy_forward.h) only the pdfs a decoder asks
+// for at each frame are scored, read from Kaldi posterior archives, and
+// --out gets a posterior archive of (pdf, score) pairs instead.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -297,7 +301,8 @@ int main(int argc, char** argv) {
       argc, argv,
       "asgd forward: per-utterance pseudo-log-likelihoods (log posterior - "
       "log prior) or log-posteriors of a trained model over a Kaldi data "
-      "directory, as a float-matrix archive for latgen-faster-mapped.\n"
+      "directory, as a float-matrix archive for latgen-faster-mapped; or, "
+      "with --active_pdfs, the scores of each frame's listed pdfs only.\n"
       "Example: asgd_forward --model=final.mdl --kaldi_data=data/test "
       "--priors=prior.vec --out=loglikes.ark --out_scp=loglikes.scp");
   return asgd::Run();
