@@ -104,7 +104,7 @@ void KaldiDataSource::StartEpoch(uint64_t epoch) {
 }
 
 absl::Status KaldiDataSource::Load(const Record& r, KaldiUtterance* out) {
-  const Rxfilename rx = r.Rx(paths_);
+  const Rxfilename rx = r.feats.Rx(paths_);
   absl::Status s = reader_.ReadMatrix(rx, r.key, &out->features);
   if (!s.ok()) return s;
   const DataLocation where{rx.path, rx.offset, 0, r.key};

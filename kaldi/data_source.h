@@ -207,6 +207,8 @@ struct KaldiDataStats {
   float max_abs_feature = 0;
 };
 
+struct StoredRx;  // data_source_record.h
+
 class KaldiDataSource {
  public:
   // Indexes the part: reads feats.scp, utt2spk, cmvn.scp (and the stats of
@@ -263,11 +265,15 @@ class KaldiDataSource {
   // a line that has no record).
   absl::Status Reject(Record* record, const absl::Status& status);
   absl::Status Load(const Record& record, KaldiUtterance* out);
+  // `rx` with its path interned in paths_ (while indexing).
+  StoredRx Intern(const Rxfilename& rx);
 
   KaldiDataOptions options_;
   std::vector<std::string> paths_;  // archive paths, interned
   std::vector<Record> records_;
   absl::flat_hash_map<std::string, int64_t> by_key_;
+  // paths_ by name, while indexing (Intern).
+  absl::flat_hash_map<std::string, int32_t> path_index_;
   std::vector<std::string> speakers_;      // interned speaker ids
   std::vector<CmvnTransform> transforms_;  // per speaker, when applied
   CmvnTransform global_;                   // dim 0: none

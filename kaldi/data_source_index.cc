@@ -35,6 +35,7 @@ absl::Status KaldiDataSource::Index() {
   if (!options_.teacher_scp.empty()) ASGD_RETURN_IF_ERROR(ReadTeacherScp());
   ASGD_RETURN_IF_ERROR(FindFeatureDim(first_entries));
   by_key_ = {};
+  path_index_ = {};
   for (const Record& r : records_) {
     if (r.bad != BadDataReason::kNone) continue;
     ++live_utterances_;
@@ -43,13 +44,25 @@ absl::Status KaldiDataSource::Index() {
   return absl::OkStatus();
 }
 
+StoredRx KaldiDataSource::Intern(const Rxfilename& rx) {
+  const auto [it, added] =
+      path_index_.emplace(rx.path, static_cast<int32_t>(paths_.size()));
+  if (added) paths_.push_back(rx.path);
+  StoredRx stored;
+  stored.path = it->second;
+  stored.has_offset = rx.has_offset;
+  stored.offset = rx.offset;
+  stored.has_range = rx.has_range;
+  stored.range = rx.range;
+  return stored;
+}
+
 absl::Status KaldiDataSource::ReadScp(std::vector<ScpEntry>* first_entries) {
   ScpOptions scp_options;
   scp_options.base_dir = options_.scp_base_dir;
   ASGD_ASSIGN_OR_RETURN(
       auto scp, ScpReader::Open(absl::StrCat(options_.data_dir, "/feats.scp"),
                                 scp_options));
-  absl::flat_hash_map<std::string, int32_t> path_index;
   ScpEntry e;
   while (true) {
     absl::StatusOr<bool> more = scp->Next(&e);
@@ -75,14 +88,7 @@ absl::Status KaldiDataSource::ReadScp(std::vector<ScpEntry>* first_entries) {
     }
     Record r;
     r.key = e.key;
-    const auto [p, added] =
-        path_index.emplace(e.rx.path, static_cast<int32_t>(paths_.size()));
-    if (added) paths_.push_back(e.rx.path);
-    r.path = p->second;
-    r.has_offset = e.rx.has_offset;
-    r.offset = e.rx.offset;
-    r.has_range = e.rx.has_range;
-    r.range = e.rx.range;
+    r.feats = Intern(e.rx);
     r.scp_line = e.line;
     records_.push_back(std::move(r));
   }
@@ -141,7 +147,7 @@ absl::Status KaldiDataSource::ReadSpeakers() {
     if (r.speaker < 0 && r.bad == BadDataReason::kNone) {
       ASGD_RETURN_IF_ERROR(Reject(
           &r, BadDataError(BadDataReason::kMissingSpeaker,
-                           {paths_[r.path], r.offset, 0, r.key},
+                           {paths_[r.feats.path], r.feats.offset, 0, r.key},
                            absl::StrCat(utt2spk, " has no speaker for it"))));
     }
   }
@@ -215,7 +221,7 @@ absl::Status KaldiDataSource::ReadCmvn() {
                : absl::StrCat("speaker ", speakers_[r.speaker], " (", cmvn_path,
                               " line ", line[r.speaker], "): ", p.message());
     ASGD_RETURN_IF_ERROR(Reject(
-        &r, BadDataError(reason, {paths_[r.path], r.offset, 0, r.key}, what)));
+        &r, BadDataError(reason, {paths_[r.feats.path], r.feats.offset, 0, r.key}, what)));
   }
   transforms_ = std::move(transforms);
   return absl::OkStatus();
@@ -298,7 +304,7 @@ absl::Status KaldiDataSource::ReadAlignments() {
     }
     ASGD_RETURN_IF_ERROR(
         Reject(&r, BadDataError(BadDataReason::kMissingAlignment,
-                                {paths_[r.path], r.offset, 0, r.key}, what)));
+                                {paths_[r.feats.path], r.feats.offset, 0, r.key}, what)));
   }
   return absl::OkStatus();
 }

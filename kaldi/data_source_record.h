@@ -18,26 +18,14 @@
 
 namespace asgd::kaldi {
 
-struct KaldiDataSource::Record {
-  std::string key;
-  int32_t path = 0;  // index into paths_
+// An rxfilename as a record keeps it: its path interned in the source's
+// path table (KaldiDataSource::Intern).
+struct StoredRx {
+  int32_t path = -1;  // index into paths_; -1: none
   bool has_offset = false;
   bool has_range = false;
   int64_t offset = 0;
   MatrixRange range;
-  int64_t scp_line = 0;
-  int32_t speaker = -1;   // index into speakers_
-  int32_t ali_file = -1;  // index into alignment_files_
-  int64_t ali_offset = -1;
-  LabelStore::Handle labels;
-  // With a teacher scp: its rxfilename (path an index into paths_; -1: none
-  // read).
-  int32_t teacher_path = -1;
-  bool teacher_has_offset = false;
-  bool teacher_has_range = false;
-  int64_t teacher_offset = 0;
-  MatrixRange teacher_range;
-  BadDataReason bad = BadDataReason::kNone;
 
   Rxfilename Rx(const std::vector<std::string>& paths) const {
     Rxfilename rx;
@@ -48,15 +36,18 @@ struct KaldiDataSource::Record {
     rx.range = range;
     return rx;
   }
-  Rxfilename TeacherRx(const std::vector<std::string>& paths) const {
-    Rxfilename rx;
-    rx.path = paths[teacher_path];
-    rx.has_offset = teacher_has_offset;
-    rx.offset = teacher_offset;
-    rx.has_range = teacher_has_range;
-    rx.range = teacher_range;
-    return rx;
-  }
+};
+
+struct KaldiDataSource::Record {
+  std::string key;
+  StoredRx feats;  // the features, from feats.scp
+  int64_t scp_line = 0;
+  int32_t speaker = -1;   // index into speakers_
+  int32_t ali_file = -1;  // index into alignment_files_
+  int64_t ali_offset = -1;
+  LabelStore::Handle labels;
+  StoredRx teacher;  // with a teacher scp; path -1: none read
+  BadDataReason bad = BadDataReason::kNone;
 };
 
 // An error that is not bad data (a file that cannot be opened or read, a

@@ -20,10 +20,6 @@ absl::Status KaldiDataSource::ReadTeacherScp() {
   scp_options.base_dir = options_.scp_base_dir;
   ASGD_ASSIGN_OR_RETURN(auto scp,
                         ScpReader::Open(options_.teacher_scp, scp_options));
-  absl::flat_hash_map<std::string, int32_t> path_index;
-  for (int32_t i = 0; i < static_cast<int32_t>(paths_.size()); ++i) {
-    path_index.emplace(paths_[i], i);
-  }
   ScpEntry e;
   while (true) {
     absl::StatusOr<bool> more = scp->Next(&e);
@@ -38,27 +34,20 @@ absl::Status KaldiDataSource::ReadTeacherScp() {
     const auto it = by_key_.find(e.key);
     if (it == by_key_.end()) continue;  // another part's, or not in feats.scp
     Record& r = records_[it->second];
-    if (r.teacher_path >= 0) {
+    if (r.teacher.path >= 0) {
       ASGD_RETURN_IF_ERROR(Reject(
           &r, BadDataError(BadDataReason::kDuplicateKey,
                            {scp->path(), e.line_offset, e.line, e.key},
                            "the key appears again in the teacher scp")));
       continue;
     }
-    const auto [p, added] =
-        path_index.emplace(e.rx.path, static_cast<int32_t>(paths_.size()));
-    if (added) paths_.push_back(e.rx.path);
-    r.teacher_path = p->second;
-    r.teacher_has_offset = e.rx.has_offset;
-    r.teacher_offset = e.rx.offset;
-    r.teacher_has_range = e.rx.has_range;
-    r.teacher_range = e.rx.range;
+    r.teacher = Intern(e.rx);
   }
   for (Record& r : records_) {
-    if (r.bad != BadDataReason::kNone || r.teacher_path >= 0) continue;
+    if (r.bad != BadDataReason::kNone || r.teacher.path >= 0) continue;
     ASGD_RETURN_IF_ERROR(Reject(
         &r, BadDataError(BadDataReason::kMissingTeacher,
-                         {paths_[r.path], r.offset, 0, r.key},
+                         {paths_[r.feats.path], r.feats.offset, 0, r.key},
                          absl::StrCat("feats.scp line ", r.scp_line,
                                       ": no teacher posteriors in ",
                                       options_.teacher_scp))));
@@ -68,7 +57,7 @@ absl::Status KaldiDataSource::ReadTeacherScp() {
 
 absl::Status KaldiDataSource::LoadTeacher(const Record& r,
                                           KaldiUtterance* out) {
-  const Rxfilename rx = r.TeacherRx(paths_);
+  const Rxfilename rx = r.teacher.Rx(paths_);
   ASGD_RETURN_IF_ERROR(reader_.ReadMatrix(rx, r.key, &out->teacher));
   const DataLocation where{rx.path, rx.offset, 0, r.key};
   const Matrix& t = out->teacher;

@@ -27,10 +27,8 @@ EPOCHS=${EPOCHS:-3}
 source scripts/lib.sh
 asgd_build
 mkdir -p "$OUT" "$WORKDIR/logs"
-asgd_corpus "$WORKDIR/corpus"
+asgd_kaldi_corpus "$WORKDIR"
 KALDI="$WORKDIR/kaldi"
-[ -f "$KALDI/heldout/feats.scp" ] ||
-  "$BIN/kaldi/corpus_to_kaldi" --corpus="$WORKDIR/corpus" --out="$KALDI"
 
 MODEL="$WORKDIR/model.mdl"
 CMVN="$WORKDIR/global_cmvn.mat"

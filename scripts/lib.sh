@@ -38,6 +38,14 @@ asgd_corpus() {
   fi
 }
 
+# asgd_kaldi_corpus DIR: the default corpus in DIR/corpus and its Kaldi
+# export (corpus_to_kaldi) in DIR/kaldi, each made unless it is there.
+asgd_kaldi_corpus() {
+  asgd_corpus "$1/corpus"
+  [ -f "$1/kaldi/heldout/feats.scp" ] ||
+    "$BIN/kaldi/corpus_to_kaldi" --corpus="$1/corpus" --out="$1/kaldi"
+}
+
 # asgd_start_servers NUM LOGDIR [server flags...]: starts NUM servers on
 # 127.0.0.1 with free ports and sets $SERVERS to their addresses.
 asgd_start_servers() {

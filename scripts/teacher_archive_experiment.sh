@@ -26,10 +26,8 @@ TEACHER=${TEACHER:-"--teacher_weight=0.5 --teacher_temperature=2"}
 source scripts/lib.sh
 asgd_build
 mkdir -p "$OUT" "$WORKDIR/logs"
-asgd_corpus "$WORKDIR/corpus"
+asgd_kaldi_corpus "$WORKDIR"
 KALDI="$WORKDIR/kaldi"
-[ -f "$KALDI/heldout/feats.scp" ] ||
-  "$BIN/kaldi/corpus_to_kaldi" --corpus="$WORKDIR/corpus" --out="$KALDI"
 CMVN="$WORKDIR/global_cmvn.mat"
 data=(--kaldi_data="$KALDI/train" --kaldi_alignments="$KALDI/train/pdf.ark"
       --kaldi_global_cmvn="$CMVN")

@@ -466,22 +466,29 @@ TEST(PipelineTest, ADeadStageEndsEveryOtherWithAnError) {
   EXPECT_LT(run.answers.size(), batches.size());
 }
 
+// Stage 1 of 2 (layers [1, 2) of a 2-layer plan), minibatches of at most 4
+// rows of 3 values, 5 classes, on 127.0.0.1.
+StageServerOptions SmallStage(int in_flight) {
+  StageServerOptions so;
+  so.host = "127.0.0.1";
+  so.group.stage = 1;
+  so.group.num_stages = 2;
+  so.group.bounds = {0, 1, 2};
+  so.group.layout_fingerprint = "f";
+  so.group.max_rows = 4;
+  so.group.in_flight = in_flight;
+  so.shape.max_rows = 4;
+  so.shape.width = 3;
+  so.shape.num_classes = 5;
+  so.idle_timeout = absl::Seconds(10);
+  return so;
+}
+
 // A hand-written client on one StageServer.
 class StageServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    StageServerOptions so;
-    so.host = "127.0.0.1";
-    so.group.stage = 1;
-    so.group.num_stages = 2;
-    so.group.bounds = {0, 1, 2};
-    so.group.layout_fingerprint = "f";
-    so.group.max_rows = 4;
-    so.group.in_flight = 2;
-    so.shape.max_rows = 4;
-    so.shape.width = 3;
-    so.shape.num_classes = 5;
-    so.idle_timeout = absl::Seconds(10);
+    StageServerOptions so = SmallStage(/*in_flight=*/2);
     group_ = so.group;
     auto server = StageServer::Start(so);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -611,18 +618,7 @@ TEST_F(StageServerTest, OneStreamPerRun) {
 // worker that only verifies its servers (tls_ca, no certificate of its own)
 // still listens, and a token guards the stage's stream.
 TEST(StageSecurityTest, TheTokenGuardsTheStreamAndClientOnlyTlsStillListens) {
-  StageServerOptions so;
-  so.host = "127.0.0.1";
-  so.group.stage = 1;
-  so.group.num_stages = 2;
-  so.group.bounds = {0, 1, 2};
-  so.group.layout_fingerprint = "f";
-  so.group.max_rows = 4;
-  so.group.in_flight = 1;
-  so.shape.max_rows = 4;
-  so.shape.width = 3;
-  so.shape.num_classes = 5;
-  so.idle_timeout = absl::Seconds(10);
+  StageServerOptions so = SmallStage(/*in_flight=*/1);
   so.security.tls_ca = "/nonexistent/ca.pem";  // verifies servers only
   so.security.token = "s3cret-token-0123456789";
   auto server = StageServer::Start(so);
