@@ -201,10 +201,15 @@ aardvark_dir() {
   done
   return 1
 }
-if ! ctr_wait_quiet 5 names_resolve; then
-  dir=$(aardvark_dir) || ctr_fail "the workers' names do not resolve and no aardvark-dns serves ${PROJECT}_default"
-  ctr_say "the workers' names do not resolve on the stack's network; making aardvark-dns reload"
+# dns_reload WHAT: makes the aardvark-dns of this project's network reload.
+dns_reload() {
+  local dir
+  dir=$(aardvark_dir) || ctr_fail "$1, and no aardvark-dns serves ${PROJECT}_default"
+  ctr_say "$1; making aardvark-dns reload"
   kill -HUP "$(cat "$dir/aardvark.pid")"
+}
+if ! ctr_wait_quiet 5 names_resolve; then
+  dns_reload "the workers' names do not resolve on the stack's network"
   ctr_wait "the workers' names to resolve on the stack's network" 20 names_resolve
 fi
 state() { podman inspect --format "{{.State.$2}}" "$(container "$1")"; }
@@ -297,6 +302,52 @@ else
 fi
 
 # Prometheus, through its HTTP API on the published port.
+#
+# The servers keep running, so Prometheus must still scrape them: wait for a
+# successful scrape of each, newer than this point. A scrape that fails is told
+# apart: the server's own endpoint, asked from inside its container, and its name,
+# resolved inside Prometheus's. Podman's DNS server (aardvark-dns 1.4) reloads as
+# containers come and go, and a scrape across a reload has timed out on the name
+# ("context deadline exceeded") while the server answered; then it is made to
+# reload once more, as for the workers above. A server whose endpoint does not
+# answer fails the check.
+servers_scraped() {
+  python3 - "http://127.0.0.1:$prom_port/api/v1/targets" "$1" <<'PY'
+import datetime, json, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
+    targets = json.load(r)["data"]["activeTargets"]
+def when(s):  # RFC 3339 with nanoseconds
+    head, _, frac = s.rstrip("Z").partition(".")
+    frac = frac.split("+")[0].split("-")[0]
+    t = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.timezone.utc)
+    return t.timestamp() + float("0." + (frac or "0"))
+stale = [t["labels"]["instance"] for t in targets
+         if not t["labels"]["instance"].startswith("worker-")
+         and not (t["health"] == "up" and when(t["lastScrape"]) > float(sys.argv[2]))]
+print(" ".join(stale))
+sys.exit(1 if stale else 0)
+PY
+}
+# metrics_answer SERVICE: the status line of the service's /metrics, asked inside it.
+metrics_answer() {
+  timeout -k 2 10 podman exec "$(container "$1")" bash -c \
+    'exec 3<>/dev/tcp/127.0.0.1/9100 && printf "GET /metrics HTTP/1.0\r\n\r\n" >&3 && head -1 <&3'
+}
+scrape_from=$(date +%s)
+if ! ctr_wait_quiet 20 servers_scraped "$scrape_from"; then
+  for s in server-0 server-1; do
+    answer=$(metrics_answer "$s" 2>&1 | tr -d '\r' || true)
+    start=$(date +%s.%N)
+    name=$(timeout -k 2 10 podman exec "$(container prometheus)" getent hosts "$s" 2>&1 || true)
+    took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
+    ctr_say "$s: its /metrics answered '${answer:-nothing}' inside its container;" \
+      "inside Prometheus's, its name resolved to '${name:-nothing}' in $took s"
+  done
+  dns_reload "a server was not scraped in 20 s"
+  scrape_from=$(date +%s)
+  ctr_wait_quiet 20 servers_scraped "$scrape_from" ||
+    problems+=("a server was not scraped in 20 s after aardvark-dns reloaded: $(servers_scraped "$scrape_from" || true)")
+fi
 prom_check=0
 python3 - "http://127.0.0.1:$prom_port" "$clone/deploy/prometheus/prometheus.yml" \
   >"$CTR_LOGS/prometheus-check.txt" 2>&1 <<'PY' || prom_check=$?
