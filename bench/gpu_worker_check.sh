@@ -33,7 +33,7 @@ STAGES=${STAGES:-"tests bench demo overlap seed replay shards lstm server"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has tests; then
 el "gpu tests"
-for t in ${TESTS:-cuda_backend_test cuda_conv_test cuda_lstm_test cuda_resident_test}; do
+for t in ${TESTS:-cuda_backend_test cuda_conv_test cuda_lstm_test cuda_resident_test cuda_replay_test}; do
   timeout 150 $B/$t > $L/10_$t.txt 2>&1; echo "$t rc=$?"
   grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|Failure|means_off" $L/10_$t.txt | head -12
 done

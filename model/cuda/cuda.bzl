@@ -3,7 +3,8 @@
 With a toolkit (@asgd_cuda's CUDA_FOUND, see //third_party/cuda):
   :cuda_backend      the backend, nvcc-compiled objects wrapped in a cc_library
   :libasgd_cuda.so   the plugin the worker dlopens (asgd_worker links no CUDA)
-  :cuda_backend_test, :cuda_conv_test, :cuda_lstm_test
+  :cuda_backend_test, :cuda_conv_test, :cuda_lstm_test, :cuda_resident_test,
+  :cuda_replay_test
                      CPU-vs-CUDA tests (they skip on a machine without a GPU)
 Without one, :cuda_backend_test is a stand-in that reports itself skipped
 with the reason, so test totals say what was not built.
@@ -15,7 +16,9 @@ load("@asgd_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
 # the row-major GEMM), cuda_kernels.cu (the reduction kernels), one file per
 # layer type (cuda_dense.cu, cuda_conv.cu, cuda_lstm.cu, each running the
 # steps of its <kind>_impl.h with CudaExec) and their factory
-# (cuda_layer.cu), and the backend class (cuda_backend.cu). All build sm_80
+# (cuda_layer.cu), the resident model (cuda_resident*.cu), the device replay
+# of delta-pull updates (cuda_replay.cu) and the backend class
+# (cuda_backend.cu). All build sm_80
 # (A100) and sm_90 (H100/H200) machine code plus compute_90 PTX that newer
 # GPUs can JIT-compile. Every object lists every header of the plugin (and
 # the model headers they include) in its srcs, so that a change to one
@@ -32,6 +35,7 @@ _CU_SOURCES = [
     "cuda_lstm",
     "cuda_resident",
     "cuda_resident_model",
+    "cuda_replay",
     "cuda_backend",
 ]
 
@@ -43,12 +47,14 @@ _CU_HEADERS = [
     "cuda_kernels.h",
     "cuda_layer.h",
     "cuda_options.h",
+    "cuda_replay.h",
     "cuda_resident.h",
     "cuda_resident_model.h",
     "cuda_util.h",
     "dense_impl.h",
     "layer_math.h",
     "lstm_impl.h",
+    "replay_impl.h",
     "//common:model_layout.h",
     "//common:status_macros.h",
     "//compression:grad_codec.h",
@@ -56,6 +62,7 @@ _CU_HEADERS = [
     "//model:backend.h",
     "//model:batch_check.h",
     "//model:model_spec.h",
+    "//step:replay_plan.h",
 ]
 
 def _nvcc(src):
@@ -72,6 +79,7 @@ _CUDA_TESTS = [
     "cuda_conv_test",
     "cuda_lstm_test",
     "cuda_resident_test",
+    "cuda_replay_test",
 ]
 
 def asgd_cuda_targets():
@@ -97,7 +105,10 @@ def asgd_cuda_targets():
     native.cc_library(
         name = "cuda_backend",
         srcs = [":" + name + "_o" for name in _CU_SOURCES],
-        hdrs = ["cuda_backend.h"],
+        hdrs = [
+            "cuda_backend.h",
+            "cuda_replay.h",
+        ],
         deps = [
             ":cuda_options",
             "//common:status_macros",
@@ -106,6 +117,7 @@ def asgd_cuda_targets():
             "//model:backend",
             "//model:batch_check",
             "//model:model_spec",
+            "//step:replay_plan",
             "//third_party:absl",
             "@asgd_cuda//:cuda",
         ],
@@ -136,12 +148,17 @@ def asgd_cuda_targets():
                 ":backend_compare",
                 ":cuda_backend",
                 ":cuda_test_util",
+                ":replay_cases",
                 "//model:backend",
                 "//model:cpu_backend",
                 "//model:model_presets",
                 "//model:model_spec",
                 "//model:resident_check",
+                "//compression:grad_codec",
                 "//compression:one_bit_plan",
+                "//step:compressed_apply",
+                "//step:optimizer",
+                "//step:replay_plan",
                 "//third_party:absl",
                 "//third_party:gtest_main",
             ],

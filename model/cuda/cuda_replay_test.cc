@@ -1,0 +1,97 @@
+// DeviceExactCopy (cuda_replay.h) on a GPU against ApplyCompressedRange
+// (step/compressed_apply.h), the host replay's and the server's step: the
+// device copy must equal the host's bit for bit after every update of a
+// sequence, for one-bit, top-k and mixed updates, with and without weight
+// decay; an update that overflows is refused. Skips without a CUDA device
+// (replay_impl_test runs the same pass on the CPU everywhere).
+#include "model/cuda/cuda_replay.h"
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "gtest/gtest.h"
+#include "model/cuda/cuda_test_util.h"
+#include "model/cuda/replay_cases.h"
+#include "step/compressed_apply.h"
+#include "step/optimizer.h"
+
+namespace asgd {
+namespace {
+
+using replay_cases::FirstDifference;
+using replay_cases::MakeUpdate;
+using replay_cases::PlanOf;
+using replay_cases::Sgd;
+using replay_cases::Update;
+using replay_cases::Weights;
+
+std::unique_ptr<DeviceExactCopy> CopyOf(const std::vector<float>& host) {
+  auto copy = DeviceExactCopy::Create(static_cast<int64_t>(host.size()));
+  EXPECT_TRUE(copy.ok()) << copy.status();
+  EXPECT_TRUE((*copy)->Upload(host).ok());
+  return std::move(*copy);
+}
+
+std::vector<float> Download(const DeviceExactCopy& copy) {
+  std::vector<float> host(copy.size());
+  EXPECT_TRUE(copy.Download(absl::MakeSpan(host)).ok());
+  return host;
+}
+
+TEST(CudaReplayTest, SequencesOfUpdatesMatchTheHostBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(11);
+  const int64_t n = 300007;
+  for (float wd : {0.0f, 1e-3f}) {
+    std::vector<float> host = Weights(n, &rng);
+    std::unique_ptr<DeviceExactCopy> device = CopyOf(host);
+    for (int step = 0; step < 12; ++step) {
+      const int kinds = step % 3;  // one-bit, top-k, mixed
+      const Update u = MakeUpdate(n, kinds, &rng);
+      const float lr = 0.01f + 0.001f * step;
+      ApplyCompressedRange(Sgd(lr, wd), u.chunks, 0, n, host.data(), nullptr,
+                           UpdateContext{});
+      const ReplayPlan plan = PlanOf(u);
+      ASSERT_TRUE(device->Replay(plan, lr, wd).ok());
+      EXPECT_EQ(device->last_upload_bytes(), plan.bytes());
+      ASSERT_EQ(FirstDifference(Download(*device), host), -1)
+          << "after update " << step << " (kinds " << kinds << ", wd " << wd
+          << ")";
+    }
+  }
+}
+
+TEST(CudaReplayTest, RefusesOverflowsBadRatesAndOtherSizes) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(12);
+  const int64_t n = 5000;
+  const Update u = MakeUpdate(n, 0, &rng);
+  const ReplayPlan plan = PlanOf(u);
+  std::unique_ptr<DeviceExactCopy> device = CopyOf(std::vector<float>(n, 0.0f));
+  EXPECT_EQ(device->Replay(plan, 1e38f, 0.0f).code(),
+            absl::StatusCode::kDataLoss);
+  const std::vector<float> before = Download(*device);
+  for (float lr : {0.0f, -1.0f, NAN}) {
+    EXPECT_EQ(device->Replay(plan, lr, 0.0f).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(device->Replay(plan, 0.1f, -1.0f).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      device->Replay(PlanOf(MakeUpdate(n - 1, 0, &rng)), 0.1f, 0.0f).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(device->Upload(std::vector<float>(n + 1, 1.0f)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FirstDifference(Download(*device), before), -1)
+      << "a refused call wrote the copy";
+  EXPECT_EQ(DeviceExactCopy::Create(-1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace asgd
