@@ -84,12 +84,6 @@ absl::Status CheckGradientCall(const ModelSpec& spec, int max_rows,
   return absl::OkStatus();
 }
 
-absl::Status RefuseTeacher(const Batch& batch) {
-  if (batch.teacher.empty()) return absl::OkStatus();
-  return absl::UnimplementedError(
-      "teacher-student training runs on the CPU backend (--backend=cpu)");
-}
-
 absl::Status CheckOutputCall(const ModelSpec& spec, int max_rows,
                              int64_t num_params, absl::Span<const float> params,
                              const Batch& batch, int64_t output_size,

@@ -31,11 +31,6 @@ absl::Status CheckGradientCall(const ModelSpec& spec, int max_rows,
                                absl::Span<const float> params,
                                const Batch& batch, absl::Span<float> grad);
 
-// Unimplemented for a batch with a teacher (Batch::teacher), from a backend
-// without a soft-target loss (the CUDA backend's: teacher-student training
-// runs on the CPU backend).
-absl::Status RefuseTeacher(const Batch& batch);
-
 // CheckBatch, and an output of `per_row` values per row (LogPosteriors:
 // output_dim(); Predict: output_frames).
 absl::Status CheckOutputCall(const ModelSpec& spec, int max_rows,

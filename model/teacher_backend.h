@@ -19,7 +19,8 @@
 // LSTM for a DNN student, ...), but a sequence model can teach only a
 // sequence model and a frame model a frame model (the rows must mean the
 // same thing). The student's backend must implement the soft-target loss
-// (the CPU backend does; the CUDA backend refuses such batches).
+// (the CPU and CUDA backends do; a CUDA plugin older than that refuses such
+// batches with Unimplemented).
 //
 // Thread-safety: as the wrapped backends (one thread at a time).
 #ifndef ASGD_MODEL_TEACHER_BACKEND_H_

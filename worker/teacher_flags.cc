@@ -6,16 +6,16 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "model/cpu_backend.h"
+#include "model/backend_factory.h"
 #include "model/model_file.h"
 #include "model/teacher_backend.h"
 
 ABSL_FLAG(std::string, teacher_model, "",
           "Teacher-student training: a saved model (e.g. a larger one trained "
           "before) whose posteriors the worker trains against as well as the "
-          "labels. Its forward pass runs on this worker's CPU; the student "
-          "needs --backend=cpu. Same input rows and classes as the pool's "
-          "model.");
+          "labels. Its forward pass runs on this worker's backend (CPU or "
+          "CUDA, as the student's). Same input rows and classes as the "
+          "pool's model.");
 ABSL_FLAG(std::string, teacher_posteriors, "",
           "Teacher-student training from an archive: an scp of the teacher's "
           "log-posteriors per training utterance (frames x classes, e.g. "
@@ -23,8 +23,8 @@ ABSL_FLAG(std::string, teacher_posteriors, "",
           "the same --kaldi_data), read with the features, so that no "
           "teacher runs on the worker. An utterance without them, or with "
           "rows that are not log-distributions, is bad data (missing_teacher, "
-          "bad_teacher). With --kaldi_data and --backend=cpu; not with "
-          "--teacher_model, nor for multi-frame models.");
+          "bad_teacher). With --kaldi_data; not with --teacher_model, nor "
+          "for multi-frame models.");
 ABSL_FLAG(double, teacher_weight, 0.5,
           "With --teacher_model or --teacher_posteriors: the share of the "
           "soft-target loss, in [0, 1] (the labels' cross-entropy has the "
@@ -64,15 +64,17 @@ absl::Status CheckTeacherFlags(bool kaldi, bool pipeline) {
 }
 
 absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacherFromFlags(
-    std::unique_ptr<ModelBackend> student, int worker_index) {
+    std::unique_ptr<ModelBackend> student, int worker_index,
+    const CudaOptions& cuda) {
   const std::string path = absl::GetFlag(FLAGS_teacher_model);
   const std::string archive = TeacherPosteriorsFlag();
   if (path.empty() && archive.empty()) return student;
   const char* flag = path.empty() ? "--teacher_posteriors" : "--teacher_model";
-  if (student->name() != "cpu") {
+  const std::string backend(student->name());
+  if (backend != "cpu" && backend != "cuda") {
     return absl::UnimplementedError(absl::StrCat(
-        flag, ": teacher-student training runs on the CPU backend "
-        "(--backend=cpu), not ", student->name()));
+        flag, ": teacher-student training runs on the CPU and CUDA backends, "
+        "not ", backend));
   }
   TeacherOptions options;
   options.weight = static_cast<float>(absl::GetFlag(FLAGS_teacher_weight));
@@ -93,8 +95,11 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacherFromFlags(
     return WithTeacherFromData(std::move(student), options);
   }
   ASGD_ASSIGN_OR_RETURN(SavedModel teacher, LoadModel(path));
-  ASGD_ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> teacher_backend,
-                        CreateCpuBackend(teacher.spec, student->max_rows()));
+  // The teacher on the student's backend (and device).
+  std::string note;
+  ASGD_ASSIGN_OR_RETURN(
+      std::unique_ptr<ModelBackend> teacher_backend,
+      CreateBackend(backend, teacher.spec, student->max_rows(), &note, cuda));
   std::printf("worker %d: teacher %s: %s, %lld params; soft-target weight "
               "%g, temperature %g\n",
               worker_index, path.c_str(), DescribeModel(teacher.spec).c_str(),

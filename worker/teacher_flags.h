@@ -15,15 +15,19 @@
 
 #include "absl/status/statusor.h"
 #include "model/backend.h"
+#include "model/cuda/cuda_options.h"
 
 namespace asgd {
 
-// `student` itself without --teacher_model; else the student with the
-// teacher (a CPU backend of the student's rows). Unimplemented for a
-// student backend without the soft-target loss (not "cpu"); the errors of
-// LoadModel and WithTeacher (a teacher that does not fit the pool's model).
+// `student` itself without --teacher_model or --teacher_posteriors; else the
+// student with the teacher (--teacher_model: a backend of the student's kind,
+// "cpu" or "cuda" with `cuda`'s device and math, and rows). Unimplemented for
+// a student backend without the soft-target loss (neither); the errors of
+// LoadModel, CreateBackend and WithTeacher (a teacher that does not fit the
+// pool's model).
 absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacherFromFlags(
-    std::unique_ptr<ModelBackend> student, int worker_index);
+    std::unique_ptr<ModelBackend> student, int worker_index,
+    const CudaOptions& cuda);
 
 // --teacher_posteriors ("" without).
 std::string TeacherPosteriorsFlag();

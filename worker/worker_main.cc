@@ -410,7 +410,7 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> MakeWorkerBackend(
       static_cast<long long>(client.layout().total_size()),
       std::string(backend->name()).c_str(), shape.examples, shape.steps);
   std::fflush(stdout);
-  return WithTeacherFromFlags(std::move(backend), setup.index);
+  return WithTeacherFromFlags(std::move(backend), setup.index, cuda_options);
 }
 
 LoopOptions LoopOptionsFromFlags(const WorkerSetup& setup,

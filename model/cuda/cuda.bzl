@@ -17,7 +17,8 @@ load("@asgd_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
 # layer type (cuda_dense.cu, cuda_conv.cu, cuda_lstm.cu, each running the
 # steps of its <kind>_impl.h with CudaExec) and their factory
 # (cuda_layer.cu), the resident model (cuda_resident*.cu), the device replay
-# of delta-pull updates (cuda_replay.cu) and the backend class
+# of delta-pull updates (cuda_replay.cu), the teacher-student loss
+# (cuda_soft_targets.cu) and the backend class
 # (cuda_backend.cu). All build sm_80
 # (A100) and sm_90 (H100/H200) machine code plus compute_90 PTX that newer
 # GPUs can JIT-compile. Every object lists every header of the plugin (and
@@ -36,6 +37,7 @@ _CU_SOURCES = [
     "cuda_resident",
     "cuda_resident_model",
     "cuda_replay",
+    "cuda_soft_targets",
     "cuda_backend",
 ]
 
@@ -50,9 +52,11 @@ _CU_HEADERS = [
     "cuda_replay.h",
     "cuda_resident.h",
     "cuda_resident_model.h",
+    "cuda_soft_targets.h",
     "cuda_util.h",
     "dense_impl.h",
     "layer_math.h",
+    "loss_impl.h",
     "lstm_impl.h",
     "replay_impl.h",
     "//common:model_layout.h",

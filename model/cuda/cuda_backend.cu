@@ -17,45 +17,22 @@
 #include "model/cuda/cuda_kernels.h"
 #include "model/cuda/cuda_layer.h"
 #include "model/cuda/cuda_resident_model.h"
+#include "model/cuda/cuda_soft_targets.h"
 #include "model/cuda/cuda_util.h"
 
 namespace asgd {
 namespace {
 
+using cuda::CheckDeviceOrdinal;
 using cuda::CreateEvent;
 using cuda::CreateStream;
 using cuda::Cublas;
 using cuda::CudaLayer;
 using cuda::DeviceBuffer;
+using cuda::DeviceCount;
 using cuda::Event;
 using cuda::PinnedHostBuffer;
 using cuda::Stream;
-
-// Device count, or kUnavailable saying why there is none.
-absl::StatusOr<int> DeviceCount() {
-  int count = 0;
-  const cudaError_t error = cudaGetDeviceCount(&count);
-  if (error != cudaSuccess) {
-    cudaGetLastError();  // clear it; the runtime keeps reporting it anyway
-    return absl::UnavailableError(absl::StrCat(
-        "no CUDA device: cudaGetDeviceCount returned ", cudaGetErrorName(error),
-        " (", cudaGetErrorString(error), ")"));
-  }
-  if (count <= 0) {
-    return absl::UnavailableError(
-        "no CUDA device: cudaGetDeviceCount found 0 devices");
-  }
-  return count;
-}
-
-absl::Status CheckDeviceOrdinal(int device) {
-  ASGD_ASSIGN_OR_RETURN(const int count, DeviceCount());
-  if (device < 0 || device >= count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CUDA device ", device, " outside [0, ", count, ") on this machine"));
-  }
-  return absl::OkStatus();
-}
 
 // Host<->device copies move in pieces of at most this many floats (4 MiB), so
 // that the host's memcpy into pinned memory of one piece overlaps the DMA of
@@ -115,7 +92,6 @@ class CudaBackend final : public ModelBackend {
                                               absl::Span<float> grad) override {
     ASGD_RETURN_IF_ERROR(CheckGradientCall(spec_, max_batch_, num_params_,
                                            params, batch, grad));
-    ASGD_RETURN_IF_ERROR(RefuseTeacher(batch));  // no kernel yet
     absl::StatusOr<BatchResult> result = RunGradient(params, batch, grad);
     if (!result.ok()) Drain();
     return result;
@@ -168,7 +144,6 @@ class CudaBackend final : public ModelBackend {
         spec_, max_batch_, num_params_,
         absl::Span<const float>(resident_->model(), num_params_), batch,
         absl::Span<float>(d_grad_.get(), num_params_)));
-    ASGD_RETURN_IF_ERROR(RefuseTeacher(batch));  // no kernel yet
     absl::StatusOr<BatchResult> result =
         RunGradient({}, batch, {}, resident_->model());
     if (!result.ok()) {
@@ -435,6 +410,12 @@ class CudaBackend final : public ModelBackend {
         d_acts_[last].get(), d_labels_.get(), n, spec_.num_classes,
         labelled > 0 ? 1.0f / labelled : 0.0f, dout, d_row_loss_.get(),
         d_row_int_.get(), compute_.get()));
+    if (!batch.teacher.empty()) {  // teacher-student: cuda_soft_targets.h
+      ASGD_RETURN_IF_ERROR(soft_targets_.Run(
+          ctx_, batch, max_batch_, spec_.num_classes, d_acts_[last].get(),
+          d_labels_.get(), labelled > 0 ? 1.0f / labelled : 0.0f, dout,
+          d_row_loss_.get()));
+    }
 
     for (int l = last; l >= 0; --l) {
       // The output layer's "out" is the softmax's input; its activation is
@@ -568,6 +549,7 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer<float> d_delta_, d_delta_prev_;      // [max_batch, widest]
   DeviceBuffer<float> d_row_loss_;                  // [max_batch]
   DeviceBuffer<int32_t> d_row_int_;  // [max_batch]: hits or predictions
+  cuda::SoftTargetPass soft_targets_;  // taught batches
 
   PinnedHostBuffer<float> h_params_, h_grad_;
   PinnedHostBuffer<float> h_inputs_;

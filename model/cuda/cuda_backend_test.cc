@@ -18,6 +18,8 @@
 // that come before the device lookup run.
 #include "model/cuda/cuda_backend.h"
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -27,6 +29,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/backend.h"
+#include "model/cpu_backend.h"
 #include "model/cuda/backend_compare.h"
 #include "model/cuda/cuda_test_util.h"
 
@@ -170,6 +173,59 @@ TEST(CudaBackendTest, UnlabelledBatchesHaveZeroGradientInEveryModel) {
       EXPECT_GE(p, 0);
       EXPECT_LT(p, c.spec.num_classes);
     }
+  }
+}
+
+// Teacher-student batches (soft targets, loss_impl.h): the CUDA backend's
+// gradient and loss against the CPU backend's on the same taught batch, for
+// every model kind, with unlabelled rows among them.
+TEST(CudaBackendTest, TaughtBatchesMatchTheCpuBackendInEveryModel) {
+  SKIP_WITHOUT_CUDA();
+  CudaOptions options;
+  options.math = MathMode::kFp32;
+  for (const KindCase& c : EveryKind()) {
+    SCOPED_TRACE(c.name);
+    KindRun run;
+    StartKind(c, 0.25, 31, &run);
+    if (HasFatalFailure()) return;
+    auto gpu = CreateCudaBackend(c.spec, 64, options);
+    auto cpu = CreateCpuBackend(c.spec, 64);
+    ASSERT_TRUE(gpu.ok() && cpu.ok());
+    // The teacher: log-posteriors of the CPU backend's model with its
+    // parameters scaled, so that it disagrees with the student.
+    std::vector<float> teacher_params = run.params;
+    for (float& v : teacher_params) v *= 1.5f;
+    std::vector<float> teacher(int64_t{run.batch.rows()} * c.spec.num_classes);
+    ASSERT_TRUE((*cpu)
+                    ->LogPosteriors(teacher_params, run.batch.batch(),
+                                    absl::MakeSpan(teacher))
+                    .ok());
+    Batch taught = run.batch.batch();
+    taught.teacher = teacher;
+    taught.teacher_weight = 0.6f;
+    taught.temperature = 2.0f;
+    std::vector<float> want(run.params.size()), got(run.params.size());
+    auto a = (*cpu)->ComputeGradient(run.params, taught, absl::MakeSpan(want));
+    auto b = (*gpu)->ComputeGradient(run.params, taught, absl::MakeSpan(got));
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a->labelled, b->labelled);
+    EXPECT_EQ(a->correct, b->correct);
+    EXPECT_NEAR(a->loss, b->loss, 1e-4 * std::max(1.0, a->loss));
+    float scale = 0, worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::fabs(want[i]));
+      worst = std::max(worst, std::fabs(want[i] - got[i]));
+    }
+    ASSERT_GT(scale, 0.0f);
+    EXPECT_LE(worst, 1e-4f * scale) << "largest |gradient| " << scale;
+    // The soft targets changed the gradient: it is not the labels' alone.
+    std::vector<float> hard(run.params.size());
+    ASSERT_TRUE((*gpu)
+                    ->ComputeGradient(run.params, run.batch.batch(),
+                                      absl::MakeSpan(hard))
+                    .ok());
+    EXPECT_NE(hard, got);
   }
 }
 

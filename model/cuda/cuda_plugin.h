@@ -26,7 +26,8 @@ namespace asgd {
 
 // 4: CudaOptions::conv_block_rows; the plugin computes every layer kind.
 // 5: ModelBackend's resident model (LoadModel .. ReadResidual).
-// 6: Batch::teacher (teacher-student training; refused by the plugin).
+// 6: Batch::teacher (teacher-student training; refused by the plugin until
+//    the soft-target pass, loss_impl.h, with the same ABI).
 // 7: ModelSpec::output_frames (multi-frame models; refused by the plugin).
 inline constexpr int kCudaPluginAbiVersion = 7;
 

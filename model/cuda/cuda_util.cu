@@ -1,6 +1,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "model/cuda/cuda_util.h"
 #include "model/cuda/layer_math.h"
 
@@ -32,6 +33,31 @@ absl::Status CublasError(absl::string_view call, cublasStatus_t status) {
     return absl::ResourceExhaustedError(message);
   }
   return absl::InternalError(message);
+}
+
+absl::StatusOr<int> DeviceCount() {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    cudaGetLastError();  // clear it; the runtime keeps reporting it anyway
+    return absl::UnavailableError(absl::StrCat(
+        "no CUDA device: cudaGetDeviceCount returned ", cudaGetErrorName(error),
+        " (", cudaGetErrorString(error), ")"));
+  }
+  if (count <= 0) {
+    return absl::UnavailableError(
+        "no CUDA device: cudaGetDeviceCount found 0 devices");
+  }
+  return count;
+}
+
+absl::Status CheckDeviceOrdinal(int device) {
+  ASGD_ASSIGN_OR_RETURN(const int count, DeviceCount());
+  if (device < 0 || device >= count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CUDA device ", device, " outside [0, ", count, ") on this machine"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Stream> CreateStream() {

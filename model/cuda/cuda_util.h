@@ -133,6 +133,12 @@ using Event = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
 using Cublas =
     std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
 
+// The number of CUDA devices, or kUnavailable saying why there is none.
+absl::StatusOr<int> DeviceCount();
+// OK when `device` is a device of this machine; kUnavailable without any,
+// InvalidArgument for an ordinal outside [0, DeviceCount()).
+absl::Status CheckDeviceOrdinal(int device);
+
 // A non-blocking stream; an event without timing.
 absl::StatusOr<Stream> CreateStream();
 absl::StatusOr<Event> CreateEvent();
