@@ -101,7 +101,7 @@ class CudaBackend final : public ModelBackend {
                              absl::Span<float> out) override {
     ASGD_RETURN_IF_ERROR(CheckOutputCall(spec_, max_batch_, num_params_,
                                          params, batch, out.size(),
-                                         spec_.num_classes));
+                                         spec_.output_dim()));
     absl::Status status = RunLogPosteriors(params, batch, out);
     if (!status.ok()) Drain();
     return status;
@@ -110,7 +110,8 @@ class CudaBackend final : public ModelBackend {
   absl::Status Predict(absl::Span<const float> params, const Batch& batch,
                        absl::Span<int32_t> out) override {
     ASGD_RETURN_IF_ERROR(CheckOutputCall(spec_, max_batch_, num_params_,
-                                         params, batch, out.size(), 1));
+                                         params, batch, out.size(),
+                                         spec_.output_frames));
     absl::Status status = RunPredict(params, batch, out);
     if (!status.ok()) Drain();
     return status;
@@ -251,6 +252,7 @@ class CudaBackend final : public ModelBackend {
     ASGD_ASSIGN_OR_RETURN(predicted_, CreateEvent());
 
     const int64_t batch = max_batch_;
+    const int64_t heads = batch * spec_.output_frames;  // labels, loss rows
     int64_t widest = spec_.input_dim();
     for (int l = 0; l < layers; ++l) {
       widest = std::max<int64_t>(widest, layers_[l]->out_shape().dim());
@@ -259,7 +261,7 @@ class CudaBackend final : public ModelBackend {
     ASGD_ASSIGN_OR_RETURN(d_grad_, DeviceBuffer<float>::Create(num_params_));
     ASGD_ASSIGN_OR_RETURN(
         d_inputs_, DeviceBuffer<float>::Create(batch * spec_.input_dim()));
-    ASGD_ASSIGN_OR_RETURN(d_labels_, DeviceBuffer<int32_t>::Create(batch));
+    ASGD_ASSIGN_OR_RETURN(d_labels_, DeviceBuffer<int32_t>::Create(heads));
     for (int l = 0; l < layers; ++l) {
       ASGD_ASSIGN_OR_RETURN(
           DeviceBuffer<float> acts,
@@ -270,8 +272,8 @@ class CudaBackend final : public ModelBackend {
                           DeviceBuffer<float>::Create(batch * widest));
     ASGD_ASSIGN_OR_RETURN(d_delta_prev_,
                           DeviceBuffer<float>::Create(batch * widest));
-    ASGD_ASSIGN_OR_RETURN(d_row_loss_, DeviceBuffer<float>::Create(batch));
-    ASGD_ASSIGN_OR_RETURN(d_row_int_, DeviceBuffer<int32_t>::Create(batch));
+    ASGD_ASSIGN_OR_RETURN(d_row_loss_, DeviceBuffer<float>::Create(heads));
+    ASGD_ASSIGN_OR_RETURN(d_row_int_, DeviceBuffer<int32_t>::Create(heads));
 
     ASGD_ASSIGN_OR_RETURN(h_params_,
                           PinnedHostBuffer<float>::Create(num_params_));
@@ -280,10 +282,10 @@ class CudaBackend final : public ModelBackend {
     ASGD_ASSIGN_OR_RETURN(
         h_inputs_, PinnedHostBuffer<float>::Create(batch * spec_.input_dim()));
     ASGD_ASSIGN_OR_RETURN(
-        h_logits_, PinnedHostBuffer<float>::Create(batch * spec_.num_classes));
-    ASGD_ASSIGN_OR_RETURN(h_labels_, PinnedHostBuffer<int32_t>::Create(batch));
-    ASGD_ASSIGN_OR_RETURN(h_row_loss_, PinnedHostBuffer<float>::Create(batch));
-    ASGD_ASSIGN_OR_RETURN(h_row_int_, PinnedHostBuffer<int32_t>::Create(batch));
+        h_logits_, PinnedHostBuffer<float>::Create(heads * spec_.num_classes));
+    ASGD_ASSIGN_OR_RETURN(h_labels_, PinnedHostBuffer<int32_t>::Create(heads));
+    ASGD_ASSIGN_OR_RETURN(h_row_loss_, PinnedHostBuffer<float>::Create(heads));
+    ASGD_ASSIGN_OR_RETURN(h_row_int_, PinnedHostBuffer<int32_t>::Create(heads));
     return absl::OkStatus();
   }
 
@@ -355,11 +357,13 @@ class CudaBackend final : public ModelBackend {
     ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         d_inputs_.get(), h_inputs_.get(), input_floats * sizeof(float),
         cudaMemcpyHostToDevice, copy_.get()));
-    if (with_labels) {
-      std::memcpy(h_labels_.get(), batch.labels.data(), n * sizeof(int32_t));
-      ASGD_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(d_labels_.get(), h_labels_.get(), n * sizeof(int32_t),
-                          cudaMemcpyHostToDevice, copy_.get()));
+    if (with_labels) {  // one per head
+      const size_t bytes = batch.labels.size() * sizeof(int32_t);
+      std::memcpy(h_labels_.get(), batch.labels.data(), bytes);
+      ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_labels_.get(),
+                                                h_labels_.get(), bytes,
+                                                cudaMemcpyHostToDevice,
+                                                copy_.get()));
     }
 
     if (resident != nullptr) {  // the batch must have arrived
@@ -394,7 +398,7 @@ class CudaBackend final : public ModelBackend {
                                           const Batch& batch,
                                           absl::Span<float> grad,
                                           const float* resident = nullptr) {
-    const int n = batch.rows();
+    const int n = batch.rows() * spec_.output_frames;  // heads of the loss
     const int last = num_layers() - 1;
     int labelled = 0;
     for (int32_t label : batch.labels) labelled += label != kNoLabel;
@@ -412,7 +416,8 @@ class CudaBackend final : public ModelBackend {
         d_row_int_.get(), compute_.get()));
     if (!batch.teacher.empty()) {  // teacher-student: cuda_soft_targets.h
       ASGD_RETURN_IF_ERROR(soft_targets_.Run(
-          ctx_, batch, max_batch_, spec_.num_classes, d_acts_[last].get(),
+          ctx_, batch, n, max_batch_ * spec_.output_frames, spec_.num_classes,
+          d_acts_[last].get(),
           d_labels_.get(), labelled > 0 ? 1.0f / labelled : 0.0f, dout,
           d_row_loss_.get()));
     }
@@ -475,7 +480,7 @@ class CudaBackend final : public ModelBackend {
 
   absl::Status RunPredict(absl::Span<const float> params, const Batch& batch,
                           absl::Span<int32_t> out) {
-    const int n = batch.rows();
+    const int n = batch.rows() * spec_.output_frames;  // heads
     const int last = num_layers() - 1;
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
     ASGD_RETURN_IF_ERROR(UploadAndForward(params, batch, false));
@@ -500,7 +505,7 @@ class CudaBackend final : public ModelBackend {
   absl::Status RunLogPosteriors(absl::Span<const float> params,
                                 const Batch& batch, absl::Span<float> out) {
     const int c = spec_.num_classes;
-    const int n = batch.rows();
+    const int n = batch.rows() * spec_.output_frames;  // heads
     const int last = num_layers() - 1;
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
     ASGD_RETURN_IF_ERROR(UploadAndForward(params, batch, false));

@@ -5,7 +5,10 @@
 // in small CUDA kernels. Each layer type's CUDA code sits in its own file
 // behind the internal CudaLayer interface (cuda_layer.h: cuda_dense.cu,
 // cuda_conv.cu, cuda_lstm.cu), driven in order the way model/cpu_backend.cc
-// drives model/layers/.
+// drives model/layers/. The loss as the CPU backend's (model/softmax_loss.h):
+// a multi-frame model's output_frames heads of num_classes logits per row,
+// each with its label, and a taught batch's soft targets
+// (cuda_soft_targets.h, loss_impl.h).
 //
 //   auto backend = CreateCudaBackend(spec, /*max_rows=*/256);
 //   if (!backend.ok()) ...  // kUnavailable when the machine has no CUDA device
@@ -48,6 +51,10 @@
 // layer's steps (dense_impl.h, conv_impl.h, lstm_impl.h: every index, every
 // element-wise op, every GEMM in the column-major form handed to cuBLAS)
 // on the CPU against model/layers/; the device code is then only compiled.
+// The soft targets (loss_impl_test), multi-frame heads and the device replay
+// of delta pulls (replay_impl_test) were added after the last GPU run: their
+// GPU cases (cuda_backend_test's taught and multi-frame cases,
+// cuda_replay_test) have not yet run on a device.
 //
 // Thread-safety: a backend instance owns device buffers, streams and a
 // cuBLAS handle; use it from one thread at a time (one instance per worker

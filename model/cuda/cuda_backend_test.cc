@@ -22,6 +22,7 @@
 #include <cmath>
 #include <memory>
 #include <ostream>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -226,6 +227,73 @@ TEST(CudaBackendTest, TaughtBatchesMatchTheCpuBackendInEveryModel) {
                                       absl::MakeSpan(hard))
                     .ok());
     EXPECT_NE(hard, got);
+  }
+}
+
+// A multi-frame model (output_frames heads of num_classes per row): the
+// CUDA backend's gradient, loss, log-posteriors and predictions against the
+// CPU backend's, on plain and on taught batches.
+TEST(CudaBackendTest, MultiFrameHeadsMatchTheCpuBackend) {
+  SKIP_WITHOUT_CUDA();
+  ModelSpec spec = SpecFor(ShapeAt(1), Activation::kRelu);
+  spec.output_frames = 3;
+  const int rows = 17, k = spec.output_frames, c = spec.num_classes;
+  CudaOptions options;
+  options.math = MathMode::kFp32;
+  auto gpu = CreateCudaBackend(spec, rows, options);
+  auto cpu = CreateCpuBackend(spec, rows);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const std::vector<float> params = CompareParams(spec, 41);
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> inputs(int64_t{rows} * spec.input_dim());
+  for (float& v : inputs) v = normal(rng);
+  std::vector<int32_t> labels(rows * k);
+  for (size_t i = 0; i < labels.size(); ++i) {
+    labels[i] = i % 5 == 2 ? kNoLabel : static_cast<int32_t>(rng() % c);
+  }
+  Batch batch{rows, 1, inputs, labels};
+
+  std::vector<float> want_post(rows * k * c), got_post(rows * k * c);
+  ASSERT_TRUE(
+      (*cpu)->LogPosteriors(params, batch, absl::MakeSpan(want_post)).ok());
+  ASSERT_TRUE(
+      (*gpu)->LogPosteriors(params, batch, absl::MakeSpan(got_post)).ok());
+  float worst = 0;
+  for (size_t i = 0; i < want_post.size(); ++i) {
+    worst = std::max(worst, std::fabs(want_post[i] - got_post[i]));
+  }
+  EXPECT_LE(worst, 1e-4f);
+  std::vector<int32_t> want_pred(rows * k), got_pred(rows * k);
+  ASSERT_TRUE((*cpu)->Predict(params, batch, absl::MakeSpan(want_pred)).ok());
+  ASSERT_TRUE((*gpu)->Predict(params, batch, absl::MakeSpan(got_pred)).ok());
+  int differ = 0;
+  for (size_t i = 0; i < want_pred.size(); ++i)
+    differ += want_pred[i] != got_pred[i];
+  EXPECT_LE(differ, 1) << "of " << want_pred.size() << " heads";
+
+  Batch taught = batch;
+  std::vector<float> teacher = want_post;
+  for (float& v : teacher) v *= 0.5f;  // a flatter, unnormalised teacher
+  taught.teacher = teacher;
+  taught.teacher_weight = 0.4f;
+  taught.temperature = 1.5f;
+  for (const Batch& b : {batch, taught}) {
+    std::vector<float> want(params.size()), got(params.size());
+    auto x = (*cpu)->ComputeGradient(params, b, absl::MakeSpan(want));
+    auto y = (*gpu)->ComputeGradient(params, b, absl::MakeSpan(got));
+    ASSERT_TRUE(x.ok()) << x.status();
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_EQ(x->labelled, y->labelled);
+    EXPECT_NEAR(x->correct, y->correct, 1);
+    EXPECT_NEAR(x->loss, y->loss, 1e-4 * std::max(1.0, x->loss));
+    float scale = 0, err = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::fabs(want[i]));
+      err = std::max(err, std::fabs(want[i] - got[i]));
+    }
+    EXPECT_LE(err, 1e-4f * scale) << (b.teacher.empty() ? "plain" : "taught");
   }
 }
 

@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<CudaLayer>> CreateCudaLayer(
   }
   const FeatureShape in = LayerInputShape(spec, index);
   if (index == num) {
-    return CreateCudaDense(in.dim(), spec.num_classes, Activation::kNone);
+    return CreateCudaDense(in.dim(), spec.output_dim(), Activation::kNone);
   }
   const LayerSpec& layer = spec.layers[index];
   switch (layer.kind) {

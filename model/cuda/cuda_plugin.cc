@@ -8,11 +8,6 @@ namespace {
 absl::StatusOr<std::unique_ptr<asgd::ModelBackend>> Create(
     const asgd::ModelSpec& spec, int max_batch,
     const asgd::CudaOptions& options) {
-  if (spec.output_frames > 1) {
-    // Auto falls back to the CPU backend on Unimplemented.
-    return absl::UnimplementedError(
-        "a multi-frame model (output_frames > 1) runs on the CPU backend");
-  }
   return asgd::CreateCudaBackend(spec, max_batch, options);
 }
 

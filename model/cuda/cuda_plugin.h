@@ -28,7 +28,8 @@ namespace asgd {
 // 5: ModelBackend's resident model (LoadModel .. ReadResidual).
 // 6: Batch::teacher (teacher-student training; refused by the plugin until
 //    the soft-target pass, loss_impl.h, with the same ABI).
-// 7: ModelSpec::output_frames (multi-frame models; refused by the plugin).
+// 7: ModelSpec::output_frames (multi-frame models; refused by the plugin
+//    until its heads were computed, with the same ABI).
 inline constexpr int kCudaPluginAbiVersion = 7;
 
 struct CudaPluginApi {

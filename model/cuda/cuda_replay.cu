@@ -1,3 +1,5 @@
+#include "model/cuda/cuda_replay.h"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -6,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/cuda/cuda_exec.cuh"
-#include "model/cuda/cuda_replay.h"
 #include "model/cuda/cuda_util.h"
 #include "model/cuda/replay_impl.h"
 

@@ -23,12 +23,15 @@ namespace cuda {
 
 class SoftTargetPass {
  public:
-  // Enqueues on ctx.stream, for batch.rows() <= max_rows rows of `classes`
-  // logits with their labels (device), `inv` = 1 / labelled rows: dout and
-  // row_loss as loss_impl.h says. The batch was checked (batch_check.h).
-  absl::Status Run(const Context& ctx, const Batch& batch, int max_rows,
-                   int classes, const float* logits, const int32_t* labels,
-                   float inv, float* dout, float* row_loss);
+  // Enqueues on ctx.stream, for `rows` <= max_rows rows of `classes` logits
+  // (a multi-frame model's heads: batch.rows() x output_frames) with their
+  // labels (device), `inv` = 1 / labelled rows: dout and row_loss as
+  // loss_impl.h says. The batch was checked (batch_check.h): its teacher
+  // holds rows x classes values.
+  absl::Status Run(const Context& ctx, const Batch& batch, int rows,
+                   int max_rows, int classes, const float* logits,
+                   const int32_t* labels, float inv, float* dout,
+                   float* row_loss);
 
  private:
   DeviceBuffer<float> teacher_, scratch_;
