@@ -252,7 +252,8 @@ class CudaBackend final : public ModelBackend {
     ASGD_ASSIGN_OR_RETURN(predicted_, CreateEvent());
 
     const int64_t batch = max_batch_;
-    const int64_t heads = batch * spec_.output_frames;  // labels, loss rows
+    // Heads: one softmax of num_classes per row and output frame.
+    const int64_t heads = batch * spec_.output_frames;
     int64_t widest = spec_.input_dim();
     for (int l = 0; l < layers; ++l) {
       widest = std::max<int64_t>(widest, layers_[l]->out_shape().dim());
@@ -417,9 +418,8 @@ class CudaBackend final : public ModelBackend {
     if (!batch.teacher.empty()) {  // teacher-student: cuda_soft_targets.h
       ASGD_RETURN_IF_ERROR(soft_targets_.Run(
           ctx_, batch, n, max_batch_ * spec_.output_frames, spec_.num_classes,
-          d_acts_[last].get(),
-          d_labels_.get(), labelled > 0 ? 1.0f / labelled : 0.0f, dout,
-          d_row_loss_.get()));
+          d_acts_[last].get(), d_labels_.get(),
+          labelled > 0 ? 1.0f / labelled : 0.0f, dout, d_row_loss_.get()));
     }
 
     for (int l = last; l >= 0; --l) {
@@ -549,16 +549,16 @@ class CudaBackend final : public ModelBackend {
   std::vector<std::unique_ptr<CudaLayer>> layers_;  // hidden, then output
   DeviceBuffer<float> d_params_, d_grad_;           // [num_params]
   DeviceBuffer<float> d_inputs_;                    // [max_batch, input_dim]
-  DeviceBuffer<int32_t> d_labels_;                  // [max_batch]
+  DeviceBuffer<int32_t> d_labels_;                  // [heads]
   std::vector<DeviceBuffer<float>> d_acts_;         // [layer][max_batch, out]
   DeviceBuffer<float> d_delta_, d_delta_prev_;      // [max_batch, widest]
-  DeviceBuffer<float> d_row_loss_;                  // [max_batch]
-  DeviceBuffer<int32_t> d_row_int_;  // [max_batch]: hits or predictions
+  DeviceBuffer<float> d_row_loss_;                  // [heads]
+  DeviceBuffer<int32_t> d_row_int_;  // [heads]: hits or predictions
   cuda::SoftTargetPass soft_targets_;  // taught batches
 
   PinnedHostBuffer<float> h_params_, h_grad_;
   PinnedHostBuffer<float> h_inputs_;
-  PinnedHostBuffer<float> h_logits_;  // [max_batch, num_classes]
+  PinnedHostBuffer<float> h_logits_;  // [heads, num_classes]
   PinnedHostBuffer<int32_t> h_labels_;
   PinnedHostBuffer<float> h_row_loss_;
   PinnedHostBuffer<int32_t> h_row_int_;

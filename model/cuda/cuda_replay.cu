@@ -68,9 +68,7 @@ class CudaExactCopy final : public DeviceExactCopy {
     if (plan.count != count_) {
       return absl::InvalidArgumentError(
           absl::StrCat("device replay of an update of ", plan.count,
-                       " elements on a copy "
-                       "of ",
-                       count_));
+                       " elements on a copy of ", count_));
     }
     float* const device_w = w_.get();
     if (!(lr > 0.0f && std::isfinite(lr)) ||
