@@ -2,8 +2,8 @@
 // servers load as a warm start (asgd_server --init_model) and retrain.
 //
 //   asgd_shrink --model=final.mdl --out=small.mdl --factor=all --rank=256
-//   asgd_shrink --model=final.mdl --out=small.mdl --factor=1,2,output:128 \
-//       --energy=0.6
+//   asgd_shrink --model=final.mdl --out=small.mdl --factor=1,2,output:128
+//       --energy=0.6   (one command line)
 //
 //   asgd_shrink --model=final.mdl --out=pruned.mdl --prune=0.7
 //

@@ -129,7 +129,9 @@ absl::Status GrpcDownstream::Finish() {
   StageBackward extra;
   if (stream_->Read(&extra)) {
     context_.TryCancel();
-    Broken("after the end");
+    // Drains and finishes the cancelled stream; its status is replaced by
+    // what went wrong.
+    Broken("after the end").IgnoreError();
     error_ = absl::InvalidArgumentError(
         absl::StrCat("stage ", options_.group.stage + 1, " at ",
                      options_.address, " answered after the end"));
