@@ -295,7 +295,9 @@ TEST(TensorWireTest, DeltaPullMessages) {
       EXPECT_EQ(got.end_of_pull, want.end_of_pull);
       EXPECT_EQ(got.num_chunks, want.num_chunks);
       EXPECT_EQ(got.lineage, want.lineage);
-      if (want.end_of_pull) EXPECT_EQ(got.lineage, 0xfedcba9876543210u);
+      if (want.end_of_pull) {
+        EXPECT_EQ(got.lineage, 0xfedcba9876543210u);
+      }
     }
   }
 }

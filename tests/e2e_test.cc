@@ -103,7 +103,9 @@ TEST_P(EndToEndTest, TwoServersTwoWorkersLearnTheCorpus) {
     // One push per minibatch, or (background pushes) several minibatches
     // per push.
     EXPECT_LE(results[w]->pushes, results[w]->steps);
-    if (!GetParam().overlap) EXPECT_EQ(results[w]->pushes, results[w]->steps);
+    if (!GetParam().overlap) {
+      EXPECT_EQ(results[w]->pushes, results[w]->steps);
+    }
     total_pushes += results[w]->pushes;
     std::cout << logs[w].str();
   }

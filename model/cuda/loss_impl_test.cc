@@ -92,7 +92,9 @@ TEST(LossImplTest, SoftTargetsMatchTheCpuLoss) {
       double mean = 0;
       for (int i = 0; i < cs.rows; ++i) {
         mean += row_loss[i];
-        if (labels[i] == kNoLabel) EXPECT_EQ(row_loss[i], 0.0f) << i;
+        if (labels[i] == kNoLabel) {
+          EXPECT_EQ(row_loss[i], 0.0f) << i;
+        }
       }
       mean /= labelled;
       EXPECT_NEAR(mean, result.loss, 1e-6 * std::max(1.0, result.loss))

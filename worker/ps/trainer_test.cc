@@ -490,7 +490,9 @@ TEST(TrainerTest, OverlappedPullsNeverKeepTheWorkerWaiting) {
                         base),
               pool.pull_versions_.end())
         << "push " << i << " claims version " << base << ", never pulled";
-    if (i > 0) EXPECT_GE(base, pool.push_bases_[i - 1]);
+    if (i > 0) {
+      EXPECT_GE(base, pool.push_bases_[i - 1]);
+    }
   }
   // Several minibatches were computed on one model while its successor was
   // on the wire (the pull was released only 3 steps later).
@@ -1082,7 +1084,9 @@ TEST_P(EveryModelKindTest, LearnsTheToyTask) {
   }
   auto result = Train(&pool, o);
   ASSERT_TRUE(result.ok()) << result.status();
-  if (o.open_source) EXPECT_EQ(opened, o.warm_start_epochs > 0 ? 2 : 1);
+  if (o.open_source) {
+    EXPECT_EQ(opened, o.warm_start_epochs > 0 ? 2 : 1);
+  }
   EXPECT_EQ(result->steps, 150);
   // Sequence models count only the labelled frames of their chunks.
   EXPECT_GE(result->frames, 150 * 10);
