@@ -267,6 +267,8 @@ class KaldiDataSource {
   absl::Status Load(const Record& record, KaldiUtterance* out);
   // `rx` with its path interned in paths_ (while indexing).
   StoredRx Intern(const Rxfilename& rx);
+  // Where a record's features are, for its bad-data errors.
+  DataLocation FeatsLocation(const Record& record) const;
 
   KaldiDataOptions options_;
   std::vector<std::string> paths_;  // archive paths, interned

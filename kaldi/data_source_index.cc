@@ -57,6 +57,10 @@ StoredRx KaldiDataSource::Intern(const Rxfilename& rx) {
   return stored;
 }
 
+DataLocation KaldiDataSource::FeatsLocation(const Record& r) const {
+  return {paths_[r.feats.path], r.feats.offset, 0, r.key};
+}
+
 absl::Status KaldiDataSource::ReadScp(std::vector<ScpEntry>* first_entries) {
   ScpOptions scp_options;
   scp_options.base_dir = options_.scp_base_dir;
@@ -147,7 +151,7 @@ absl::Status KaldiDataSource::ReadSpeakers() {
     if (r.speaker < 0 && r.bad == BadDataReason::kNone) {
       ASGD_RETURN_IF_ERROR(Reject(
           &r, BadDataError(BadDataReason::kMissingSpeaker,
-                           {paths_[r.feats.path], r.feats.offset, 0, r.key},
+                           FeatsLocation(r),
                            absl::StrCat(utt2spk, " has no speaker for it"))));
     }
   }
@@ -220,8 +224,8 @@ absl::Status KaldiDataSource::ReadCmvn() {
                               speakers_[r.speaker])
                : absl::StrCat("speaker ", speakers_[r.speaker], " (", cmvn_path,
                               " line ", line[r.speaker], "): ", p.message());
-    ASGD_RETURN_IF_ERROR(Reject(
-        &r, BadDataError(reason, {paths_[r.feats.path], r.feats.offset, 0, r.key}, what)));
+    ASGD_RETURN_IF_ERROR(
+        Reject(&r, BadDataError(reason, FeatsLocation(r), what)));
   }
   transforms_ = std::move(transforms);
   return absl::OkStatus();
@@ -304,7 +308,7 @@ absl::Status KaldiDataSource::ReadAlignments() {
     }
     ASGD_RETURN_IF_ERROR(
         Reject(&r, BadDataError(BadDataReason::kMissingAlignment,
-                                {paths_[r.feats.path], r.feats.offset, 0, r.key}, what)));
+                                FeatsLocation(r), what)));
   }
   return absl::OkStatus();
 }

@@ -47,7 +47,7 @@ absl::Status KaldiDataSource::ReadTeacherScp() {
     if (r.bad != BadDataReason::kNone || r.teacher.path >= 0) continue;
     ASGD_RETURN_IF_ERROR(Reject(
         &r, BadDataError(BadDataReason::kMissingTeacher,
-                         {paths_[r.feats.path], r.feats.offset, 0, r.key},
+                         FeatsLocation(r),
                          absl::StrCat("feats.scp line ", r.scp_line,
                                       ": no teacher posteriors in ",
                                       options_.teacher_scp))));

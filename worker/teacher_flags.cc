@@ -96,10 +96,9 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> WithTeacherFromFlags(
   }
   ASGD_ASSIGN_OR_RETURN(SavedModel teacher, LoadModel(path));
   // The teacher on the student's backend (and device).
-  std::string note;
-  ASGD_ASSIGN_OR_RETURN(
-      std::unique_ptr<ModelBackend> teacher_backend,
-      CreateBackend(backend, teacher.spec, student->max_rows(), &note, cuda));
+  ASGD_ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> teacher_backend,
+                        CreateBackend(backend, teacher.spec,
+                                      student->max_rows(), nullptr, cuda));
   std::printf("worker %d: teacher %s: %s, %lld params; soft-target weight "
               "%g, temperature %g\n",
               worker_index, path.c_str(), DescribeModel(teacher.spec).c_str(),

@@ -411,15 +411,14 @@ class CudaBackend final : public ModelBackend {
     // per-row loss and hit.
     float* dout = d_delta_.get();
     float* din = d_delta_prev_.get();
+    const float inv = labelled > 0 ? 1.0f / labelled : 0.0f;
     ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchSoftmaxCrossEntropy(
-        d_acts_[last].get(), d_labels_.get(), n, spec_.num_classes,
-        labelled > 0 ? 1.0f / labelled : 0.0f, dout, d_row_loss_.get(),
-        d_row_int_.get(), compute_.get()));
+        d_acts_[last].get(), d_labels_.get(), n, spec_.num_classes, inv, dout,
+        d_row_loss_.get(), d_row_int_.get(), compute_.get()));
     if (!batch.teacher.empty()) {  // teacher-student: cuda_soft_targets.h
       ASGD_RETURN_IF_ERROR(soft_targets_.Run(
           ctx_, batch, n, max_batch_ * spec_.output_frames, spec_.num_classes,
-          d_acts_[last].get(), d_labels_.get(),
-          labelled > 0 ? 1.0f / labelled : 0.0f, dout, d_row_loss_.get()));
+          d_acts_[last].get(), d_labels_.get(), inv, dout, d_row_loss_.get()));
     }
 
     for (int l = last; l >= 0; --l) {
