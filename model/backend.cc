@@ -160,4 +160,11 @@ absl::Status ModelBackend::ReadResidual(absl::Span<float> out) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<ExactCopy>> ModelBackend::CreateExactCopy(
+    int64_t) {
+  return absl::UnimplementedError(absl::StrCat(
+      "the ", name(), " backend keeps no exact copies of its own (they stay "
+      "in host memory)"));
+}
+
 }  // namespace asgd

@@ -46,6 +46,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compression/one_bit_plan.h"
+#include "model/exact_copy.h"
 #include "model/model_spec.h"
 
 namespace asgd {
@@ -164,6 +165,17 @@ class ModelBackend {
 
   // The residual (model-sized), for checks and tests.
   virtual absl::Status ReadResidual(absl::Span<float> out);
+
+  // ---- Exact copies where the model lives (model/exact_copy.h) ----
+
+  // A copy of `count` floats (zeros) that delta pulls replay on where this
+  // backend computes: the CUDA backend's is in its device's memory, with a
+  // stream of its own. Unimplemented by default (the CPU backend): the
+  // client keeps its copies in host memory. May be called from any thread;
+  // the copy is independent of the backend's other state (its own memory
+  // and stream) and may outlive it.
+  virtual absl::StatusOr<std::unique_ptr<ExactCopy>> CreateExactCopy(
+      int64_t count);
 
  private:
   absl::StatusOr<ResidentState*> State();

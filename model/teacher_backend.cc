@@ -71,6 +71,10 @@ class TeacherBackend final : public ModelBackend {
   absl::Status ReadResidual(absl::Span<float> out) override {
     return student_->ReadResidual(out);
   }
+  absl::StatusOr<std::unique_ptr<ExactCopy>> CreateExactCopy(
+      int64_t count) override {
+    return student_->CreateExactCopy(count);
+  }
 
  private:
   // The batch with the teacher's log-posteriors of its rows: the teacher

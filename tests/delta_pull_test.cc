@@ -5,7 +5,9 @@
 // weight decay, a learning-rate schedule and staleness-scaled steps; it falls
 // back to exact weights (a consistent base) or to plain weights when the log
 // cannot serve it (float32 pushes, a log too small), and servers that cannot
-// answer delta pulls refuse them with INVALID_ARGUMENT.
+// answer delta pulls refuse them with INVALID_ARGUMENT. Copies kept
+// elsewhere (KeepExactCopiesOn: the device replay's pass, run on the host by
+// CreateHostReplayCopy) end bit for bit the same.
 #include <cstring>
 #include <memory>
 #include <string>
@@ -14,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "model/cuda/host_replay_copy.h"
 #include "proto/asgd.grpc.pb.h"
 #include "server/grpc_server.h"
 #include "server/model_options.h"
@@ -150,6 +153,90 @@ TEST_F(DeltaPullTest, ReplayedUpdatesAreExactlyTheServersModel) {
   const double float_bytes = 4.0 * n * 2 * 10;
   EXPECT_LT(a->update_bytes_received(), 0.5 * float_bytes);
   EXPECT_GT(a->update_bytes_received(), 0);
+}
+
+// The same exchange with worker a's copies kept elsewhere, as a GPU worker
+// keeps them on its device: after KeepExactCopiesOn the next pull brings
+// weights, later ones updates only, replayed as plans on the copies; every
+// pull leaves the servers' model, bit for bit.
+TEST_F(DeltaPullTest, CopiesKeptElsewhereAreExactlyTheServersModel) {
+  PoolSettings settings;
+  settings.optimizer.learning_rate = 0.3f;
+  settings.optimizer.weight_decay = 0.01f;
+  settings.staleness_lr_scale = StalenessLrScale::kInverse;
+  Start(settings);
+  auto a = Connect(PushEncoding::kOneBit, 1, /*replay_threads=*/3);
+  auto b = Connect(PushEncoding::kTopK, 2);
+  ASSERT_TRUE(a && b);
+  const int64_t n = a->layout().total_size();
+  std::vector<float> pa(n), pb(n);
+  std::vector<uint64_t> va, vb;
+  ASSERT_TRUE(a->Pull(absl::MakeSpan(pa), &va).ok());  // a host copy first
+  int copies_made = 0;
+  ASSERT_TRUE(a->KeepExactCopiesOn([&](int64_t count) {
+                 ++copies_made;
+                 return CreateHostReplayCopy(count);
+               }).ok());
+  EXPECT_EQ(copies_made, 2);
+  ASSERT_TRUE(b->Pull(absl::MakeSpan(pb), &vb).ok());
+  for (int step = 0; step < 8; ++step) {
+    ASSERT_TRUE(a->Push(Gradient(n, 0.1f + 0.01f * step), va, 1).ok());
+    ASSERT_TRUE(b->Push(Gradient(n, -0.2f + 0.02f * step), vb, 1).ok());
+    ASSERT_TRUE(b->Pull(absl::MakeSpan(pb), &vb).ok());
+    std::fill(pa.begin(), pa.end(), -7.0f);  // all of it comes from the copies
+    ASSERT_TRUE(a->Pull(absl::MakeSpan(pa), &va).ok());
+    ExpectBitEqual(pa, Model(), absl::StrCat("worker a, step ", step));
+  }
+  // Its host copies were dropped: one more weight pull per server.
+  EXPECT_EQ(a->exact_weight_pulls(), 2 * 2);
+  EXPECT_EQ(a->update_pulls(), 2 * 7);
+  EXPECT_GT(a->replay_plan_bytes(), 0);
+  EXPECT_LT(a->replay_plan_bytes(), 4 * n * 7);  // a small part of float32
+  EXPECT_EQ(b->replay_plan_bytes(), 0);
+}
+
+// A factory that fails leaves no copy elsewhere (the client goes on with
+// host copies, from weights); a client without delta pulls keeps none.
+TEST_F(DeltaPullTest, CopiesElsewhereAreAllOrNone) {
+  PoolSettings settings;
+  settings.optimizer.learning_rate = 0.1f;
+  Start(settings);
+  auto a = Connect(PushEncoding::kOneBit, 1);
+  ASSERT_TRUE(a);
+  const int64_t n = a->layout().total_size();
+  std::vector<float> pa(n);
+  std::vector<uint64_t> va;
+  int calls = 0;
+  const absl::Status refused = a->KeepExactCopiesOn(
+      [&](int64_t count) -> absl::StatusOr<std::unique_ptr<ExactCopy>> {
+        if (++calls == 2) return absl::ResourceExhaustedError("no memory");
+        return CreateHostReplayCopy(count);
+      });
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_EQ(calls, 2);
+  ASSERT_TRUE(a->Pull(absl::MakeSpan(pa), &va).ok());
+  ASSERT_TRUE(a->Push(Gradient(n, 0.1f), va, 1).ok());
+  ASSERT_TRUE(a->Pull(absl::MakeSpan(pa), &va).ok());
+  ExpectBitEqual(pa, Model(), "host copies after the refusal");
+  EXPECT_EQ(a->update_pulls(), 2);
+  EXPECT_EQ(a->replay_plan_bytes(), 0);
+  // A copy of the wrong size is refused too.
+  EXPECT_EQ(a->KeepExactCopiesOn([](int64_t count) {
+                 return CreateHostReplayCopy(count + 1);
+               }).code(),
+            absl::StatusCode::kInternal);
+
+  PoolClientOptions o;
+  o.wire_dtype = WireDtype::kBfloat16;  // no delta pulls
+  o.connect_timeout = absl::Seconds(30);
+  auto bf16 = GrpcParamClient::Create(addresses_, o);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ((*bf16)
+                ->KeepExactCopiesOn([](int64_t count) {
+                  return CreateHostReplayCopy(count);
+                })
+                .code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 // Float32 pushes cannot be replayed: a delta pull across one gets weights.

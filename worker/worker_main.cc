@@ -536,6 +536,10 @@ int Run() {
       ShapeOfBatch(*data.train, absl::GetFlag(FLAGS_batch_size));
   auto backend = MakeWorkerBackend(*setup, spec, shape, **client);
   if (!backend.ok()) return Fail(backend.status());
+  if (absl::Status s = ReplayOnDeviceFromFlags(backend->get(), client->get());
+      !s.ok()) {
+    return Fail(s);
+  }
 
   const LoopOptions loop = LoopOptionsFromFlags(*setup, &metrics);
   // Lockstep modes (sync, allreduce): every worker runs the same number of

@@ -65,6 +65,7 @@ _CU_HEADERS = [
     "//compression:one_bit_plan.h",
     "//model:backend.h",
     "//model:batch_check.h",
+    "//model:exact_copy.h",
     "//model:model_spec.h",
     "//step:replay_plan.h",
 ]
@@ -120,6 +121,7 @@ def asgd_cuda_targets():
             "//compression:one_bit_plan",
             "//model:backend",
             "//model:batch_check",
+            "//model:exact_copy",
             "//model:model_spec",
             "//step:replay_plan",
             "//third_party:absl",

@@ -16,6 +16,7 @@
 #include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_kernels.h"
 #include "model/cuda/cuda_layer.h"
+#include "model/cuda/cuda_replay.h"
 #include "model/cuda/cuda_resident_model.h"
 #include "model/cuda/cuda_soft_targets.h"
 #include "model/cuda/cuda_util.h"
@@ -133,6 +134,14 @@ class CudaBackend final : public ModelBackend {
 
   void UnpinHostBuffer(absl::Span<const float> buffer) override {
     if (resident_ != nullptr) resident_->Unpin(buffer);
+  }
+
+  absl::StatusOr<std::unique_ptr<ExactCopy>> CreateExactCopy(
+      int64_t count) override {
+    ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+    ASGD_ASSIGN_OR_RETURN(std::unique_ptr<DeviceExactCopy> copy,
+                          DeviceExactCopy::Create(count));
+    return std::unique_ptr<ExactCopy>(std::move(copy));
   }
 
   absl::StatusOr<BatchResult> AccumulateGradient(const Batch& batch) override {

@@ -38,7 +38,8 @@ absl::Status UploadTable(const std::vector<T>& host, DeviceBuffer<T>* device,
 
 class CudaExactCopy final : public DeviceExactCopy {
  public:
-  explicit CudaExactCopy(cuda::Stream stream) : stream_(std::move(stream)) {}
+  CudaExactCopy(int device, cuda::Stream stream)
+      : device_(device), stream_(std::move(stream)) {}
 
   absl::Status Init(int64_t count) {
     ASGD_RETURN_IF_ERROR(Fit(&flag_, 1));
@@ -56,11 +57,13 @@ class CudaExactCopy final : public DeviceExactCopy {
 
   absl::Status Upload(absl::Span<const float> host) override {
     ASGD_RETURN_IF_ERROR(CheckSize(host.size()));
+    ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     return Copy(w_.get(), host.data(), cudaMemcpyHostToDevice);
   }
 
   absl::Status Download(absl::Span<float> host) const override {
     ASGD_RETURN_IF_ERROR(CheckSize(host.size()));
+    ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     return Copy(host.data(), w_.get(), cudaMemcpyDeviceToHost);
   }
 
@@ -79,6 +82,7 @@ class CudaExactCopy final : public DeviceExactCopy {
     if (plan.num_groups() < 0) {
       return absl::InvalidArgumentError("device replay of an unbuilt plan");
     }
+    ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     cudaStream_t s = stream_.get();
     last_upload_bytes_ = 0;
     int64_t* const up = &last_upload_bytes_;
@@ -138,6 +142,7 @@ class CudaExactCopy final : public DeviceExactCopy {
     return absl::OkStatus();
   }
 
+  const int device_;  // made current by every call (any thread may call)
   cuda::Stream stream_;
   int64_t count_ = 0;
   DeviceBuffer<float> w_;
@@ -156,8 +161,10 @@ absl::StatusOr<std::unique_ptr<DeviceExactCopy>> DeviceExactCopy::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("a device copy of ", count, " elements"));
   }
+  int device = 0;
+  ASGD_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   ASGD_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::CreateStream());
-  auto copy = std::make_unique<CudaExactCopy>(std::move(stream));
+  auto copy = std::make_unique<CudaExactCopy>(device, std::move(stream));
   ASGD_RETURN_IF_ERROR(copy->Init(count));
   return copy;
 }

@@ -8,11 +8,11 @@
 // bit; cuda_replay_test checks it on a GPU against ApplyCompressedRange, and
 // replay_impl_test checks the same pass on the CPU on every machine.
 //
-// Internal to the plugin so far: the piece that the worker's device-resident
-// exact copy (the backend holding the delta receiver's copy) is to be built
-// on; nothing in the worker uses it yet.
-//
-// Thread-safety: one thread at a time.
+// The CUDA backend's CreateExactCopy makes these (model/exact_copy.h): the
+// worker's parameter client then keeps its copy of each server's slice on
+// the device (--replay_on_device). A copy remembers its device and makes it
+// current in each call, so any thread may use it (the client's pull
+// threads), one at a time.
 #ifndef ASGD_MODEL_CUDA_CUDA_REPLAY_H_
 #define ASGD_MODEL_CUDA_CUDA_REPLAY_H_
 
@@ -22,37 +22,25 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "model/exact_copy.h"
 #include "step/replay_plan.h"
 
 namespace asgd {
 
-class DeviceExactCopy {
+class DeviceExactCopy : public ExactCopy {
  public:
   // A copy of `count` elements (zeros) on the current device, with a stream
   // of its own. InvalidArgument for a negative count; ResourceExhausted when
   // the device memory runs out.
   static absl::StatusOr<std::unique_ptr<DeviceExactCopy>> Create(int64_t count);
-  virtual ~DeviceExactCopy() = default;
 
-  virtual int64_t size() const = 0;
   // The copy in device memory (size() floats), for the kernels that use it.
   virtual float* device_data() = 0;
 
-  // Weights from a pull: `host` (size() floats) becomes the copy.
-  virtual absl::Status Upload(absl::Span<const float> host) = 0;
-  // The copy into `host` (size() floats): for a save, an evaluation, a check.
-  virtual absl::Status Download(absl::Span<float> host) const = 0;
-
-  // Replays `plan` (plan.count == size()) with learning rate `lr` and weight
-  // decay `wd`, as DeltaReceiver replays an update: both finite, lr > 0,
-  // wd >= 0, else InvalidArgument with nothing written. Returns when the
-  // copy is updated. DataLoss when an element it wrote is NaN or beyond
-  // kMaxMagnitude: the copy is then lost (pull weights again), as on the
-  // host. A CUDA error as cuda_util.h's CudaError says.
-  virtual absl::Status Replay(const ReplayPlan& plan, float lr, float wd) = 0;
-
-  // Bytes uploaded by the last Replay (the plan's tables).
-  virtual int64_t last_upload_bytes() const = 0;
+  // ExactCopy (model/exact_copy.h) on the device: Upload and Download
+  // copy through the copy's stream; Replay uploads the plan's tables and
+  // returns when the copy is updated; a CUDA error is returned as
+  // cuda_util.h's CudaError says.
 };
 
 }  // namespace asgd

@@ -2,20 +2,25 @@
 // (step/compressed_apply.h), the host replay's and the server's step: the
 // device copy must equal the host's bit for bit after every update of a
 // sequence, for one-bit, top-k and mixed updates, with and without weight
-// decay; an update that overflows is refused. Skips without a CUDA device
-// (replay_impl_test runs the same pass on the CPU everywhere).
+// decay; an update that overflows is refused; the backend's copies
+// (CreateExactCopy, what --replay_on_device uses) replay on a thread that is
+// not the backend's. Skips without a CUDA device (replay_impl_test runs the
+// same pass on the CPU everywhere).
 #include "model/cuda/cuda_replay.h"
 
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
+#include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_test_util.h"
+#include "model/model_spec.h"
 #include "model/cuda/replay_cases.h"
 #include "step/compressed_apply.h"
 #include "step/optimizer.h"
@@ -91,6 +96,45 @@ TEST(CudaReplayTest, RefusesOverflowsBadRatesAndOtherSizes) {
       << "a refused call wrote the copy";
   EXPECT_EQ(DeviceExactCopy::Create(-1).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The copies the worker's pull threads replay on: made by the backend on
+// its device, used from other threads, while the backend itself trains.
+TEST(CudaReplayTest, TheBackendsCopiesReplayOnOtherThreads) {
+  SKIP_WITHOUT_CUDA();
+  ModelSpec spec;
+  spec.feature_dim = 8;
+  spec.num_classes = 4;
+  spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
+  auto backend = CreateCudaBackend(spec, 16, CudaOptions{});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  std::mt19937 rng(13);
+  const int64_t n = 100003;
+  for (int copy_index = 0; copy_index < 2; ++copy_index) {
+    auto made = (*backend)->CreateExactCopy(n);
+    ASSERT_TRUE(made.ok()) << made.status();
+    std::unique_ptr<ExactCopy> copy = *std::move(made);
+    ASSERT_EQ(copy->size(), n);
+    std::vector<float> host = Weights(n, &rng);
+    std::vector<Update> updates;
+    for (int step = 0; step < 4; ++step) {
+      updates.push_back(MakeUpdate(n, step % 3, &rng));
+    }
+    std::vector<float> from_device(n);
+    std::thread puller([&] {
+      ASSERT_TRUE(copy->Upload(host).ok());
+      for (size_t u = 0; u < updates.size(); ++u) {
+        ASSERT_TRUE(copy->Replay(PlanOf(updates[u]), 0.02f, 1e-4f).ok());
+      }
+      ASSERT_TRUE(copy->Download(absl::MakeSpan(from_device)).ok());
+    });
+    puller.join();
+    for (const Update& u : updates) {
+      ApplyCompressedRange(Sgd(0.02f, 1e-4f), u.chunks, 0, n, host.data(),
+                           nullptr, UpdateContext{});
+    }
+    EXPECT_EQ(FirstDifference(from_device, host), -1) << "copy " << copy_index;
+  }
 }
 
 }  // namespace

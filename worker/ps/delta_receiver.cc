@@ -7,6 +7,7 @@
 #include "compression/grad_codec.h"
 #include "step/compressed_apply.h"
 #include "step/optimizer.h"
+#include "step/replay_plan.h"
 
 namespace asgd {
 namespace {
@@ -22,13 +23,17 @@ absl::Status NonFiniteCopy() {
 DeltaReceiver::DeltaReceiver(const ModelLayout* layout, FlatRange range,
                              int64_t max_chunk_elements,
                              int64_t max_compressed_elements, float* copy,
-                             std::optional<uint64_t> held, PartRunner* runner)
+                             std::optional<uint64_t> held, PartRunner* runner,
+                             ExactCopy* device)
     : layout_(layout),
       range_(range),
       max_chunk_elements_(max_chunk_elements),
       max_compressed_elements_(max_compressed_elements),
       copy_(copy),
-      runner_(runner != nullptr && runner->parts() > 1 ? runner : nullptr),
+      runner_(device == nullptr && runner != nullptr && runner->parts() > 1
+                  ? runner
+                  : nullptr),
+      device_(device),
       at_(held) {}
 
 absl::Status DeltaReceiver::Add(const PullMessage& msg) {
@@ -73,9 +78,7 @@ absl::Status DeltaReceiver::Add(const PullMessage& msg) {
         " elements of the previous update"));
   }
   if (weights_.has_value() && !weights_done_) {
-    absl::Status s = weights_->Finish(weights_->chunks_received());
-    if (!s.ok()) return absl::DataLossError(s.message());
-    weights_done_ = true;
+    ASGD_RETURN_IF_ERROR(FinishWeights());
     at_ = msg.update.version() - 1;  // the weights' version
   }
   if (!at_.has_value()) {
@@ -107,6 +110,8 @@ absl::Status DeltaReceiver::Add(const PullMessage& msg) {
   absl::StatusOr<Optimizer> step = Optimizer::Create(options);
   if (!step.ok()) return absl::DataLossError(step.status().message());
   step_.emplace(*step);
+  lr_ = lr;
+  wd_ = wd;
   update_chunks_left_ = msg.update.num_chunks();
   next_offset_ = 0;
   if (update_chunks_left_ == 0) {  // an update that changed nothing
@@ -142,7 +147,7 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
     }
     bytes = scratch_;
   }
-  if (runner_ != nullptr) {  // kept until the update is complete
+  if (keeps_chunks()) {  // kept until the update is complete
     kept_bytes_.emplace_back(bytes.data(), bytes.size());
     bytes = kept_bytes_.back();
   }
@@ -163,7 +168,7 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
         parsed->count, " ", GradEncodingName(parsed->encoding),
         " elements; the slice has ", range_.size() - next_offset_, " left"));
   }
-  if (runner_ != nullptr) {
+  if (keeps_chunks()) {
     kept_.push_back(*parsed);
   } else {
     const ApplyStats stats = ApplyCompressedRange(
@@ -181,7 +186,11 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
           "delta pull update ", at_version_pending_, " covers ", next_offset_,
           " of ", range_.size(), " elements"));
     }
-    if (runner_ != nullptr) ASGD_RETURN_IF_ERROR(ReplayKept());
+    if (device_ != nullptr) {
+      ASGD_RETURN_IF_ERROR(ReplayOnDevice());
+    } else if (runner_ != nullptr) {
+      ASGD_RETURN_IF_ERROR(ReplayKept());
+    }
     at_ = at_version_pending_;
     ++updates_;
   }
@@ -208,14 +217,31 @@ absl::Status DeltaReceiver::ReplayKept() {
   return absl::OkStatus();
 }
 
+absl::Status DeltaReceiver::ReplayOnDevice() {
+  ReplayPlanBuilder builder;
+  for (const CompressedChunk& chunk : kept_) builder.Add(chunk);
+  kept_.clear();
+  kept_bytes_.clear();
+  const ReplayPlan plan = builder.Take();
+  plan_bytes_ += plan.bytes();
+  // Non-finite: DataLoss, as on the host; the rate and decay were checked.
+  return device_->Replay(plan, lr_, wd_);
+}
+
+absl::Status DeltaReceiver::FinishWeights() {
+  absl::Status s = weights_->Finish(weights_->chunks_received());
+  if (!s.ok()) return absl::DataLossError(s.message());
+  weights_done_ = true;
+  if (device_ == nullptr) return absl::OkStatus();
+  return device_->Upload(absl::MakeConstSpan(copy_, range_.size()));
+}
+
 absl::Status DeltaReceiver::Finish(uint64_t version, uint64_t num_chunks) {
   if (update_chunks_left_ > 0) {
     return absl::DataLossError("a delta pull ended inside an update");
   }
   if (weights_.has_value() && !weights_done_) {
-    absl::Status s = weights_->Finish(weights_->chunks_received());
-    if (!s.ok()) return absl::DataLossError(s.message());
-    weights_done_ = true;
+    ASGD_RETURN_IF_ERROR(FinishWeights());
     at_ = version;  // weights, no updates
   }
   if (num_chunks != static_cast<uint64_t>(chunks_)) {

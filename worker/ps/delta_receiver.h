@@ -16,7 +16,15 @@
 // On any error the copy is partly updated: the caller must treat it as lost
 // (pull weights again).
 //
-// With a PartRunner of more than one part, an update's chunks are checked as
+// On a copy kept where the model lives (an ExactCopy, model/exact_copy.h:
+// the device's memory), weights are assembled in the host buffer `copy` and
+// uploaded once complete; each update's chunks are checked as they arrive
+// and kept, and the complete update goes to the copy as a ReplayPlan
+// (step/replay_plan.h), replayed there with the same arithmetic: the copy
+// ends bit for bit the same. `copy` then holds the last weights received
+// (not the updates): the caller downloads the copy at the end.
+//
+// With a PartRunner of more than one part (host copies), an update's chunks are checked as
 // they arrive and kept (their encoded bytes: at most the slice's compressed
 // size), and the whole update is replayed once its last chunk arrived, the
 // slice split into the runner's parts, each replayed by one thread. Every
@@ -41,6 +49,7 @@
 #include "common/model_layout.h"
 #include "common/tensor_messages.h"
 #include "compression/grad_codec.h"
+#include "model/exact_copy.h"
 #include "step/optimizer.h"
 #include "worker/ps/part_runner.h"
 
@@ -48,15 +57,17 @@ namespace asgd {
 
 class DeltaReceiver {
  public:
-  // `copy` holds range.size() floats; `held` is the version it holds
+  // `copy` holds range.size() floats: the copy, or with `device` the host
+  // buffer weights are assembled in. `held` is the version the copy holds
   // exactly, if any. `max_chunk_elements` bounds the weight chunks,
   // `max_compressed_elements` the compressed ones. `runner` (may be null:
-  // each chunk is replayed on arrival by the calling thread) must outlive the
-  // receiver.
+  // each chunk is replayed on arrival by the calling thread; unused with
+  // `device`) and `device` (null: the copy is `copy`; else of range.size()
+  // floats) must outlive the receiver.
   DeltaReceiver(const ModelLayout* layout, FlatRange range,
                 int64_t max_chunk_elements, int64_t max_compressed_elements,
                 float* copy, std::optional<uint64_t> held,
-                PartRunner* runner = nullptr);
+                PartRunner* runner = nullptr, ExactCopy* device = nullptr);
 
   // One message of the reply (not the end-of-pull message): a weight chunk,
   // an update's header or one of its chunks. DataLoss saying what was wrong.
@@ -70,11 +81,19 @@ class DeltaReceiver {
   int64_t updates_applied() const { return updates_; }
   // Bytes of compressed update chunks received.
   int64_t update_bytes() const { return update_bytes_; }
+  // With `device`: bytes of the replay plans handed to it.
+  int64_t plan_bytes() const { return plan_bytes_; }
 
  private:
   absl::Status AddUpdateChunk(const TensorChunkView& chunk);
   // With a runner: replays the kept chunks of the update just completed.
   absl::Status ReplayKept();
+  // With `device`: the kept chunks of the update just completed, as a plan.
+  absl::Status ReplayOnDevice();
+  // The weights are complete: checks them (and uploads them to `device`).
+  absl::Status FinishWeights();
+  // Whether the update's chunks are kept until its last one.
+  bool keeps_chunks() const { return runner_ != nullptr || device_ != nullptr; }
 
   const ModelLayout* const layout_;
   const FlatRange range_;
@@ -82,6 +101,7 @@ class DeltaReceiver {
   const int64_t max_compressed_elements_;
   float* const copy_;
   PartRunner* const runner_;  // null or one part: replay on arrival
+  ExactCopy* const device_;   // null: the copy is copy_
   // The version the copy is at after what arrived so far (unset: weights
   // are expected first).
   std::optional<uint64_t> at_;
@@ -89,14 +109,16 @@ class DeltaReceiver {
   bool weights_done_ = false;
   // The update being received (while update_chunks_left_ > 0): its step.
   std::optional<Optimizer> step_;
+  float lr_ = 0.0f, wd_ = 0.0f;  // its rate and decay
   uint64_t update_chunks_left_ = 0;
   uint64_t at_version_pending_ = 0;  // the version the update makes
   int64_t next_offset_ = 0;
   int64_t chunks_ = 0;  // messages with a TensorChunk
   int64_t updates_ = 0;
   int64_t update_bytes_ = 0;
+  int64_t plan_bytes_ = 0;
   std::string scratch_;  // a chunk whose bytes straddle slices
-  // With a runner: the current update's chunks, viewing kept_bytes_ (a deque:
+  // With a runner or `device`: the current update's chunks, viewing kept_bytes_ (a deque:
   // its strings never move).
   std::deque<std::string> kept_bytes_;
   std::vector<CompressedChunk> kept_;

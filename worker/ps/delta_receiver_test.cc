@@ -1,8 +1,9 @@
 // DeltaReceiver against well-formed and hostile delta-pull replies: updates
 // replayed exactly as a plain float32 step on the decoded gradient, weights
 // then updates, and every malformed sequence refused with DataLoss; each
-// replayed on the reading thread and split over a PartRunner's threads,
-// which give the same bits.
+// replayed on the reading thread, split over a PartRunner's threads, and on
+// a copy kept elsewhere (an ExactCopy: the device replay's pass, run on the
+// host by CreateHostReplayCopy), which all give the same bits.
 #include "worker/ps/delta_receiver.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "compression/grad_codec.h"
 #include "gtest/gtest.h"
+#include "model/cuda/host_replay_copy.h"
 #include "worker/ps/part_runner.h"
 
 namespace asgd {
@@ -22,15 +24,26 @@ namespace {
 
 constexpr int64_t kSize = 48;  // one tensor of 6 x 8, one server
 
-// The parameter: the parts of the replay (1: on the reading thread).
+// The parameter: the parts of the replay (1: on the reading thread), or
+// kElsewhere: on an ExactCopy.
+constexpr int kElsewhere = 0;
+
 class DeltaReceiverTest : public ::testing::TestWithParam<int> {
  protected:
   DeltaReceiverTest()
       : layout_(*ModelLayout::Create({{"w", {6, 8}}}, 1, 1)),
         range_(layout_.ServerRange(0)),
-        runner_(GetParam()) {
+        runner_(std::max(GetParam(), 1)) {
     copy_.resize(kSize);
     for (int64_t i = 0; i < kSize; ++i) copy_[i] = 0.01f * (i - 20);
+  }
+
+  // The copy after the reply: copy_, or the ExactCopy's values.
+  std::vector<float> Copy() {
+    if (device_ == nullptr) return copy_;
+    std::vector<float> out(kSize);
+    EXPECT_TRUE(device_->Download(absl::MakeSpan(out)).ok());
+    return out;
   }
 
   // A one-bit chunk of elements [begin, begin + count) of a gradient, and
@@ -75,15 +88,26 @@ class DeltaReceiverTest : public ::testing::TestWithParam<int> {
     return m;
   }
 
+  // Elsewhere, the copy holds copy_ and weights land in staging_.
   std::unique_ptr<DeltaReceiver> Receiver(std::optional<uint64_t> held) {
+    if (GetParam() != kElsewhere) {
+      return std::make_unique<DeltaReceiver>(&layout_, range_, 16, 1 << 20,
+                                             copy_.data(), held, &runner_);
+    }
+    device_ = *CreateHostReplayCopy(kSize);
+    EXPECT_TRUE(device_->Upload(copy_).ok());
+    staging_.assign(kSize, -1.0f);
     return std::make_unique<DeltaReceiver>(&layout_, range_, 16, 1 << 20,
-                                           copy_.data(), held, &runner_);
+                                           staging_.data(), held, &runner_,
+                                           device_.get());
   }
 
   ModelLayout layout_;
   FlatRange range_;
   PartRunner runner_;
   std::vector<float> copy_;
+  std::unique_ptr<ExactCopy> device_;  // kElsewhere
+  std::vector<float> staging_;         // kElsewhere
 };
 
 TEST_P(DeltaReceiverTest, ReplaysUpdatesAsAPlainStep) {
@@ -110,8 +134,17 @@ TEST_P(DeltaReceiverTest, ReplaysUpdatesAsAPlainStep) {
   EXPECT_FALSE(r->received_weights());
   EXPECT_EQ(r->update_bytes(),
             static_cast<int64_t>(a.size() + b.size() + c.size()));
+  const std::vector<float> copy = Copy();
   for (int64_t i = 0; i < kSize; ++i) {
-    EXPECT_EQ(copy_[i], want[i]) << "element " << i;
+    EXPECT_EQ(copy[i], want[i]) << "element " << i;
+  }
+  if (GetParam() == kElsewhere) {
+    // Two plans of six groups of 8 (7 starts, 12 levels, 6 origins, 6
+    // bytes of bits); the empty step has none.
+    EXPECT_EQ(r->plan_bytes(), 2 * (7 * 8 + 12 * 4 + 6 * 8 + 6));
+    EXPECT_EQ(staging_, std::vector<float>(kSize, -1.0f));  // no weights
+  } else {
+    EXPECT_EQ(r->plan_bytes(), 0);
   }
 }
 
@@ -130,7 +163,8 @@ TEST_P(DeltaReceiverTest, WeightsThenUpdates) {
   ASSERT_TRUE(r->Add(Chunk(u, 0)).ok());
   ASSERT_TRUE(r->Finish(5, 4).ok());
   EXPECT_TRUE(r->received_weights());
-  for (int64_t i = 0; i < kSize; ++i) EXPECT_EQ(copy_[i], 0.5f - 0.5f * g[i]);
+  const std::vector<float> copy = Copy();
+  for (int64_t i = 0; i < kSize; ++i) EXPECT_EQ(copy[i], 0.5f - 0.5f * g[i]);
 }
 
 TEST_P(DeltaReceiverTest, RefusesMalformedReplies) {
@@ -208,15 +242,18 @@ TEST_P(DeltaReceiverTest, RefusesMalformedReplies) {
   EXPECT_EQ(r->Finish(8, 2).code(), absl::StatusCode::kDataLoss);
 }
 
-INSTANTIATE_TEST_SUITE_P(Parts, DeltaReceiverTest, ::testing::Values(1, 3),
+INSTANTIATE_TEST_SUITE_P(Parts, DeltaReceiverTest,
+                         ::testing::Values(1, 3, kElsewhere),
                          [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 1 ? std::string("OnArrival")
-                                                  : "InParts";
+                           return info.param == 1   ? std::string("OnArrival")
+                                  : info.param == 3 ? "InParts"
+                                                    : "OnAnExactCopy";
                          });
 
 // A larger slice, 1-bit and top-k updates (dense and sparse top-k paths),
-// chunk edges that fall inside parts: the replay in 2, 3 and 4 parts leaves
-// the same bits as on the reading thread.
+// chunk edges that fall inside parts: the replay in 2, 3 and 4 parts, and
+// the replay of plans on an ExactCopy, leave the same bits as on the
+// reading thread.
 TEST(DeltaReceiverPartsTest, PartsLeaveTheSameBitsAsOneThread) {
   constexpr int64_t n = 10007;
   const ModelLayout layout = *ModelLayout::Create({{"w", {n}}}, 1, 1);
@@ -249,10 +286,11 @@ TEST(DeltaReceiverPartsTest, PartsLeaveTheSameBitsAsOneThread) {
   std::vector<float> initial(n);
   for (int64_t i = 0; i < n; ++i) initial[i] = 0.001f * (i % 97) - 0.05f;
 
-  auto replay = [&](PartRunner* runner) {
+  auto replay = [&](PartRunner* runner, ExactCopy* device = nullptr) {
     std::vector<float> copy = initial;
+    if (device != nullptr) EXPECT_TRUE(device->Upload(initial).ok());
     DeltaReceiver r(&layout, layout.ServerRange(0), 1024, 1 << 20,
-                    copy.data(), 20, runner);
+                    copy.data(), 20, runner, device);
     uint64_t chunks = 0;
     for (size_t u = 0; u < updates.size(); ++u) {
       PullMessage h;
@@ -277,6 +315,11 @@ TEST(DeltaReceiverPartsTest, PartsLeaveTheSameBitsAsOneThread) {
     }
     EXPECT_TRUE(r.Finish(20 + updates.size(), chunks).ok());
     EXPECT_EQ(r.updates_applied(), static_cast<int64_t>(updates.size()));
+    if (device != nullptr) {
+      EXPECT_GT(r.plan_bytes(), 0);
+      EXPECT_EQ(copy, initial);  // the updates went to the device only
+      EXPECT_TRUE(device->Download(absl::MakeSpan(copy)).ok());
+    }
     return copy;
   };
   const std::vector<float> serial = replay(nullptr);
@@ -289,6 +332,10 @@ TEST(DeltaReceiverPartsTest, PartsLeaveTheSameBitsAsOneThread) {
     EXPECT_EQ(std::memcmp(split.data(), serial.data(), n * sizeof(float)), 0)
         << parts << " parts";
   }
+  std::unique_ptr<ExactCopy> device = *CreateHostReplayCopy(n);
+  PartRunner unused(3);  // a copy elsewhere replays there, not in parts
+  const std::vector<float> elsewhere = replay(&unused, device.get());
+  EXPECT_EQ(std::memcmp(elsewhere.data(), serial.data(), n * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -342,6 +342,45 @@ absl::Status GrpcParamClient::Configure(
   return absl::OkStatus();
 }
 
+absl::Status GrpcParamClient::KeepExactCopiesOn(
+    const ExactCopyFactory& factory) {
+  if (!use_delta_) {
+    return absl::UnimplementedError(
+        "exact copies are kept for delta pulls, and this client does not "
+        "ask for them (float32 pulls with --delta_pulls)");
+  }
+  absl::Status status;
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    Server& server = *servers_[s];
+    if (!server.delta) continue;
+    absl::MutexLock lock(&server.pull_mu);
+    DeltaCopy& copy = server.copy;
+    copy.version.reset();  // the next pull sends weights
+    copy.values = std::vector<float>();
+    copy.device.reset();
+    if (!status.ok()) continue;  // drop the rest too
+    const int64_t count = layout_.ServerRange(static_cast<int>(s)).size();
+    absl::StatusOr<std::unique_ptr<ExactCopy>> made = factory(count);
+    if (made.ok() && (*made == nullptr || (*made)->size() != count)) {
+      made = absl::InternalError(absl::StrCat(
+          "the exact-copy factory made no copy of ", count, " floats"));
+    }
+    if (made.ok()) {
+      copy.device = *std::move(made);
+    } else {
+      status = made.status();
+    }
+  }
+  if (status.ok()) return status;
+  for (auto& server : servers_) {  // all or none
+    absl::MutexLock lock(&server->pull_mu);
+    server->copy.device.reset();
+  }
+  return absl::Status(status.code(),
+                      absl::StrCat("exact copies for delta pulls: ",
+                                   status.message()));
+}
+
 int64_t GrpcParamClient::streams_opened() const { return streams_opened_.load(); }
 
 std::vector<float> GrpcParamClient::Residual(int server) const {
@@ -410,6 +449,7 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
             .fetch_add(1, std::memory_order_relaxed);
         update_bytes_.fetch_add(reader.update_bytes(),
                                 std::memory_order_relaxed);
+        plan_bytes_.fetch_add(reader.plan_bytes(), std::memory_order_relaxed);
       }
       return version;
     }

@@ -38,6 +38,8 @@
 // of each such server's slice (DeltaCopy), asks for the updates since it,
 // and PullReader replays them; a reply the server sends as plain weights, or
 // any error, leaves no exact copy, and the next pull asks for weights again.
+// The copies are host vectors replayed on the client's threads, or, after
+// KeepExactCopiesOn, copies a backend keeps on its device.
 //
 // Thread-safety: as ParamClient: one push (Push or PushEncoded) and one Pull
 // in flight at a time (each server's streams and residual are used by one
@@ -91,6 +93,7 @@ class GrpcParamClient final : public ParamClient {
   std::vector<absl::StatusOr<ServerPushReply>> PushEncoded(
       const std::vector<ServerPush>& parts,
       const std::vector<uint64_t>& versions, int num_minibatches) override;
+  absl::Status KeepExactCopiesOn(const ExactCopyFactory& factory) override;
   absl::StatusOr<std::vector<uint64_t>> Versions() override;
   absl::StatusOr<PoolGrant> FetchBatches(const std::string& run_id,
                                          uint64_t num_frames, int batch_size,
@@ -113,6 +116,9 @@ class GrpcParamClient final : public ParamClient {
   int64_t update_pulls() const { return update_pulls_.load(); }
   int64_t exact_weight_pulls() const { return exact_weight_pulls_.load(); }
   int64_t update_bytes_received() const { return update_bytes_.load(); }
+  // Bytes of the replay plans handed to exact copies kept elsewhere
+  // (KeepExactCopiesOn): what went to the device for the updates.
+  int64_t replay_plan_bytes() const { return plan_bytes_.load(); }
   // The error-feedback residual of server `server`'s range (empty with a
   // float push encoding).
   std::vector<float> Residual(int server) const;
@@ -169,6 +175,7 @@ class GrpcParamClient final : public ParamClient {
   std::atomic<int64_t> update_pulls_{0};
   std::atomic<int64_t> exact_weight_pulls_{0};
   std::atomic<int64_t> update_bytes_{0};
+  std::atomic<int64_t> plan_bytes_{0};
 };
 
 }  // namespace asgd

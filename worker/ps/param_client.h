@@ -37,6 +37,7 @@
 #include "common/model_layout.h"
 #include "common/security_options.h"
 #include "common/wire_codec.h"
+#include "model/exact_copy.h"
 #include "model/model_spec.h"
 #include "worker/ps/encoded_push.h"
 #include "worker/ps/pull_sink.h"
@@ -162,6 +163,18 @@ class ParamClient {
   // Valid, and unchanged, for the client's lifetime; its const methods may
   // be called from any thread.
   virtual const PushEncoder* push_encoder() const { return nullptr; }
+
+  // From now on the exact copies of delta pulls (PoolClientOptions::
+  // delta_pulls) are made by `factory`, one per server that answers them,
+  // sized for its slice, and updates are replayed there (a backend's
+  // CreateExactCopy: on its device; pull_reader.h). The copies the client
+  // held are dropped, so each server's next pull sends weights. Errors of
+  // the factory (the copies made so far are dropped too); Unimplemented for
+  // a client without delta pulls. Call it between pulls, not during one.
+  virtual absl::Status KeepExactCopiesOn(const ExactCopyFactory& factory) {
+    (void)factory;
+    return absl::UnimplementedError("this client keeps no exact copies");
+  }
 
   // Each server's current version.
   virtual absl::StatusOr<std::vector<uint64_t>> Versions() = 0;

@@ -16,7 +16,12 @@ PullReader::PullReader(const ModelLayout* layout, FlatRange range,
       copy_(copy),
       assembler_(layout, range, max_chunk_elements, staging.data(),
                  /*check_finite=*/true) {
-  if (copy_ != nullptr) {
+  if (copy_ != nullptr && copy_->device != nullptr) {
+    // Weights land in staging on their way to the device copy.
+    receiver_.emplace(layout, range, max_chunk_elements,
+                      copy_->max_compressed_elements, staging.data(), held,
+                      nullptr, copy_->device.get());
+  } else if (copy_ != nullptr) {
     copy_->values.resize(range.size());
     receiver_.emplace(layout, range, max_chunk_elements,
                       copy_->max_compressed_elements, copy_->values.data(),
@@ -74,6 +79,13 @@ absl::Status PullReader::AddChecked(const PullMessage& msg) {
 absl::StatusOr<uint64_t> PullReader::Finish() {
   if (!error_.ok()) return error_;
   if (!done_) return absl::DataLossError("the pull reply is incomplete");
+  if (exact_ && copy_->device != nullptr) {
+    error_ = copy_->device->Download(staging_);
+    if (!error_.ok()) return error_;
+    copy_->version = version_;
+    copy_->lineage = lineage_;
+    return version_;
+  }
   if (exact_) {
     copy_->version = version_;
     copy_->lineage = lineage_;
@@ -102,6 +114,10 @@ bool PullReader::received_weights() const {
 
 int64_t PullReader::update_bytes() const {
   return receiver_.has_value() ? receiver_->update_bytes() : 0;
+}
+
+int64_t PullReader::plan_bytes() const {
+  return receiver_.has_value() ? receiver_->plan_bytes() : 0;
 }
 
 }  // namespace asgd

@@ -21,7 +21,9 @@
 //
 // A delta pull: DeltaCopy is the worker's exact copy of the server's slice.
 // BeginDelta() says which version to ask updates for and marks the copy lost
-// until Finish() of an exact reply sets it again.
+// until Finish() of an exact reply sets it again. A copy kept on a device
+// gets its weights through the staging buffer and its updates as replay
+// plans; Finish() downloads it into staging.
 //
 // Thread-safety: one thread at a time; a DeltaCopy is used by one reader at
 // a time.
@@ -29,6 +31,7 @@
 #define ASGD_WORKER_PS_PULL_READER_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -38,22 +41,26 @@
 #include "common/chunking.h"
 #include "common/model_layout.h"
 #include "common/tensor_messages.h"
+#include "model/exact_copy.h"
 #include "worker/ps/delta_receiver.h"
 #include "worker/ps/part_runner.h"
 
 namespace asgd {
 
-// The worker's copy of one server's slice for delta pulls.
+// The worker's copy of one server's slice for delta pulls: host `values`,
+// or `device`, a copy kept where the model lives (model/exact_copy.h), made
+// by the backend for the slice's size.
 struct DeltaCopy {
   int64_t max_compressed_elements = 0;  // the server's compressed chunk limit
-  std::vector<float> values;
-  std::optional<uint64_t> version;  // set while `values` is exactly it
+  std::vector<float> values;              // empty with `device`
+  std::unique_ptr<ExactCopy> device;      // null: the copy is `values`
+  std::optional<uint64_t> version;  // set while the copy is exactly it
   uint64_t lineage = 0;             // the server's, with `version`
 
   // Sizes the copy for `range` and returns the version it holds exactly (to
   // ask updates since), marking it lost until an exact reply completes.
   std::optional<uint64_t> BeginDelta(FlatRange range) {
-    values.resize(range.size());
+    if (device == nullptr) values.resize(range.size());
     std::optional<uint64_t> held = version;
     version.reset();
     return held;
@@ -84,9 +91,11 @@ class PullReader {
 
   // The reply is exact (a delta pull answered with the copy's form).
   bool exact() const { return exact_; }
-  // Exact replies: weights were sent (not updates only); update bytes.
+  // Exact replies: weights were sent (not updates only); update bytes; the
+  // bytes of the replay plans handed to a device copy.
   bool received_weights() const;
   int64_t update_bytes() const;
+  int64_t plan_bytes() const;
 
  private:
   absl::Status AddChecked(const PullMessage& msg);
