@@ -29,7 +29,7 @@ el "env"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
 
 # STAGES: which parts run (all by default).
-STAGES=${STAGES:-"tests bench demo overlap seed replay shards lstm server"}
+STAGES=${STAGES:-"tests bench demo overlap seed device_replay replay shards lstm server"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has tests; then
 el "gpu tests"
@@ -107,6 +107,15 @@ if has seed; then  # the seed's DNN size (5 x 2048): throughput in SEED_S (20) s
   run_e2e seed1_1bit_ov3 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit --max_overlapped_steps=3
   run_e2e seed1 1 1 $SEED --time_budget_s=$SEED_S
   run_e2e seed4_1bit 4 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit
+fi
+if has device_replay; then  # the exact copies on the GPU (--replay_on_device)
+  SEED=2048,2048,2048,2048,2048 SEED_S=${SEED_S:-20}
+  run_e2e demo1_1bit_dev 1 3 512,512 --push_encoding=onebit --replay_on_device
+  run_e2e demo4_1bit_dev 4 3 512,512 --push_encoding=onebit --replay_on_device
+  run_e2e seed1_1bit_dev 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit --replay_on_device
+  run_e2e seed1_1bit_ov3_dev 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit \
+    --max_overlapped_steps=3 --replay_on_device
+  run_e2e seed4_1bit_dev 4 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit --replay_on_device
 fi
 if has replay; then  # delta-pull replay on 1 thread per server against the default
   SEED=2048,2048,2048,2048,2048 SEED_S=${SEED_S:-20}

@@ -193,6 +193,13 @@ TEST_F(DeltaPullTest, CopiesKeptElsewhereAreExactlyTheServersModel) {
   EXPECT_GT(a->replay_plan_bytes(), 0);
   EXPECT_LT(a->replay_plan_bytes(), 4 * n * 7);  // a small part of float32
   EXPECT_EQ(b->replay_plan_bytes(), 0);
+  const DeltaPullStats stats = a->delta_pull_stats();
+  EXPECT_TRUE(stats.copies_elsewhere);
+  EXPECT_EQ(stats.update_pulls, a->update_pulls());
+  EXPECT_EQ(stats.weight_pulls, a->exact_weight_pulls());
+  EXPECT_EQ(stats.update_bytes, a->update_bytes_received());
+  EXPECT_EQ(stats.plan_bytes, a->replay_plan_bytes());
+  EXPECT_FALSE(b->delta_pull_stats().copies_elsewhere);
 }
 
 // A factory that fails leaves no copy elsewhere (the client goes on with
@@ -220,6 +227,7 @@ TEST_F(DeltaPullTest, CopiesElsewhereAreAllOrNone) {
   ExpectBitEqual(pa, Model(), "host copies after the refusal");
   EXPECT_EQ(a->update_pulls(), 2);
   EXPECT_EQ(a->replay_plan_bytes(), 0);
+  EXPECT_FALSE(a->delta_pull_stats().copies_elsewhere);
   // A copy of the wrong size is refused too.
   EXPECT_EQ(a->KeepExactCopiesOn([](int64_t count) {
                  return CreateHostReplayCopy(count + 1);

@@ -2,6 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 ABSL_FLAG(bool, delta_pulls, true,
           "With float32 pulls: keep an exact copy of each server's slice and "
@@ -36,10 +37,22 @@ absl::Status ReplayOnDeviceFromFlags(ModelBackend* backend,
   if (absl::IsUnimplemented(status)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--replay_on_device needs a GPU backend (--backend=cuda) and delta "
-        "pulls (--delta_pulls with float32 pulls): ", status.message()));
+        "pulls (--delta_pulls with float32 pulls): ",
+        status.message()));
   }
-  return absl::Status(status.code(), absl::StrCat("--replay_on_device: ",
-                                                  status.message()));
+  return absl::Status(status.code(),
+                      absl::StrCat("--replay_on_device: ", status.message()));
+}
+
+std::string DeltaPullSummary(const ParamClient& client) {
+  const DeltaPullStats s = client.delta_pull_stats();
+  if (s.update_pulls + s.weight_pulls == 0) return "";
+  return absl::StrFormat(
+      ", delta pulls: %d of updates (%.1f MB), %d with weights, replayed %s",
+      s.update_pulls, s.update_bytes / 1e6, s.weight_pulls,
+      s.copies_elsewhere
+          ? absl::StrFormat("on the device (plans %.1f MB)", s.plan_bytes / 1e6)
+          : std::string("on the CPU"));
 }
 
 }  // namespace asgd

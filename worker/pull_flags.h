@@ -7,6 +7,8 @@
 #ifndef ASGD_WORKER_PULL_FLAGS_H_
 #define ASGD_WORKER_PULL_FLAGS_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "model/backend.h"
 #include "worker/ps/param_client.h"
@@ -25,6 +27,11 @@ void PullOptionsFromFlags(PoolClientOptions* o);
 // must outlive the client's pulls.
 absl::Status ReplayOnDeviceFromFlags(ModelBackend* backend,
                                      ParamClient* client);
+
+// The end of a worker's summary line about its delta pulls, e.g.
+// ", delta pulls: 812 of updates (35.2 MB), 2 with weights, replayed on the
+// device (plans 40.1 MB)"; empty when there were none.
+std::string DeltaPullSummary(const ParamClient& client);
 
 }  // namespace asgd
 

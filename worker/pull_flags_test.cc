@@ -62,7 +62,10 @@ class CopyClient final : public ParamClient {
     return absl::UnimplementedError("not in this test");
   }
 
+  DeltaPullStats delta_pull_stats() const override { return stats; }
+
   int calls = 0;
+  DeltaPullStats stats;
 
  private:
   const bool delta_;
@@ -99,6 +102,22 @@ TEST(ReplayOnDeviceFlagTest, TheCpuBackendOrNoDeltaPullsAreRefused) {
     EXPECT_EQ(client.calls, 1);
   }
   absl::SetFlag(&FLAGS_replay_on_device, false);
+}
+
+TEST(DeltaPullSummaryTest, SaysWhereTheUpdatesWereReplayed) {
+  CopyClient client(/*delta=*/true);
+  EXPECT_EQ(DeltaPullSummary(client), "");  // no delta pulls
+  client.stats.update_pulls = 812;
+  client.stats.weight_pulls = 2;
+  client.stats.update_bytes = 35'200'000;
+  EXPECT_EQ(DeltaPullSummary(client),
+            ", delta pulls: 812 of updates (35.2 MB), 2 with weights, "
+            "replayed on the CPU");
+  client.stats.copies_elsewhere = true;
+  client.stats.plan_bytes = 40'100'000;
+  EXPECT_EQ(DeltaPullSummary(client),
+            ", delta pulls: 812 of updates (35.2 MB), 2 with weights, "
+            "replayed on the device (plans 40.1 MB)");
 }
 
 }  // namespace

@@ -490,7 +490,8 @@ int RunTrainer(const TrainerOptions& options, ParamClient* client,
   if (!result.ok()) return Fail(result.status());
   LogSummary(&std::cout, index, *result,
              absl::StrFormat(", %d pushes dropped as stale, %d refused busy",
-                             result->pushes_dropped, result->pushes_busy));
+                             result->pushes_dropped, result->pushes_busy) +
+                 DeltaPullSummary(*client));
   return SaveFinalModel(index, spec, result->params,
                         PrunedTensorsOf(client->attributes()));
 }

@@ -52,13 +52,17 @@
 // element-wise op, every GEMM in the column-major form handed to cuBLAS)
 // on the CPU against model/layers/; the device code is then only compiled.
 // The soft targets (loss_impl_test), multi-frame heads and the device replay
-// of delta pulls (replay_impl_test) were added after the last GPU run: their
-// GPU cases (cuda_backend_test's taught and multi-frame cases,
-// cuda_replay_test) have not yet run on a device.
+// of delta pulls (replay_impl_test; the worker's copies on the device,
+// --replay_on_device) were added after the last GPU run: their GPU cases
+// (cuda_backend_test's taught and multi-frame cases, cuda_replay_test) have
+// not yet run on a device.
 //
 // Thread-safety: a backend instance owns device buffers, streams and a
 // cuBLAS handle; use it from one thread at a time (one instance per worker
-// thread). The free functions below are thread-safe.
+// thread), except CreateExactCopy, which any thread may call: it makes a
+// DeviceExactCopy (cuda_replay.h) on the backend's device, with its own
+// memory and stream, for the parameter client's pull threads. The free
+// functions below are thread-safe.
 //
 // This header includes no CUDA header, so code built without nvcc can use it.
 #ifndef ASGD_MODEL_CUDA_CUDA_BACKEND_H_

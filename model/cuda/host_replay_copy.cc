@@ -44,9 +44,9 @@ class HostReplayCopy final : public ExactCopy {
 
   absl::Status Replay(const ReplayPlan& plan, float lr, float wd) override {
     if (plan.count != size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "replay of an update of ", plan.count, " elements on a copy of ",
-          size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("replay of an update of ", plan.count,
+                       " elements on a copy of ", size()));
     }
     if (!(lr > 0.0f && std::isfinite(lr)) ||
         !(wd >= 0.0f && std::isfinite(wd))) {
@@ -98,8 +98,7 @@ class HostReplayCopy final : public ExactCopy {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ExactCopy>> CreateHostReplayCopy(
-    int64_t count) {
+absl::StatusOr<std::unique_ptr<ExactCopy>> CreateHostReplayCopy(int64_t count) {
   if (count < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("a copy of ", count, " elements"));

@@ -13,6 +13,7 @@
 #include "compression/grad_codec.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "worker/ps/grpc_client_stream.h"
 #include "worker/ps/pool_description.h"
 
 namespace asgd {
@@ -38,119 +39,6 @@ absl::Status WithServer(const std::string& address, absl::Status s) {
 }
 
 }  // namespace
-
-// One call of a raw (ByteBuffer) method, bidirectional, driven synchronously
-// on the calling thread through a private completion queue: one operation at
-// a time, each waiting at most until its deadline. An operation that misses
-// its deadline cancels the call (timed_out() then says so): the call is dead
-// and Finish() reports how it ended.
-class RawCall {
- public:
-  RawCall(grpc::GenericStub* stub, grpc::ClientContext* ctx,
-          const std::string& method, absl::Time deadline)
-      : ctx_(ctx), call_(stub->PrepareCall(ctx, method, &cq_)) {
-    call_->StartCall(this);
-    ok_ = Wait(deadline);
-  }
-
-  ~RawCall() {
-    if (!finished_) {
-      ctx_->TryCancel();
-      Finish(absl::InfiniteFuture());
-    }
-    cq_.Shutdown();
-    void* tag;
-    bool ok;
-    while (cq_.Next(&tag, &ok)) {
-    }
-  }
-
-  RawCall(const RawCall&) = delete;
-  RawCall& operator=(const RawCall&) = delete;
-
-  // False once the stream is broken; Finish() then says why.
-  bool Write(const grpc::ByteBuffer& msg, absl::Time deadline) {
-    if (ok_) {
-      call_->Write(msg, this);
-      ok_ = Wait(deadline);
-    }
-    return ok_;
-  }
-  // False at the end of the stream (or when it broke).
-  bool Read(grpc::ByteBuffer* msg, absl::Time deadline) {
-    if (!ok_) return false;
-    call_->Read(msg, this);
-    ok_ = Wait(deadline);
-    return ok_;
-  }
-  // Cancels the call (its next Finish() reports CANCELLED unless the server
-  // finished first).
-  void Cancel() {
-    ctx_->TryCancel();
-    ok_ = false;
-  }
-  // How the call ended (DEADLINE_EXCEEDED after an operation timed out).
-  // Past `deadline` the call is cancelled, which ends it at once.
-  grpc::Status Finish(absl::Time deadline) {
-    if (finished_) return status_;
-    call_->Finish(&status_, this);
-    Wait(deadline);
-    finished_ = true;
-    ok_ = false;
-    if (timed_out_) {
-      status_ = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                             "no answer within the call's deadline");
-    }
-    return status_;
-  }
-  bool ok() const { return ok_; }
-  bool timed_out() const { return timed_out_; }
-  const grpc::ClientContext& context() const { return *ctx_; }
-
- private:
-  // Waits for the operation in flight; false when it failed or missed
-  // `deadline` (then the call is cancelled and the operation collected).
-  bool Wait(absl::Time deadline) {
-    void* tag;
-    bool ok = false;
-    switch (cq_.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline))) {
-      case grpc::CompletionQueue::GOT_EVENT:
-        return ok;
-      case grpc::CompletionQueue::TIMEOUT:
-        // Cancel, then collect the operation, which now ends at once.
-        timed_out_ = true;
-        ctx_->TryCancel();
-        cq_.Next(&tag, &ok);
-        return false;
-      case grpc::CompletionQueue::SHUTDOWN:
-        break;
-    }
-    return false;
-  }
-
-  grpc::ClientContext* const ctx_;
-  grpc::CompletionQueue cq_;
-  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
-  bool ok_ = false;
-  bool finished_ = false;
-  bool timed_out_ = false;
-  grpc::Status status_;
-};
-
-// A long-lived PushStream or PullStream to one server: its context and call.
-class ClientStream {
- public:
-  ClientStream(grpc::GenericStub* stub, const std::string& method,
-               bool wait_for_ready, absl::Time deadline) {
-    ctx_.set_wait_for_ready(wait_for_ready);
-    call_ = std::make_unique<RawCall>(stub, &ctx_, method, deadline);
-  }
-  RawCall& call() { return *call_; }
-
- private:
-  grpc::ClientContext ctx_;
-  std::unique_ptr<RawCall> call_;
-};
 
 namespace {
 
@@ -371,6 +259,7 @@ absl::Status GrpcParamClient::KeepExactCopiesOn(
       status = made.status();
     }
   }
+  copies_elsewhere_.store(status.ok());
   if (status.ok()) return status;
   for (auto& server : servers_) {  // all or none
     absl::MutexLock lock(&server->pull_mu);
@@ -379,6 +268,16 @@ absl::Status GrpcParamClient::KeepExactCopiesOn(
   return absl::Status(status.code(),
                       absl::StrCat("exact copies for delta pulls: ",
                                    status.message()));
+}
+
+DeltaPullStats GrpcParamClient::delta_pull_stats() const {
+  DeltaPullStats stats;
+  stats.update_pulls = update_pulls_.load();
+  stats.weight_pulls = exact_weight_pulls_.load();
+  stats.update_bytes = update_bytes_.load();
+  stats.copies_elsewhere = copies_elsewhere_.load();
+  stats.plan_bytes = plan_bytes_.load();
+  return stats;
 }
 
 int64_t GrpcParamClient::streams_opened() const { return streams_opened_.load(); }

@@ -94,6 +94,7 @@ class GrpcParamClient final : public ParamClient {
       const std::vector<ServerPush>& parts,
       const std::vector<uint64_t>& versions, int num_minibatches) override;
   absl::Status KeepExactCopiesOn(const ExactCopyFactory& factory) override;
+  DeltaPullStats delta_pull_stats() const override;
   absl::StatusOr<std::vector<uint64_t>> Versions() override;
   absl::StatusOr<PoolGrant> FetchBatches(const std::string& run_id,
                                          uint64_t num_frames, int batch_size,
@@ -176,6 +177,7 @@ class GrpcParamClient final : public ParamClient {
   std::atomic<int64_t> exact_weight_pulls_{0};
   std::atomic<int64_t> update_bytes_{0};
   std::atomic<int64_t> plan_bytes_{0};
+  std::atomic<bool> copies_elsewhere_{false};
 };
 
 }  // namespace asgd

@@ -80,6 +80,15 @@ inline absl::StatusOr<PushOutcome> SumUpPushReplies(
   return outcome;
 }
 
+// What a client's delta pulls did so far (all servers; per-server replies).
+struct DeltaPullStats {
+  int64_t update_pulls = 0;  // replies with updates only
+  int64_t weight_pulls = 0;  // exact replies with weights (then updates)
+  int64_t update_bytes = 0;  // compressed update bytes received
+  bool copies_elsewhere = false;  // KeepExactCopiesOn: replayed there
+  int64_t plan_bytes = 0;         // replay plans handed to those copies
+};
+
 // How a client reaches the pool (see worker/ps/connect.h).
 struct PoolClientOptions {
   uint64_t worker_id = 0;
@@ -175,6 +184,10 @@ class ParamClient {
     (void)factory;
     return absl::UnimplementedError("this client keeps no exact copies");
   }
+
+  // Counters of the delta pulls so far (zeros for a client without them).
+  // Any thread.
+  virtual DeltaPullStats delta_pull_stats() const { return {}; }
 
   // Each server's current version.
   virtual absl::StatusOr<std::vector<uint64_t>> Versions() = 0;
