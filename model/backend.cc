@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "compression/one_bit_plan.h"
@@ -24,7 +26,13 @@ struct ResidentState {
   std::vector<float> residual;  // 1-bit error feedback
 };
 
-ModelBackend::ModelBackend() = default;
+// The default mirrors: a host vector per buffer, made on first use.
+struct HostMirrors {
+  absl::Mutex mu;
+  std::map<const float*, std::vector<float>> of ABSL_GUARDED_BY(mu);
+};
+
+ModelBackend::ModelBackend() : mirrors_(std::make_unique<HostMirrors>()) {}
 ModelBackend::~ModelBackend() = default;
 
 absl::Status CheckModelSized(absl::string_view call, size_t size,
@@ -165,6 +173,52 @@ absl::StatusOr<std::unique_ptr<ExactCopy>> ModelBackend::CreateExactCopy(
   return absl::UnimplementedError(absl::StrCat(
       "the ", name(), " backend keeps no exact copies of its own (they stay "
       "in host memory)"));
+}
+
+absl::Status CheckMirrorCall(size_t buffer_size, int64_t begin, int64_t count,
+                             int64_t num_params) {
+  ASGD_RETURN_IF_ERROR(
+      CheckModelSized("MirrorFromCopy", buffer_size, num_params));
+  if (begin >= 0 && count >= 0 && begin <= num_params - count) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("MirrorFromCopy: [", begin, ", ", begin + count,
+                   ") outside a model of ", num_params));
+}
+
+absl::Status ModelBackend::MirrorFromCopy(absl::Span<float> buffer,
+                                          int64_t begin,
+                                          const ExactCopy& copy) {
+  const int64_t n = ParamCount(*this);
+  ASGD_RETURN_IF_ERROR(CheckMirrorCall(buffer.size(), begin, copy.size(), n));
+  absl::Span<float> range = buffer.subspan(begin, copy.size());
+  ASGD_RETURN_IF_ERROR(copy.Download(range));
+  float* mirror;
+  {
+    absl::MutexLock lock(&mirrors_->mu);
+    std::vector<float>& m = mirrors_->of[buffer.data()];
+    m.resize(n);
+    mirror = m.data();  // stays: no other call resizes it
+  }
+  std::copy(range.begin(), range.end(), mirror + begin);
+  return absl::OkStatus();
+}
+
+absl::Status ModelBackend::LoadMirroredModel(absl::Span<const float> buffer) {
+  ASGD_RETURN_IF_ERROR(
+      CheckModelSized("LoadMirroredModel", buffer.size(), ParamCount(*this)));
+  const std::vector<float>* mirror;
+  {
+    absl::MutexLock lock(&mirrors_->mu);
+    auto it = mirrors_->of.find(buffer.data());
+    if (it == mirrors_->of.end()) {
+      return absl::FailedPreconditionError(
+          "LoadMirroredModel of a buffer that has no mirror");
+    }
+    mirror = &it->second;
+  }
+  return LoadModel(*mirror);
 }
 
 }  // namespace asgd

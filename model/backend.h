@@ -83,6 +83,7 @@ struct BatchResult {
 };
 
 struct ResidentState;  // the default implementation's host buffers
+struct HostMirrors;    // its mirrors (MirrorFromCopy)
 
 class ModelBackend {
  public:
@@ -177,22 +178,50 @@ class ModelBackend {
   virtual absl::StatusOr<std::unique_ptr<ExactCopy>> CreateExactCopy(
       int64_t count);
 
+  // A slice of a pulled model straight from an exact copy (one the backend
+  // made): `copy` holds [begin, begin + copy.size()) of the model pulled
+  // into `buffer` (model-sized host memory: the worker's model buffers).
+  // Its values are downloaded into `buffer` and also kept in the backend's
+  // mirror of `buffer` (device memory for the CUDA backend, which copies
+  // them there device to device), so that LoadMirroredModel(buffer) makes
+  // them the resident model without reading `buffer`. May be called from
+  // any thread, for disjoint ranges of one buffer concurrently.
+  // InvalidArgument for a range outside the model, a buffer of another
+  // size, or a copy the backend cannot read (the CUDA backend: not one of
+  // its device copies); the copy's errors.
+  virtual absl::Status MirrorFromCopy(absl::Span<float> buffer, int64_t begin,
+                                      const ExactCopy& copy);
+
+  // As LoadModel(buffer), from the mirror of `buffer`: the caller
+  // guarantees that every element of the mirror was written by
+  // MirrorFromCopy since `buffer` was last written otherwise (a
+  // MirroredPullSink, worker/ps/mirrored_pull_sink.h, knows). Not while a
+  // MirrorFromCopy of that buffer runs. FailedPrecondition for a buffer that
+  // has no mirror.
+  virtual absl::Status LoadMirroredModel(absl::Span<const float> buffer);
+
  private:
   absl::StatusOr<ResidentState*> State();
   std::unique_ptr<ResidentState> resident_;
+  std::unique_ptr<HostMirrors> mirrors_;
 };
 
 // The resident model's argument checks, shared by its implementations so
 // that each gives the same InvalidArgument for the same mistake: a span of
 // `size` values where the model's `num_params` are wanted (naming `call`);
 // a 1-bit plan that does not fit the model or an output of another size
-// than its bytes; a residual range outside the model.
+// than its bytes; a residual range outside the model; a mirrored range
+// outside the model.
 absl::Status CheckModelSized(absl::string_view call, size_t size,
                              int64_t num_params);
 absl::Status CheckOneBitCall(const OneBitPlan& plan, int64_t num_params,
                              size_t out_bytes);
 absl::Status CheckResidualRange(int64_t begin, size_t count,
                                 int64_t num_params);
+// MirrorFromCopy's: a buffer of the model's size, [begin, begin + count)
+// inside the model.
+absl::Status CheckMirrorCall(size_t buffer_size, int64_t begin, int64_t count,
+                             int64_t num_params);
 
 // Sets the number of OpenBLAS threads for the process (1 is best when
 // several workers share a machine).

@@ -75,6 +75,13 @@ class TeacherBackend final : public ModelBackend {
       int64_t count) override {
     return student_->CreateExactCopy(count);
   }
+  absl::Status MirrorFromCopy(absl::Span<float> buffer, int64_t begin,
+                              const ExactCopy& copy) override {
+    return student_->MirrorFromCopy(buffer, begin, copy);
+  }
+  absl::Status LoadMirroredModel(absl::Span<const float> buffer) override {
+    return student_->LoadMirroredModel(buffer);
+  }
 
  private:
   // The batch with the teacher's log-posteriors of its rows: the teacher

@@ -6,6 +6,10 @@
 // pushes and pulls in turn (no background threads: the order is fixed),
 // for float32 and 1-bit pushes and 1 or 3 minibatches per push. Then one
 // resident worker with background pushes and pulls learns the toy task.
+// With the client's exact copies kept by the backend (as --replay_on_device
+// keeps them on the GPU; here the device replay's pass on the host,
+// CreateHostReplayCopy), models pulled all from the copies are loaded from
+// the backend's mirror, and the pushes are again the same.
 #include <memory>
 #include <set>
 #include <string>
@@ -14,6 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
+#include "model/cuda/host_replay_copy.h"
 #include "server/grpc_server.h"
 #include "server/model_options.h"
 #include "tests/test_pool.h"
@@ -54,6 +59,10 @@ class RecordingBackend final : public ModelBackend {
     loads_from_pinned += pinned.count(params.data());
     return ModelBackend::LoadModel(params);
   }
+  absl::Status LoadMirroredModel(absl::Span<const float> params) override {
+    ++mirrored_loads;
+    return ModelBackend::LoadMirroredModel(params);
+  }
   absl::Status PinHostBuffer(absl::Span<const float> b) override {
     pinned.insert(b.data());
     ++pins;
@@ -65,8 +74,11 @@ class RecordingBackend final : public ModelBackend {
 
   std::set<const float*> pinned;
   int pins = 0;
+  // LoadModel's, also those of the default LoadMirroredModel (from the
+  // mirror, not from a pinned buffer).
   std::vector<const float*> loads;
   int loads_from_pinned = 0;
+  int mirrored_loads = 0;
 
  private:
   std::unique_ptr<ModelBackend> inner_;
@@ -78,7 +90,9 @@ struct RunResult {
   std::unique_ptr<RecordingBackend> backend;  // what the run recorded
 };
 
-RunResult Train(PushEncoding encoding, const TrainerOptions& options) {
+// `copies_on_backend`: the client's exact copies are kept by the backend.
+RunResult Train(PushEncoding encoding, const TrainerOptions& options,
+                bool copies_on_backend = false) {
   const ModelSpec spec = ToyModel("dnn");
   std::vector<std::unique_ptr<GrpcServer>> servers;
   std::vector<std::string> addresses;
@@ -112,6 +126,11 @@ RunResult Train(PushEncoding encoding, const TrainerOptions& options) {
   EXPECT_TRUE(cpu.ok());
   RunResult run;
   run.backend = std::make_unique<RecordingBackend>(*std::move(cpu));
+  if (copies_on_backend) {
+    const absl::Status kept = (*client)->KeepExactCopiesOn(
+        [](int64_t count) { return CreateHostReplayCopy(count); });
+    EXPECT_TRUE(kept.ok()) << kept;
+  }
   Trainer trainer(client->get(), run.backend.get(), train->get(),
                   heldout->get(), options, nullptr);
   run.result = trainer.Run();
@@ -164,6 +183,52 @@ INSTANTIATE_TEST_SUITE_P(
                               : "Float32",
                           "Every", std::get<1>(info.param));
     });
+
+// Models loaded from the backend's mirror of the copies: the same pushes,
+// so the same servers' model, as models uploaded from host memory; every
+// model after the first (which comes as weights) is loaded from the mirror.
+TEST(ResidentTrainerMirrorTest, ModelsFromTheCopiesGiveTheSamePushes) {
+  for (int push_every : {1, 3}) {
+    SCOPED_TRACE(push_every);
+    const RunResult plain =
+        Train(PushEncoding::kOneBit, InTurn(push_every, true));
+    const RunResult mirrored = Train(PushEncoding::kOneBit,
+                                     InTurn(push_every, true),
+                                     /*copies_on_backend=*/true);
+    ASSERT_TRUE(plain.result.ok()) << plain.result.status();
+    ASSERT_TRUE(mirrored.result.ok()) << mirrored.result.status();
+    EXPECT_EQ(plain.backend->mirrored_loads, 0);
+    const int models = 12 / push_every;  // one per push, and the first
+    EXPECT_EQ(mirrored.backend->mirrored_loads, models - 1);
+    EXPECT_EQ(mirrored.backend->loads.size(), static_cast<size_t>(models));
+    EXPECT_EQ(mirrored.backend->loads_from_pinned, 1);  // the first
+    EXPECT_EQ(plain.backend->loads_from_pinned, models);
+    ASSERT_EQ(mirrored.model.size(), plain.model.size());
+    int64_t differ = 0;
+    for (size_t i = 0; i < plain.model.size(); ++i) {
+      differ += mirrored.model[i] != plain.model[i];
+    }
+    EXPECT_EQ(differ, 0) << "of " << plain.model.size() << " weights";
+  }
+}
+
+TEST(ResidentTrainerMirrorTest, LearnsTheToyTaskWithBackgroundPullsToo) {
+  TrainerOptions o = InTurn(2, true);
+  o.loop.max_steps = 0;
+  o.loop.epochs = 3;
+  o.compute_while_pushing = true;
+  o.overlap_pulls = true;
+  const RunResult run =
+      Train(PushEncoding::kOneBit, o, /*copies_on_backend=*/true);
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  EXPECT_GT(run.result->heldout_accuracy, 0.8);
+  // Models pulled by the prefetcher into its buffer come from the mirror
+  // too: most loads are mirrored, the others read a pinned buffer.
+  const int loads = static_cast<int>(run.backend->loads.size());
+  EXPECT_GT(run.backend->mirrored_loads, loads / 2);
+  EXPECT_EQ(run.backend->loads_from_pinned,
+            loads - run.backend->mirrored_loads);
+}
 
 TEST(ResidentTrainerBackgroundTest, LearnsTheToyTaskWithBackgroundPushes) {
   TrainerOptions o = InTurn(2, true);

@@ -17,7 +17,8 @@ load("@asgd_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
 # layer type (cuda_dense.cu, cuda_conv.cu, cuda_lstm.cu, each running the
 # steps of its <kind>_impl.h with CudaExec) and their factory
 # (cuda_layer.cu), the resident model (cuda_resident*.cu), the device replay
-# of delta-pull updates (cuda_replay.cu), the teacher-student loss
+# of delta-pull updates (cuda_replay.cu) and the mirrors of pulled models
+# (cuda_mirrors.cu), the teacher-student loss
 # (cuda_soft_targets.cu) and the backend class
 # (cuda_backend.cu). All build sm_80
 # (A100) and sm_90 (H100/H200) machine code plus compute_90 PTX that newer
@@ -37,6 +38,7 @@ _CU_SOURCES = [
     "cuda_resident",
     "cuda_resident_model",
     "cuda_replay",
+    "cuda_mirrors",
     "cuda_soft_targets",
     "cuda_backend",
 ]
@@ -48,6 +50,7 @@ _CU_HEADERS = [
     "cuda_exec.cuh",
     "cuda_kernels.h",
     "cuda_layer.h",
+    "cuda_mirrors.h",
     "cuda_options.h",
     "cuda_replay.h",
     "cuda_resident.h",
@@ -154,6 +157,7 @@ def asgd_cuda_targets():
                 ":backend_compare",
                 ":cuda_backend",
                 ":cuda_test_util",
+                ":host_replay_copy",
                 ":replay_cases",
                 "//model:backend",
                 "//model:cpu_backend",

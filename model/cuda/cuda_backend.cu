@@ -16,7 +16,7 @@
 #include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_kernels.h"
 #include "model/cuda/cuda_layer.h"
-#include "model/cuda/cuda_replay.h"
+#include "model/cuda/cuda_mirrors.h"
 #include "model/cuda/cuda_resident_model.h"
 #include "model/cuda/cuda_soft_targets.h"
 #include "model/cuda/cuda_util.h"
@@ -136,12 +136,20 @@ class CudaBackend final : public ModelBackend {
     if (resident_ != nullptr) resident_->Unpin(buffer);
   }
 
+  // Exact copies and the mirrors of pulled models (cuda_mirrors.h).
   absl::StatusOr<std::unique_ptr<ExactCopy>> CreateExactCopy(
       int64_t count) override {
-    ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-    ASGD_ASSIGN_OR_RETURN(std::unique_ptr<DeviceExactCopy> copy,
-                          DeviceExactCopy::Create(count));
-    return std::unique_ptr<ExactCopy>(std::move(copy));
+    return cuda::CreateDeviceCopy(options_.device, count);
+  }
+  absl::Status MirrorFromCopy(absl::Span<float> buffer, int64_t begin,
+                              const ExactCopy& copy) override {
+    return mirrors_.Mirror(buffer, begin, copy);
+  }
+  absl::Status LoadMirroredModel(absl::Span<const float> buffer) override {
+    ASGD_RETURN_IF_ERROR(CheckModelSized("LoadMirroredModel", buffer.size()));
+    ASGD_ASSIGN_OR_RETURN(const float* mirror, mirrors_.Find(buffer));
+    ASGD_RETURN_IF_ERROR(EnsureResident());
+    return Checked(resident_->LoadFromDevice(mirror));
   }
 
   absl::StatusOr<BatchResult> AccumulateGradient(const Batch& batch) override {
@@ -210,7 +218,8 @@ class CudaBackend final : public ModelBackend {
       : spec_(spec),
         max_batch_(max_batch),
         options_(options),
-        num_params_(ModelParamCount(spec)) {
+        num_params_(ModelParamCount(spec)),
+        mirrors_(options.device, num_params_) {
     // Layer l's parameters are one contiguous slice of the flat vector.
     for (int l = 0; l < num_layers(); ++l) {
       const int64_t begin = LayerParamOffset(spec, l);
@@ -572,20 +581,10 @@ class CudaBackend final : public ModelBackend {
   PinnedHostBuffer<int32_t> h_row_int_;
 
   std::unique_ptr<cuda::ResidentModel> resident_;  // from the first LoadModel
+  cuda::ModelMirrors mirrors_;  // any thread (MirrorFromCopy)
 };
 
 }  // namespace
-
-absl::Status CudaDeviceStatus() { return DeviceCount().status(); }
-
-bool CudaDeviceAvailable() { return CudaDeviceStatus().ok(); }
-
-absl::StatusOr<std::string> CudaDeviceName(int device) {
-  ASGD_RETURN_IF_ERROR(CheckDeviceOrdinal(device));
-  cudaDeviceProp prop;
-  ASGD_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
-  return std::string(prop.name);
-}
 
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateCudaBackend(
     const ModelSpec& spec, int max_batch, const CudaOptions& options) {

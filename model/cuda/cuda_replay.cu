@@ -61,6 +61,11 @@ class CudaExactCopy final : public DeviceExactCopy {
     return Copy(w_.get(), host.data(), cudaMemcpyHostToDevice);
   }
 
+  absl::Status CopyToDevice(float* dst) const override {
+    ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    return Copy(dst, w_.get(), cudaMemcpyDeviceToDevice);
+  }
+
   absl::Status Download(absl::Span<float> host) const override {
     ASGD_RETURN_IF_ERROR(CheckSize(host.size()));
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));

@@ -37,6 +37,10 @@ class DeviceExactCopy : public ExactCopy {
   // The copy in device memory (size() floats), for the kernels that use it.
   virtual float* device_data() = 0;
 
+  // The copy into device memory `dst` (size() floats, on the copy's
+  // device), through the copy's stream; returns when it is there.
+  virtual absl::Status CopyToDevice(float* dst) const = 0;
+
   // ExactCopy (model/exact_copy.h) on the device: Upload and Download
   // copy through the copy's stream; Replay uploads the plan's tables and
   // returns when the copy is updated; a CUDA error is returned as

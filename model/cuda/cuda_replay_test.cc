@@ -4,7 +4,8 @@
 // sequence, for one-bit, top-k and mixed updates, with and without weight
 // decay; an update that overflows is refused; the backend's copies
 // (CreateExactCopy, what --replay_on_device uses) replay on a thread that is
-// not the backend's. Skips without a CUDA device (replay_impl_test runs the
+// not the backend's; a model mirrored from those copies loads device to
+// device as the same model. Skips without a CUDA device (replay_impl_test runs the
 // same pass on the CPU everywhere).
 #include "model/cuda/cuda_replay.h"
 
@@ -20,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_test_util.h"
+#include "model/cuda/host_replay_copy.h"
 #include "model/model_spec.h"
 #include "model/cuda/replay_cases.h"
 #include "step/compressed_apply.h"
@@ -135,6 +137,57 @@ TEST(CudaReplayTest, TheBackendsCopiesReplayOnOtherThreads) {
     }
     EXPECT_EQ(FirstDifference(from_device, host), -1) << "copy " << copy_index;
   }
+}
+
+// MirrorFromCopy / LoadMirroredModel on the GPU: the buffer gets the
+// copies' values, and the model loaded from the mirror computes the same
+// gradient as the same values uploaded from host memory; a copy that is not
+// the backend's is refused.
+TEST(CudaReplayTest, ModelsMirroredFromCopiesLoadDeviceToDevice) {
+  SKIP_WITHOUT_CUDA();
+  ModelSpec spec;
+  spec.feature_dim = 8;
+  spec.num_classes = 4;
+  spec.layers = {LayerSpec::Dense(16, Activation::kRelu)};
+  auto made = CreateCudaBackend(spec, 16, CudaOptions{});
+  ASSERT_TRUE(made.ok()) << made.status();
+  ModelBackend& backend = **made;
+  const int64_t n = ModelParamCount(spec);
+  std::mt19937 rng(14);
+  const std::vector<float> model = Weights(n, &rng);
+  const int64_t half = n / 2;
+  auto a = backend.CreateExactCopy(half);
+  auto b = backend.CreateExactCopy(n - half);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->Upload({model.data(), static_cast<size_t>(half)}).ok());
+  ASSERT_TRUE(
+      (*b)->Upload({model.data() + half, static_cast<size_t>(n - half)}).ok());
+  std::vector<float> buffer(n, 0.0f);
+  ASSERT_TRUE(backend.MirrorFromCopy(absl::MakeSpan(buffer), 0, **a).ok());
+  ASSERT_TRUE(backend.MirrorFromCopy(absl::MakeSpan(buffer), half, **b).ok());
+  EXPECT_EQ(FirstDifference(buffer, model), -1);
+  std::vector<float> inputs(4 * spec.input_dim());
+  for (size_t i = 0; i < inputs.size(); ++i) inputs[i] = 0.1f * (i % 9) - 0.4f;
+  const std::vector<int32_t> labels = {0, 1, 2, 3};
+  const Batch batch{4, 1, inputs, labels};
+  auto gradient = [&] {
+    std::vector<float> g(n);
+    EXPECT_TRUE(backend.AccumulateGradient(batch).ok());
+    EXPECT_TRUE(backend.TakeAverage(absl::MakeSpan(g)).ok());
+    return g;
+  };
+  std::fill(buffer.begin(), buffer.end(), 5.0f);  // the mirror is loaded
+  ASSERT_TRUE(backend.LoadMirroredModel(buffer).ok());
+  const std::vector<float> mirrored = gradient();
+  ASSERT_TRUE(backend.LoadModel(model).ok());
+  EXPECT_EQ(FirstDifference(gradient(), mirrored), -1);
+  auto host = CreateHostReplayCopy(half);
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ(backend.MirrorFromCopy(absl::MakeSpan(buffer), 0, **host).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<float> other(n);
+  EXPECT_EQ(backend.LoadMirroredModel(other).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

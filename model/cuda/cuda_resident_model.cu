@@ -128,6 +128,16 @@ absl::Status ResidentModel::Load(absl::Span<const float> params) {
   return absl::OkStatus();
 }
 
+absl::Status ResidentModel::LoadFromDevice(const float* params) {
+  loaded_ = false;
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(model_.get(), params,
+                                            num_params_ * sizeof(float),
+                                            cudaMemcpyDeviceToDevice, stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  loaded_ = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> ResidentModel::Accumulate(const float* grad) {
   ASGD_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(flag_.get(), 0, sizeof(int), stream_));

@@ -40,6 +40,9 @@ class ResidentModel {
   // before, else through pinned memory in pieces, the copy of one
   // overlapping the host's memcpy of the next.
   absl::Status Load(absl::Span<const float> params);
+  // The model becomes the device memory `params` (num_params floats, on
+  // this device), copied device to device; returns when it is done.
+  absl::Status LoadFromDevice(const float* params);
 
   // Page-locks host memory (cudaHostRegister) that Load will read again and
   // again, until Unpin or the end of this object.

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_util.h"
 #include "model/cuda/layer_math.h"
 
@@ -114,4 +115,17 @@ absl::Status Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n,
 }
 
 }  // namespace cuda
+
+// The device queries of cuda_backend.h.
+absl::Status CudaDeviceStatus() { return cuda::DeviceCount().status(); }
+
+bool CudaDeviceAvailable() { return CudaDeviceStatus().ok(); }
+
+absl::StatusOr<std::string> CudaDeviceName(int device) {
+  ASGD_RETURN_IF_ERROR(cuda::CheckDeviceOrdinal(device));
+  cudaDeviceProp prop;
+  ASGD_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  return std::string(prop.name);
+}
+
 }  // namespace asgd

@@ -342,7 +342,15 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
     }
     if (bad.ok() && reader.done()) {
       ASGD_ASSIGN_OR_RETURN(const uint64_t version, reader.Finish());
-      ASGD_RETURN_IF_ERROR(sink->Commit(range));
+      if (reader.exact() && server.copy.device != nullptr) {
+        absl::Status committed = sink->CommitCopy(range, *server.copy.device);
+        if (!committed.ok()) {
+          server.copy.version.reset();  // unknown: weights next time
+          return committed;
+        }
+      } else {
+        ASGD_RETURN_IF_ERROR(sink->Commit(range));
+      }
       if (reader.exact()) {
         (reader.received_weights() ? exact_weight_pulls_ : update_pulls_)
             .fetch_add(1, std::memory_order_relaxed);

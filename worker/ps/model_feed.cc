@@ -14,7 +14,8 @@ ModelFeed::ModelFeed(const ModelFeedOptions& options, ParamClient* client,
                      RetryPolicy* retry, PullFn pull)
     : options_(options), retry_(retry), pull_(std::move(pull)) {
   if (options.overlap_pulls) {
-    prefetcher_ = std::make_unique<ModelPrefetcher>(client, options.size);
+    prefetcher_ = std::make_unique<ModelPrefetcher>(client, options.size,
+                                                    options.prefetch_pull);
   }
 }
 

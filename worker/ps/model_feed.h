@@ -44,6 +44,9 @@ struct ModelFeedOptions {
   int64_t size = 0;            // floats in the model
   bool overlap_pulls = false;  // prefetch in the background
   int max_overlapped_steps = 1;
+  // How the prefetcher pulls into its buffer (ModelPrefetcher::PullInto;
+  // empty: the client's Pull).
+  ModelPrefetcher::PullInto prefetch_pull;
 };
 
 class ModelFeed {

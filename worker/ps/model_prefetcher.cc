@@ -4,8 +4,12 @@
 
 namespace asgd {
 
-ModelPrefetcher::ModelPrefetcher(ParamClient* client, int64_t size)
-    : client_(client), back_(size), second_buffer_(back_) {
+ModelPrefetcher::ModelPrefetcher(ParamClient* client, int64_t size,
+                                 PullInto pull)
+    : client_(client),
+      pull_(std::move(pull)),
+      back_(size),
+      second_buffer_(back_) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -37,7 +41,9 @@ void ModelPrefetcher::Run() {
       in_flight_ = true;
       ++pulls_;
     }
-    absl::Status status = client_->Pull(absl::MakeSpan(back_), &back_versions_);
+    absl::Status status =
+        pull_ ? pull_(absl::MakeSpan(back_), &back_versions_)
+              : client_->Pull(absl::MakeSpan(back_), &back_versions_);
     absl::MutexLock lock(&mu_);
     in_flight_ = false;
     landed_ = true;

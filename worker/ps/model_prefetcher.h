@@ -31,6 +31,7 @@
 #define ASGD_WORKER_PS_MODEL_PREFETCHER_H_
 
 #include <cstdint>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -44,8 +45,13 @@ namespace asgd {
 
 class ModelPrefetcher {
  public:
+  // How a pull into a buffer is made (once, no retries); empty:
+  // client->Pull(buffer, versions).
+  using PullInto = std::function<absl::Status(absl::Span<float> buffer,
+                                              std::vector<uint64_t>* versions)>;
+
   // `client` must outlive the prefetcher; `size` is the model's size.
-  ModelPrefetcher(ParamClient* client, int64_t size);
+  ModelPrefetcher(ParamClient* client, int64_t size, PullInto pull = nullptr);
   ~ModelPrefetcher();
 
   ModelPrefetcher(const ModelPrefetcher&) = delete;
@@ -83,6 +89,7 @@ class ModelPrefetcher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ParamClient* const client_;
+  const PullInto pull_;  // may be empty
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool requested_ ABSL_GUARDED_BY(mu_) = false;

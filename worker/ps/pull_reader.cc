@@ -79,9 +79,7 @@ absl::Status PullReader::AddChecked(const PullMessage& msg) {
 absl::StatusOr<uint64_t> PullReader::Finish() {
   if (!error_.ok()) return error_;
   if (!done_) return absl::DataLossError("the pull reply is incomplete");
-  if (exact_ && copy_->device != nullptr) {
-    error_ = copy_->device->Download(staging_);
-    if (!error_.ok()) return error_;
+  if (exact_ && copy_->device != nullptr) {  // the caller takes it from there
     copy_->version = version_;
     copy_->lineage = lineage_;
     return version_;

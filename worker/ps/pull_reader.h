@@ -23,7 +23,8 @@
 // BeginDelta() says which version to ask updates for and marks the copy lost
 // until Finish() of an exact reply sets it again. A copy kept on a device
 // gets its weights through the staging buffer and its updates as replay
-// plans; Finish() downloads it into staging.
+// plans; the staging buffer then does not hold the reply's model: the
+// caller commits the slice from the copy (PullSink::CommitCopy).
 //
 // Thread-safety: one thread at a time; a DeltaCopy is used by one reader at
 // a time.
@@ -86,7 +87,8 @@ class PullReader {
   bool done() const { return done_; }
 
   // Once done(): completes the reply (an exact one: the copy is exactly at
-  // the reply's version and goes into staging) and returns its version.
+  // the reply's version and, a host copy, goes into staging) and returns
+  // its version.
   absl::StatusOr<uint64_t> Finish();
 
   // The reply is exact (a delta pull answered with the copy's form).

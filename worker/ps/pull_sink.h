@@ -9,10 +9,13 @@
 // must then treat that range as unknown (the caller pulls again).
 //
 // Example, a device-resident model: Staging returns a pinned host buffer,
-// Commit copies it to the device.
+// Commit copies it to the device; CommitCopy takes a slice straight from
+// the device copy it was replayed on (MirroredPullSink,
+// mirrored_pull_sink.h).
 //
-// Thread-safety: the client calls Staging and Commit for different servers'
-// ranges (disjoint) concurrently; for one range, one call at a time.
+// Thread-safety: the client calls Staging, Commit and CommitCopy for
+// different servers' ranges (disjoint) concurrently; for one range, one
+// call at a time.
 #ifndef ASGD_WORKER_PS_PULL_SINK_H_
 #define ASGD_WORKER_PS_PULL_SINK_H_
 
@@ -21,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/model_layout.h"
+#include "model/exact_copy.h"
 
 namespace asgd {
 
@@ -35,6 +39,15 @@ class PullSink {
   virtual absl::Span<float> Staging(FlatRange range) = 0;
   // The staging buffer of `range` holds that range's final values.
   virtual absl::Status Commit(FlatRange range) = 0;
+  // Instead of Commit, for a delta pull whose exact copy is kept elsewhere
+  // (model/exact_copy.h): `copy` holds that range's final values; the
+  // staging buffer holds nothing of use. By default they are downloaded
+  // into the staging buffer, then committed.
+  virtual absl::Status CommitCopy(FlatRange range, const ExactCopy& copy) {
+    absl::Status s = copy.Download(Staging(range));
+    if (!s.ok()) return s;
+    return Commit(range);
+  }
 };
 
 // A sink over a host buffer of the whole model: staging is the buffer

@@ -10,6 +10,7 @@
 #include "common/refusal.h"
 #include "common/status_macros.h"
 #include "worker/data/make_examples.h"
+#include "worker/ps/mirrored_pull_sink.h"
 #include "worker/ps/model_feed.h"
 #include "worker/ps/pool_source.h"
 #include "worker/ps/push_pipeline.h"
@@ -113,10 +114,15 @@ class Trainer::PoolStep final : public StepPolicy {
   PoolStep(Trainer* trainer, std::vector<uint64_t>* versions)
       : t_(trainer),
         versions_(versions),
-        feed_(FeedOptions(*t_), t_->client_, &t_->retry_,
-              [t = t_](std::vector<float>* params,
-                       std::vector<uint64_t>* versions) {
-                return t->PullWithRetry(absl::MakeSpan(*params), versions);
+        mirrors_(t_->options_.resident_model &&
+                         t_->client_->delta_pull_stats().copies_elsewhere
+                     ? std::make_unique<MirroredBuffers>(t_->backend_)
+                     : nullptr),
+        feed_(FeedOptions(*t_, this), t_->client_, &t_->retry_,
+              [this](std::vector<float>* params,
+                     std::vector<uint64_t>* versions) {
+                return t_->PullWithRetry(absl::MakeSpan(*params), versions,
+                                         mirrors_.get());
               }),
         resident_(t_->options_.resident_model
                       ? std::make_unique<ResidentPush>(t_->backend_,
@@ -136,7 +142,10 @@ class Trainer::PoolStep final : public StepPolicy {
       if (loaded_model_ < 0) PinModelBuffers(result->params);
       // A new model (or the first): onto the backend once.
       step->pull = absl::ToDoubleSeconds(watch->Lap());
-      ASGD_RETURN_IF_ERROR(t_->backend_->LoadModel(result->params));
+      ASGD_RETURN_IF_ERROR(
+          mirrors_ != nullptr && mirrors_->Mirrored(result->params)
+              ? t_->backend_->LoadMirroredModel(result->params)
+              : t_->backend_->LoadModel(result->params));
       loaded_model_ = feed_.models();
       step->load = absl::ToDoubleSeconds(watch->Lap());
       step->pull += step->load;
@@ -200,12 +209,17 @@ class Trainer::PoolStep final : public StepPolicy {
   }
 
  private:
-  static ModelFeedOptions FeedOptions(const Trainer& t) {
+  static ModelFeedOptions FeedOptions(const Trainer& t, PoolStep* step) {
     ModelFeedOptions o;
     o.size = t.client_->layout().total_size();
     o.overlap_pulls =
         t.options_.overlap_pulls && t.options_.mode == TrainMode::kAsgd;
     o.max_overlapped_steps = t.options_.max_overlapped_steps;
+    o.prefetch_pull = [step](absl::Span<float> buffer,
+                             std::vector<uint64_t>* versions) {
+      return PullInto(step->t_->client_, step->mirrors_.get(), buffer,
+                      versions);
+    };
     return o;
   }
   static PushPipelineOptions PipelineOptions(const Trainer& t) {
@@ -307,6 +321,11 @@ class Trainer::PoolStep final : public StepPolicy {
   Trainer* const t_;
   std::vector<uint64_t>* const versions_;
   uint64_t window_staleness_ = 0;
+  // With the client's exact copies on the backend (--replay_on_device) and
+  // a resident model: the model buffers' sinks, so that a model pulled all
+  // from copies loads from the backend's mirror (before feed_: it pulls
+  // through them).
+  std::unique_ptr<MirroredBuffers> mirrors_;
   ModelFeed feed_;
   std::unique_ptr<ResidentPush> resident_;  // with options_.resident_model
   int64_t loaded_model_ = -1;  // feed_.models() when the backend loaded it
@@ -502,9 +521,11 @@ absl::StatusOr<PoolGrant> Trainer::FetchWithRetry(uint64_t num_frames,
 }
 
 absl::Status Trainer::PullWithRetry(absl::Span<float> params,
-                                    std::vector<uint64_t>* versions) {
-  return retry_.Retry([&] { return client_->Pull(params, versions); }, "pull",
-                      kPullRecovered);
+                                    std::vector<uint64_t>* versions,
+                                    MirroredBuffers* mirrors) {
+  return retry_.Retry(
+      [&] { return PullInto(client_, mirrors, params, versions); }, "pull",
+      kPullRecovered);
 }
 
 absl::StatusOr<PushOutcome> Trainer::Push(absl::Span<const float> values,

@@ -81,6 +81,8 @@
 
 namespace asgd {
 
+class MirroredBuffers;  // worker/ps/mirrored_pull_sink.h
+
 enum class TrainMode { kAsgd, kSync, kSgd };
 
 absl::StatusOr<TrainMode> ParseTrainMode(absl::string_view text);
@@ -179,9 +181,11 @@ class Trainer {
   absl::Status TrainLoop(StepPolicy* policy, BatchSource* source,
                          int64_t max_steps, absl::string_view phase,
                          TrainResult* result);
-  // The trainer's one pull: the whole model, with retries.
+  // The trainer's one pull: the whole model, with retries (through its
+  // sink in `mirrors`, when given: mirrored_pull_sink.h).
   absl::Status PullWithRetry(absl::Span<float> params,
-                             std::vector<uint64_t>* versions);
+                             std::vector<uint64_t>* versions,
+                             MirroredBuffers* mirrors = nullptr);
   // The trainer's one push (not retried: a server that got it may have
   // applied it).
   absl::StatusOr<PushOutcome> Push(absl::Span<const float> values,

@@ -1,0 +1,72 @@
+#include "worker/ps/mirrored_pull_sink.h"
+
+namespace asgd {
+
+absl::Status MirroredPullSink::Commit(FlatRange range) {
+  absl::MutexLock lock(&mu_);
+  mirrored_.erase(range.begin);
+  return absl::OkStatus();
+}
+
+absl::Status MirroredPullSink::CommitCopy(FlatRange range,
+                                          const ExactCopy& copy) {
+  {
+    absl::MutexLock lock(&mu_);
+    mirrored_.erase(range.begin);  // until the mirror holds it
+  }
+  if (copy.size() != range.size()) {
+    return absl::InvalidArgumentError(
+        "an exact copy of another size than its range");
+  }
+  absl::Status s = backend_->MirrorFromCopy(buffer_, range.begin, copy);
+  if (!s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  mirrored_[range.begin] = range.size();
+  return absl::OkStatus();
+}
+
+bool MirroredPullSink::mirrored() const {
+  absl::MutexLock lock(&mu_);
+  int64_t covered = 0;
+  int64_t end = 0;
+  for (const auto& [begin, count] : mirrored_) {
+    if (begin < end) return false;  // overlapping ranges: not a tiling
+    covered += count;
+    end = begin + count;
+  }
+  return covered == static_cast<int64_t>(buffer_.size());
+}
+
+PullSink* MirroredBuffers::For(absl::Span<float> buffer) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& sink : sinks_) {
+    if (sink->data() == buffer.data() &&
+        sink->size() == static_cast<int64_t>(buffer.size())) {
+      return sink.get();
+    }
+  }
+  if (sinks_.size() >= kMaxBuffers) return nullptr;
+  sinks_.push_back(std::make_unique<MirroredPullSink>(backend_, buffer));
+  return sinks_.back().get();
+}
+
+bool MirroredBuffers::Mirrored(absl::Span<const float> buffer) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& sink : sinks_) {
+    if (sink->data() == buffer.data() &&
+        sink->size() == static_cast<int64_t>(buffer.size())) {
+      return sink->mirrored();
+    }
+  }
+  return false;
+}
+
+absl::Status PullInto(ParamClient* client, MirroredBuffers* mirrors,
+                      absl::Span<float> buffer,
+                      std::vector<uint64_t>* versions) {
+  PullSink* sink = mirrors != nullptr ? mirrors->For(buffer) : nullptr;
+  if (sink == nullptr) return client->Pull(buffer, versions);
+  return client->Pull(sink, versions);
+}
+
+}  // namespace asgd
