@@ -7,8 +7,8 @@
 #   bench/gpu_worker_check.sh PACK.tar.xz
 #
 # PACK.tar.xz: ../shared/gpu-host/pack.sh of asgd_server, asgd_worker,
-# asgd_eval, make_corpus, dnn_step_bench, server_capacity_bench, the four
-# cuda_*_test binaries and bench/torch_dnn_step.py (see
+# asgd_eval, make_corpus, dnn_step_bench, replay_bench,
+# server_capacity_bench, the cuda_*_test binaries and bench/torch_dnn_step.py (see
 # docs/results/gpu-h200/README.md for the command).
 set -u
 OUT=${OUT:-$PWD/gpu-check-out}; mkdir -p "$OUT"
@@ -52,6 +52,8 @@ bench gradient --models=dnn,cnn,lstm,blstm
 bench worker_onebit --models=dnn,cnn,lstm,blstm --worker_step --push_encoding=onebit
 bench worker_onebit_k4 --models=dnn --worker_step --push_encoding=onebit --push_every=4
 bench worker_float32 --models=dnn --worker_step --push_encoding=float32
+timeout 120 $B/replay_bench --backend=cuda --threads=1,4,8 > $L/22_replay.txt 2>&1
+echo "replay_bench rc=$?"; grep -E "^\| |^# check" $L/22_replay.txt
 timeout 150 python3 $B/torch_dnn_step.py --models=dnn,cnn,lstm,blstm --iters=30 \
   > $L/21_torch.txt 2>&1; echo "torch rc=$?"
 grep -E "^\| [a-z]+ \| torch-cuda(\+copies)? \| tf32 \| (256|16) x" $L/21_torch.txt
