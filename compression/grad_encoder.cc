@@ -70,8 +70,8 @@ absl::Status GradEncoder::EncodeChunk(const ChunkRef& chunk,
                                       const float* gradient, std::string* out) {
   if (absl::Status s = CheckChunk(chunk); !s.ok()) return s;
   const absl::Span<const float> g(gradient, chunk.count);
-  const absl::Span<float> r(
-      residual_.data() + (chunk.flat_begin - range_.begin), chunk.count);
+  const absl::Span<float> r(Residual() + (chunk.flat_begin - range_.begin),
+                            chunk.count);
   if (options_.encoding == GradEncoding::kTopK) {
     return EncodeTopK(g, TopKCount(options_.top_k_fraction, chunk.count), r,
                       out);
@@ -92,9 +92,14 @@ absl::Status GradEncoder::Restore(const ChunkRef& chunk,
       !s.ok()) {
     return s;
   }
-  float* r = residual_.data() + (chunk.flat_begin - range_.begin);
+  float* r = Residual() + (chunk.flat_begin - range_.begin);
   for (int64_t i = 0; i < chunk.count; ++i) r[i] += decoded[i];
   return absl::OkStatus();
+}
+
+float* GradEncoder::Residual() {
+  if (residual_.empty()) residual_.assign(range_.size(), 0.0f);
+  return residual_.data();
 }
 
 void GradEncoder::ResetResidual() {

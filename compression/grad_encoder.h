@@ -25,9 +25,13 @@
 // Either resend the same bytes, or hand them back with Restore(), which adds
 // their decoded values to the residual, so the next push carries them.
 //
-// Thread-safety: EncodeChunk calls on disjoint chunks may run concurrently
-// (each touches only its chunk's residual); anything else needs external
-// synchronisation.
+// The residual's memory (the range's size in floats) is allocated by the
+// first EncodeChunk or Restore: an encoder that is never used (a worker
+// whose backend keeps its own residual, model/backend.h) holds none.
+//
+// Thread-safety: once a first EncodeChunk or Restore has returned,
+// EncodeChunk calls on disjoint chunks may run concurrently (each touches
+// only its chunk's residual); anything else needs external synchronisation.
 #ifndef ASGD_COMPRESSION_GRAD_ENCODER_H_
 #define ASGD_COMPRESSION_GRAD_ENCODER_H_
 
@@ -82,7 +86,8 @@ class GradEncoder {
   // The one-bit groups EncodeChunk uses for `chunk`.
   OneBitGroups GroupsOf(const ChunkRef& chunk) const;
 
-  // The residual of the whole range (range().size() floats).
+  // The residual of the whole range (range().size() floats), or empty (all
+  // zeros) before the first EncodeChunk or Restore.
   absl::Span<const float> residual() const { return residual_; }
   void ResetResidual();
 
@@ -91,14 +96,16 @@ class GradEncoder {
 
  private:
   GradEncoder(FlatRange range, const GradEncoderOptions& options)
-      : range_(range), options_(options), residual_(range.size(), 0.0f) {}
+      : range_(range), options_(options) {}
+  // The residual's memory, allocated (zeros) on first use.
+  float* Residual();
 
   // InvalidArgument unless `chunk` lies inside one tensor and the range.
   absl::Status CheckChunk(const ChunkRef& chunk) const;
 
   FlatRange range_;
   GradEncoderOptions options_;
-  std::vector<float> residual_;
+  std::vector<float> residual_;  // empty until first used
   // Per tensor of the layout.
   std::vector<int64_t> tensor_offsets_;
   std::vector<int64_t> tensor_sizes_;

@@ -94,6 +94,7 @@ TEST_P(GradEncoderFeedbackTest, ResidualClosesTheGap) {
   std::mt19937 rng(5);
   std::normal_distribution<float> dist(0.1f, 1.0f);
   std::vector<double> true_sum(range.size(), 0), decoded_sum(range.size(), 0);
+  EXPECT_TRUE(encoder->residual().empty());  // no memory until first used
   for (int step = 0; step < 100; ++step) {
     std::vector<float> grad(range.size());
     for (float& x : grad) x = dist(rng);
@@ -114,6 +115,7 @@ TEST_P(GradEncoderFeedbackTest, ResidualClosesTheGap) {
       }
     }
   }
+  ASSERT_EQ(static_cast<int64_t>(encoder->residual().size()), range.size());
   for (int64_t i = 0; i < range.size(); ++i) {
     ASSERT_NEAR(true_sum[i] - decoded_sum[i], encoder->residual()[i], 1e-3)
         << i;

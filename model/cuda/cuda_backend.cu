@@ -294,10 +294,6 @@ class CudaBackend final : public ModelBackend {
     ASGD_ASSIGN_OR_RETURN(d_row_loss_, DeviceBuffer<float>::Create(heads));
     ASGD_ASSIGN_OR_RETURN(d_row_int_, DeviceBuffer<int32_t>::Create(heads));
 
-    ASGD_ASSIGN_OR_RETURN(h_params_,
-                          PinnedHostBuffer<float>::Create(num_params_));
-    ASGD_ASSIGN_OR_RETURN(h_grad_,
-                          PinnedHostBuffer<float>::Create(num_params_));
     ASGD_ASSIGN_OR_RETURN(
         h_inputs_, PinnedHostBuffer<float>::Create(batch * spec_.input_dim()));
     ASGD_ASSIGN_OR_RETURN(
@@ -369,6 +365,10 @@ class CudaBackend final : public ModelBackend {
   absl::Status UploadAndForward(absl::Span<const float> params,
                                 const Batch& batch, bool with_labels,
                                 const float* resident = nullptr) {
+    if (resident == nullptr && h_params_.get() == nullptr) {  // first use
+      ASGD_ASSIGN_OR_RETURN(h_params_,
+                            PinnedHostBuffer<float>::Create(num_params_));
+    }
     const int n = batch.rows();
     const int64_t input_floats = int64_t{n} * spec_.input_dim();
     std::memcpy(h_inputs_.get(), batch.inputs.data(),
@@ -422,6 +422,10 @@ class CudaBackend final : public ModelBackend {
     int labelled = 0;
     for (int32_t label : batch.labels) labelled += label != kNoLabel;
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+    if (resident == nullptr && h_grad_.get() == nullptr) {  // first use
+      ASGD_ASSIGN_OR_RETURN(h_grad_,
+                            PinnedHostBuffer<float>::Create(num_params_));
+    }
     ASGD_RETURN_IF_ERROR(UploadAndForward(params, batch, true, resident));
     const float* model = resident != nullptr ? resident : d_params_.get();
 
@@ -573,6 +577,7 @@ class CudaBackend final : public ModelBackend {
   DeviceBuffer<int32_t> d_row_int_;  // [heads]: hits or predictions
   cuda::SoftTargetPass soft_targets_;  // taught batches
 
+  // Model-sized: made by the first call with host parameters (gradients).
   PinnedHostBuffer<float> h_params_, h_grad_;
   PinnedHostBuffer<float> h_inputs_;
   PinnedHostBuffer<float> h_logits_;  // [heads, num_classes]

@@ -197,8 +197,9 @@ std::vector<float> PushEncoder::Residual(int server) const {
   const PerServer& ps = *servers_[server];
   absl::MutexLock lock(&ps.mu);
   if (!ps.encoder.has_value()) return {};
-  return std::vector<float>(ps.encoder->residual().begin(),
-                            ps.encoder->residual().end());
+  const absl::Span<const float> r = ps.encoder->residual();
+  if (r.empty()) return std::vector<float>(ps.encoder->range().size(), 0.0f);
+  return std::vector<float>(r.begin(), r.end());
 }
 
 }  // namespace asgd
