@@ -28,6 +28,11 @@ ABSL_FLAG(int, max_overlapped_steps, 1,
           "With --overlap_pulls: the most minibatches computed on one model "
           "while the next one is on the wire.");
 
+ABSL_FLAG(int, prefetch_batches, 2,
+          "This worker's own minibatches (not the shared pool's) are "
+          "prepared this many ahead on a thread of their own, while the "
+          "current one computes; the same minibatches in the same order. 0: "
+          "each when it is needed. At most 16.");
 ABSL_FLAG(std::string, pool_run_id_file, "",
           "With --minibatch_pool (required there): a file holding this run's "
           "id, 16 to 256 bytes (surrounding whitespace ignored), the same for "
@@ -49,6 +54,7 @@ void AsgdTrainerFlags(TrainerOptions* options) {
   options->max_overlapped_steps = absl::GetFlag(FLAGS_max_overlapped_steps);
   options->pool_seed = absl::GetFlag(FLAGS_pool_seed);
   options->warm_start_epochs = absl::GetFlag(FLAGS_warm_start_epochs);
+  options->prefetch_batches = absl::GetFlag(FLAGS_prefetch_batches);
 }
 
 absl::StatusOr<std::string> PoolRunIdFromFlags() {

@@ -1,10 +1,11 @@
 // The flags of asgd_worker's parameter-server trainer (--mode=asgd, sync,
 // sgd; worker/ps/trainer.h), defined once here: how gradients are
 // accumulated per push, what runs while a push or a pull is on the wire,
-// the shared pool's example order and the warm start:
+// the shared pool's example order, the warm start and minibatches drawn
+// ahead:
 //   --push_every, --compute_while_pushing, --max_minibatches_per_push,
 //   --overlap_pulls, --max_overlapped_steps, --pool_seed,
-//   --warm_start_epochs, --pool_run_id_file
+//   --warm_start_epochs, --prefetch_batches, --pool_run_id_file
 #ifndef ASGD_WORKER_ASGD_FLAGS_H_
 #define ASGD_WORKER_ASGD_FLAGS_H_
 
@@ -15,9 +16,9 @@
 
 namespace asgd {
 
-// Sets those fields of *options from the flags; compute_while_pushing and
-// overlap_pulls only in asgd mode (set options->mode first). The trainer
-// validates the values.
+// Sets those fields of *options from the flags (not the pool run id);
+// compute_while_pushing and overlap_pulls only in asgd mode (set
+// options->mode first). The trainer validates the values.
 void AsgdTrainerFlags(TrainerOptions* options);
 
 // The shared minibatch pool's run id, read from --pool_run_id_file

@@ -12,7 +12,6 @@
 #include "worker/data/make_examples.h"
 #include "worker/ps/mirrored_pull_sink.h"
 #include "worker/ps/model_feed.h"
-#include "worker/ps/pool_source.h"
 #include "worker/ps/push_pipeline.h"
 #include "worker/ps/resident_push.h"
 
@@ -374,6 +373,11 @@ absl::Status Trainer::ValidateSetup() const {
                      " is more minibatches per push than the servers accept (",
                      limit, "; asgd_server --max_push_minibatches)"));
   }
+  if (options_.prefetch_batches < 0 || options_.prefetch_batches > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prefetch_batches=", options_.prefetch_batches,
+                     " is outside [0, 16]"));
+  }
   if (options_.use_pool && ShapeOfBatch(*train_, loop.batch_size).examples >
                                train_->num_examples()) {
     return absl::InvalidArgumentError("batch larger than the training data");
@@ -388,13 +392,6 @@ absl::Status Trainer::ValidateSetup() const {
         "no minibatch pool");
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::unique_ptr<BatchSource>> Trainer::OpenSource(
-    uint64_t seed, double epochs) const {
-  if (options_.open_source) return options_.open_source(seed, epochs);
-  return std::unique_ptr<BatchSource>(
-      std::make_unique<LocalSource>(train_, seed, epochs));
 }
 
 void Trainer::Straggle(absl::Duration compute) {
@@ -494,32 +491,6 @@ absl::Status Trainer::WarmStart(TrainResult* result,
   return PullWithRetry(absl::MakeSpan(result->params), versions);
 }
 
-absl::StatusOr<PoolGrant> Trainer::FetchWithRetry(uint64_t num_frames,
-                                                  int batch_size,
-                                                  double epochs, int count) {
-  for (;;) {
-    absl::StatusOr<PoolGrant> grant = client_->FetchBatches(
-        options_.pool_run_id, num_frames, batch_size, epochs, count);
-    if (grant.ok()) {
-      retry_.Succeeded(absl::StrCat("the minibatch pool answered after ",
-                                    retry_.failures(), " retries"));
-      return grant;
-    }
-    const absl::Status& error = grant.status();
-    if (error.code() == absl::StatusCode::kResourceExhausted &&
-        retry_.failures() == 0 && log_ != nullptr) {
-      *log_ << "worker " << options_.loop.worker_index
-            << ": the minibatch pool on server 0 has no room for this run's "
-               "dataset now (other datasets are in use, or this address "
-               "already uses its share); asking again for up to "
-            << absl::FormatDuration(retry_.max_retry_time())
-            << ": a dataset unused for a while is forgotten" << std::endl;
-    }
-    ASGD_RETURN_IF_ERROR(
-        retry_.BackOff(error, "minibatch pool fetch", /*pool_full=*/true));
-  }
-}
-
 absl::Status Trainer::PullWithRetry(absl::Span<float> params,
                                     std::vector<uint64_t>* versions,
                                     MirroredBuffers* mirrors) {
@@ -532,19 +503,6 @@ absl::StatusOr<PushOutcome> Trainer::Push(absl::Span<const float> values,
                                           const std::vector<uint64_t>& versions,
                                           int num_minibatches, PushKind kind) {
   return client_->Push(values, versions, num_minibatches, kind);
-}
-
-absl::StatusOr<std::unique_ptr<BatchSource>> Trainer::OpenTrainingSource() {
-  const LoopOptions& loop = options_.loop;
-  if (!options_.use_pool) {
-    return OpenSource(loop.seed * 7919 + loop.worker_index, loop.epochs);
-  }
-  return std::unique_ptr<BatchSource>(std::make_unique<PoolSource>(
-      [this](uint64_t num_frames, int batch_size, double epochs, int count) {
-        return FetchWithRetry(num_frames, batch_size, epochs, count);
-      },
-      train_, options_.pool_seed,
-      ShapeOfBatch(*train_, loop.batch_size).examples, loop.epochs));
 }
 
 absl::Status Trainer::FinalEvaluation(TrainResult* result,

@@ -126,6 +126,11 @@ struct TrainerOptions {
   // already uses its share) is asked again with the backoff below, for up
   // to max_retry_time, like a server that is away.
   std::string pool_run_id;
+  // This worker's own minibatches (not the pool's) are drawn this many
+  // ahead on a thread of their own (worker/data/prefetch_source.h), so that
+  // preparing one overlaps the computation of the one before; the same
+  // minibatches in the same order. 0: drawn when needed.
+  int prefetch_batches = 0;
   // When set (not with use_pool), the main loop's and the warm start's
   // minibatches come from sources it opens (e.g. a StreamSource over a
   // Kaldi data directory) instead of a LocalSource over `train`, which then
@@ -200,7 +205,8 @@ class Trainer {
   absl::Status LocalSgd(BatchSource* source, int64_t max_steps,
                         absl::string_view phase, TrainResult* result);
   absl::Status WarmStart(TrainResult* result, std::vector<uint64_t>* versions);
-  // The main loop's minibatches: the shared pool's, or this worker's own.
+  // The main loop's minibatches: the shared pool's, or this worker's own
+  // (trainer_sources.cc, as the two below).
   absl::StatusOr<std::unique_ptr<BatchSource>> OpenTrainingSource();
   // The minibatches of this worker's own data (open_source, or a
   // LocalSource over train_).

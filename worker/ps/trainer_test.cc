@@ -847,6 +847,57 @@ TEST(TrainerTest, SgdModeTrainsLocallyAndHandsTheModelOver) {
   EXPECT_GT(result->heldout_accuracy, 0.6);  // it learned the toy task
 }
 
+// Minibatches drawn ahead on a thread of their own are the same ones in the
+// same order: local SGD ends with the same model, bit for bit, from the
+// worker's own examples and from streamed data, and the same steps and
+// frames; a depth outside [0, 16] is refused.
+TEST(TrainerTest, PrefetchedMinibatchesTrainTheSameModel) {
+  const Utterances utts = ToyUtterances(1);
+  for (bool streamed : {false, true}) {
+    SCOPED_TRACE(streamed ? "streamed" : "own examples");
+    std::vector<TrainResult> results;
+    for (int prefetch : {0, 1, 3}) {
+      FakeClock clock;
+      FakePool pool;
+      TrainerOptions o = BaseOptions(&clock);
+      o.mode = TrainMode::kSgd;
+      o.loop.max_steps = 60;
+      o.prefetch_batches = prefetch;
+      if (streamed) {
+        o.open_source = [&](uint64_t seed, double epochs)
+            -> absl::StatusOr<std::unique_ptr<BatchSource>> {
+          StreamOptions so;
+          so.window_bytes = 300 * ExampleBytesPerFrame(4);
+          so.seed = seed;
+          so.epochs = epochs;
+          auto source = StreamSource::Create(
+              std::make_unique<UtterancesStream>(&utts), SmallSpec(), {}, so);
+          if (!source.ok()) return source.status();
+          return std::unique_ptr<BatchSource>(*std::move(source));
+        };
+      }
+      auto result = Train(&pool, o);
+      ASSERT_TRUE(result.ok()) << result.status();
+      results.push_back(*std::move(result));
+    }
+    for (size_t i = 1; i < results.size(); ++i) {
+      EXPECT_EQ(results[i].steps, results[0].steps);
+      EXPECT_EQ(results[i].frames, results[0].frames);
+      EXPECT_EQ(results[i].params, results[0].params) << "depth index " << i;
+    }
+    EXPECT_NE(results[0].params, InitialParams(SmallSpec(), 1));
+  }
+  for (int bad : {-1, 17}) {
+    FakeClock clock;
+    FakePool pool;
+    TrainerOptions o = BaseOptions(&clock);
+    o.prefetch_batches = bad;
+    EXPECT_EQ(Train(&pool, o).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 TEST(TrainerTest, WarmStartHandsOverBeforeAnyAsynchronousPush) {
   FakePool pool;
   absl::StatusOr<TrainResult> results[2];
