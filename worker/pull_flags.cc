@@ -46,7 +46,7 @@ absl::Status ReplayOnDeviceFromFlags(ModelBackend* backend,
 
 std::string DeltaPullSummary(const ParamClient& client) {
   const DeltaPullStats s = client.delta_pull_stats();
-  if (s.update_pulls + s.weight_pulls == 0) return "";
+  if (s.update_pulls == 0 && !s.copies_elsewhere) return "";
   return absl::StrFormat(
       ", delta pulls: %d of updates (%.1f MB), %d with weights, replayed %s",
       s.update_pulls, s.update_bytes / 1e6, s.weight_pulls,

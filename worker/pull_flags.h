@@ -30,7 +30,8 @@ absl::Status ReplayOnDeviceFromFlags(ModelBackend* backend,
 
 // The end of a worker's summary line about its delta pulls, e.g.
 // ", delta pulls: 812 of updates (35.2 MB), 2 with weights, replayed on the
-// device (plans 40.1 MB)"; empty when there were none.
+// device (plans 40.1 MB)"; empty when no pull brought updates and the
+// copies are on the host (e.g. float32 pushes, which servers cannot replay).
 std::string DeltaPullSummary(const ParamClient& client);
 
 }  // namespace asgd
