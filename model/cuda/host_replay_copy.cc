@@ -56,16 +56,7 @@ class HostReplayCopy final : public ExactCopy {
     if (plan.num_groups() < 0) {
       return absl::InvalidArgumentError("replay of an unbuilt plan");
     }
-    cuda_ops::ReplayTables t;
-    t.count = plan.count;
-    t.num_groups = plan.num_groups();
-    t.group_start = plan.group_start.data();
-    t.levels = plan.levels.data();
-    t.bit_origin = plan.bit_origin.data();
-    t.bits = plan.bits.data();
-    t.k = static_cast<int64_t>(plan.indices.size());
-    t.indices = plan.indices.data();
-    t.values = plan.values.data();
+    const cuda_ops::ReplayTables t = cuda_ops::TablesOf(plan);
     LoopExec x;
     int bad = 0;
     if (plan.all_top_k && wd == 0.0f) {

@@ -31,19 +31,7 @@ inline uint32_t Bits(float x) {
   return u;
 }
 
-inline cuda_ops::ReplayTables TablesOf(const ReplayPlan& p) {
-  cuda_ops::ReplayTables t;
-  t.count = p.count;
-  t.num_groups = p.num_groups();
-  t.group_start = p.group_start.data();
-  t.levels = p.levels.data();
-  t.bit_origin = p.bit_origin.data();
-  t.bits = p.bits.data();
-  t.k = static_cast<int64_t>(p.indices.size());
-  t.indices = p.indices.data();
-  t.values = p.values.data();
-  return t;
-}
+using cuda_ops::TablesOf;
 
 // One update: its chunks' bytes (kept alive) and their parsed views.
 struct Update {

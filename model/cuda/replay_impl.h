@@ -46,6 +46,7 @@
 
 #include "absl/status/status.h"
 #include "model/cuda/layer_math.h"
+#include "step/replay_plan.h"
 
 namespace asgd {
 namespace cuda_ops {
@@ -97,6 +98,22 @@ struct ReplayTables {
   const int64_t* indices = nullptr;
   const float* values = nullptr;
 };
+
+// The tables of `plan` where it is (host memory): a replay on the host
+// (host_replay_copy.h, replay_impl_test); a device replay uploads them.
+inline ReplayTables TablesOf(const ReplayPlan& plan) {
+  ReplayTables t;
+  t.count = plan.count;
+  t.num_groups = plan.num_groups();
+  t.group_start = plan.group_start.data();
+  t.levels = plan.levels.data();
+  t.bit_origin = plan.bit_origin.data();
+  t.bits = plan.bits.data();
+  t.k = static_cast<int64_t>(plan.indices.size());
+  t.indices = plan.indices.data();
+  t.values = plan.values.data();
+  return t;
+}
 
 // The first index j of sorted[0, n) with sorted[j] > x (n when none).
 ASGD_HD inline int64_t UpperBound(const int64_t* sorted, int64_t n, int64_t x) {
