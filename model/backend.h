@@ -184,8 +184,10 @@ class ModelBackend {
   // Its values are downloaded into `buffer` and also kept in the backend's
   // mirror of `buffer` (device memory for the CUDA backend, which copies
   // them there device to device), so that LoadMirroredModel(buffer) makes
-  // them the resident model without reading `buffer`. May be called from
-  // any thread, for disjoint ranges of one buffer concurrently.
+  // them the resident model without reading `buffer`. The backend keeps
+  // one model-sized mirror per buffer for its life: pass the same few
+  // buffers (the worker's two). May be called from any thread, for
+  // disjoint ranges of one buffer concurrently.
   // InvalidArgument for a range outside the model, a buffer of another
   // size, or a copy the backend cannot read (the CUDA backend: not one of
   // its device copies); the copy's errors.

@@ -1,10 +1,11 @@
+#include "model/cuda/cuda_mirrors.h"
+
 #include <cuda_runtime.h>
 
 #include <utility>
 
 #include "common/status_macros.h"
 #include "model/backend.h"
-#include "model/cuda/cuda_mirrors.h"
 #include "model/cuda/cuda_replay.h"
 
 namespace asgd {

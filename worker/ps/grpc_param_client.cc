@@ -238,6 +238,7 @@ absl::Status GrpcParamClient::KeepExactCopiesOn(
         "ask for them (float32 pulls with --delta_pulls)");
   }
   absl::Status status;
+  bool made_any = false;
   for (size_t s = 0; s < servers_.size(); ++s) {
     Server& server = *servers_[s];
     if (!server.delta) continue;
@@ -255,11 +256,12 @@ absl::Status GrpcParamClient::KeepExactCopiesOn(
     }
     if (made.ok()) {
       copy.device = *std::move(made);
+      made_any = true;
     } else {
       status = made.status();
     }
   }
-  copies_elsewhere_.store(status.ok());
+  copies_elsewhere_.store(status.ok() && made_any);
   if (status.ok()) return status;
   for (auto& server : servers_) {  // all or none
     absl::MutexLock lock(&server->pull_mu);

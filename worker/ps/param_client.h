@@ -85,7 +85,9 @@ struct DeltaPullStats {
   int64_t update_pulls = 0;  // replies with updates only
   int64_t weight_pulls = 0;  // exact replies with weights (then updates)
   int64_t update_bytes = 0;  // compressed update bytes received
-  bool copies_elsewhere = false;  // KeepExactCopiesOn: replayed there
+  // KeepExactCopiesOn made copies (some server answers delta pulls): the
+  // updates are replayed there.
+  bool copies_elsewhere = false;
   int64_t plan_bytes = 0;         // replay plans handed to those copies
 };
 
