@@ -8,7 +8,8 @@
 #
 # PACK.tar.xz: ../shared/gpu-host/pack.sh of asgd_server, asgd_worker,
 # asgd_eval, make_corpus, dnn_step_bench, replay_bench,
-# server_capacity_bench, the cuda_*_test binaries and bench/torch_dnn_step.py (see
+# server_capacity_bench, the cuda_*_test binaries and
+# bench/torch_dnn_step.py (see
 # docs/results/gpu-h200/README.md for the command).
 set -u
 OUT=${OUT:-$PWD/gpu-check-out}; mkdir -p "$OUT"

@@ -10,9 +10,11 @@
 //
 // The CUDA backend's CreateExactCopy makes these (model/exact_copy.h): the
 // worker's parameter client then keeps its copy of each server's slice on
-// the device (--replay_on_device). A copy remembers its device and makes it
-// current in each call, so any thread may use it (the client's pull
-// threads), one at a time.
+// the device (--replay_on_device).
+//
+// Thread-safety: one thread at a time per copy, any thread (the client's
+// pull threads): a copy remembers its device and makes it current in each
+// call.
 #ifndef ASGD_MODEL_CUDA_CUDA_REPLAY_H_
 #define ASGD_MODEL_CUDA_CUDA_REPLAY_H_
 

@@ -38,10 +38,7 @@ void PrefetchSource::Run() {
     const bool last = !drawn.more.ok() || !*drawn.more;
     absl::MutexLock lock(&mu_);
     ready_.push_back(std::move(drawn));
-    if (last) {  // nothing more to draw: the loop gets this one forever
-      finished_ = true;
-      return;
-    }
+    if (last) return;  // nothing more to draw: the loop gets this forever
   }
 }
 

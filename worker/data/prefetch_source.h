@@ -66,7 +66,6 @@ class PrefetchSource final : public BatchSource {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Drawn> ready_ ABSL_GUARDED_BY(mu_);
   std::vector<BatchBuffer> free_ ABSL_GUARDED_BY(mu_);
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // the last was drawn
   std::thread thread_;
 };
 

@@ -88,7 +88,7 @@ struct DeltaPullStats {
   // KeepExactCopiesOn made copies (some server answers delta pulls): the
   // updates are replayed there.
   bool copies_elsewhere = false;
-  int64_t plan_bytes = 0;         // replay plans handed to those copies
+  int64_t plan_bytes = 0;  // replay plans handed to those copies
 };
 
 // How a client reaches the pool (see worker/ps/connect.h).
