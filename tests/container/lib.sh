@@ -300,10 +300,18 @@ ctr_remove_all() {
 }
 
 # ctr_stop_bg: stops the processes started with ctr_bg and their children
-# (e.g. a loop's sleep).
+# (e.g. a loop's sleep). Each is stopped (SIGSTOP) first, so that it cannot
+# start another child between its children's end and its own, which would
+# outlive it; then its children and it get SIGTERM, and it is continued to
+# take it.
 ctr_stop_bg() {
   local i
-  for i in "${CTR_BG_PIDS[@]}"; do pkill -TERM -P "$i" 2>/dev/null || true; kill "$i" 2>/dev/null || true; done
+  for i in "${CTR_BG_PIDS[@]}"; do
+    kill -STOP "$i" 2>/dev/null || continue
+    pkill -TERM -P "$i" 2>/dev/null || true
+    kill -TERM "$i" 2>/dev/null || true
+    kill -CONT "$i" 2>/dev/null || true
+  done
   for i in "${CTR_BG_PIDS[@]}"; do wait "$i" 2>/dev/null || true; done
   CTR_BG_PIDS=()
 }
