@@ -294,9 +294,14 @@ void StageServer::Abort(const absl::Status& status) {
     if (finished_) return;
     if (broken_.ok()) broken_ = status;
     DropQueuedAnswers();
-    finish_ = absl::Status(status.code(),
-                           absl::StrCat("stage ", options_.group.stage,
-                                        " failed: ", status.message()));
+    // The first error wins: a stream already refused (a plan that does not
+    // match, a malformed message) is finished with that reason, not with
+    // the shutdown that follows it.
+    if (!finish_.has_value() || finish_->ok()) {
+      finish_ = absl::Status(status.code(),
+                             absl::StrCat("stage ", options_.group.stage,
+                                          " failed: ", status.message()));
+    }
   }
   Pump();
 }

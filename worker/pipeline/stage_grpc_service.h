@@ -11,7 +11,8 @@
 // RESOURCE_EXHAUSTED. A stream that closes without its StageEnd means the
 // caller failed or went away: Receive and Answer then fail with
 // UNAVAILABLE. Abort() ends the stream with the stage's error, which the
-// caller receives as the stream's status.
+// caller receives as the stream's status, unless the stream was already
+// refused: then the caller receives that first error.
 //
 //   auto server = StageServer::Start(options);   // listens on port()
 //   ... StageRunner::Run(params, server->get(), downstream) ...
