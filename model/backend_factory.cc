@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/cpu_backend.h"
+#include "model/cpu_layer_range.h"
 #include "model/cuda/cuda_loader.h"
 
 namespace asgd {
@@ -74,6 +75,41 @@ absl::Status CudaBackendStatus() {
   auto plugin = LoadCudaPlugin();
   if (!plugin.ok()) return plugin.status();
   return (*plugin)->device_status();
+}
+
+absl::StatusOr<LayerRangeFactory> LayerRangeFactoryFor(
+    absl::string_view name, const CudaOptions& cuda_options,
+    std::string* note) {
+  std::string ignored;
+  if (note == nullptr) note = &ignored;
+  if (name != "cpu" && name != "cuda" && name != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown backend \"", name, "\"; choose one of ", kBackendChoices));
+  }
+  absl::Status cuda = absl::OkStatus();
+  if (name != "cpu") cuda = CudaBackendStatus();
+  if (name == "cpu" || (name == "auto" && !cuda.ok())) {
+    *note = name == "cpu" ? "layers on the CPU"
+                          : absl::StrCat(cuda.message(),
+                                         "; layers on the CPU");
+    return LayerRangeFactory(CreateCpuLayerRange);
+  }
+  if (!cuda.ok()) {
+    return absl::Status(cuda.code(), absl::StrCat("cannot use the cuda "
+                                                  "backend: ",
+                                                  cuda.message()));
+  }
+  ASGD_ASSIGN_OR_RETURN(const CudaPluginApi* plugin, LoadCudaPlugin());
+  absl::StatusOr<std::string> device = plugin->device_name(cuda_options.device);
+  *note = absl::StrCat("layers on CUDA device ", cuda_options.device, " (",
+                       device.ok() ? *device : "unknown name", ", ",
+                       CudaMathModeName(cuda_options.math), " GEMMs)");
+  return LayerRangeFactory(
+      [plugin, cuda_options](const ModelSpec& spec, int first, int last,
+                             int max_rows) {
+        return plugin->create_range(spec, first, last, max_rows,
+                                    cuda_options);
+      });
 }
 
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackend(

@@ -34,6 +34,7 @@
 #include "model/model_spec.h"
 #include "model/cuda/cuda_options.h"
 #include "model/backend.h"
+#include "model/layer_range.h"
 
 namespace asgd {
 
@@ -48,6 +49,17 @@ inline constexpr char kBackendChoices[] = "cpu, cuda, auto";
 absl::StatusOr<std::unique_ptr<ModelBackend>> CreateBackend(
     absl::string_view name, const ModelSpec& spec, int max_rows,
     std::string* note, const CudaOptions& cuda_options = {});
+
+// How a pipeline stage makes its layer ranges (model/layer_range.h) on the
+// backend `name`, chosen as CreateBackend chooses: "cpu" the CPU's; "cuda"
+// the CUDA plugin's on cuda_options.device (kUnavailable, with the reason,
+// when this build, the plugin or the machine has none); "auto" CUDA when
+// CudaBackendStatus() is OK, else the CPU's. *note (may be null) says
+// which, and for "auto" on the CPU why. InvalidArgument for an unknown name.
+// A CUDA range refuses a layer kind the plugin does not compute when made.
+absl::StatusOr<LayerRangeFactory> LayerRangeFactoryFor(
+    absl::string_view name, const CudaOptions& cuda_options,
+    std::string* note);
 
 // OK when "cuda" would find a backend: this build has the CUDA plugin, it
 // loads, and a device is usable. Otherwise kUnavailable with the reason

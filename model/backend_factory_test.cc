@@ -157,5 +157,60 @@ TEST(BackendFactoryTest, BadSpecIsInvalidArgumentEverywhere) {
   }
 }
 
+// A pipeline stage's layer ranges by backend name: "cpu" always; "cuda"
+// where CudaBackendStatus() is OK, else kUnavailable with the reason; "auto"
+// either, saying which. The ranges compute: one range over the whole model
+// gives the CPU backend's loss (exactly on the CPU).
+TEST(BackendFactoryTest, LayerRangesByBackendName) {
+  const ModelSpec spec = SmallSpec();
+  const std::vector<float> params = InitialParams(spec, 3);
+  std::vector<float> x(2 * spec.input_dim(), 0.5f);
+  const std::vector<int32_t> labels = {0, 2};
+  const Batch batch{2, 1, x, labels};
+  auto cpu = CreateBackend("cpu", spec, 4, nullptr);
+  ASSERT_TRUE(cpu.ok());
+  std::vector<float> want_grad(params.size());
+  auto want = (*cpu)->ComputeGradient(params, batch, absl::MakeSpan(want_grad));
+  ASSERT_TRUE(want.ok());
+  const bool cuda = CudaBackendStatus().ok();
+  for (const char* name : {"cpu", "cuda", "auto"}) {
+    SCOPED_TRACE(name);
+    std::string note = "stale";
+    auto factory = LayerRangeFactoryFor(name, CudaOptions{}, &note);
+    if (std::string(name) == "cuda" && !cuda) {
+      EXPECT_EQ(factory.status().code(), absl::StatusCode::kUnavailable);
+      EXPECT_THAT(factory.status().message(),
+                  HasSubstr("cannot use the cuda backend"));
+      continue;
+    }
+    ASSERT_TRUE(factory.ok()) << factory.status();
+    const bool on_cpu = std::string(name) == "cpu" || !cuda;
+    EXPECT_THAT(note, HasSubstr(on_cpu ? "layers on the CPU"
+                                       : "layers on CUDA device 0"));
+    if (std::string(name) == "auto" && !cuda) {
+      EXPECT_THAT(note, HasSubstr(CudaBackendStatus().message()));
+    }
+    auto range = (*factory)(spec, 0, 2, 4);
+    ASSERT_TRUE(range.ok()) << range.status();
+    ASSERT_TRUE((*range)->Forward(params.data(), x.data(), 2, 1).ok());
+    const BatchResult got = (*range)->Loss(batch);
+    std::vector<float> grad(params.size(), -1.0f);
+    ASSERT_TRUE((*range)
+                    ->Backward(params.data(), x.data(), nullptr, 2, 1,
+                               grad.data(), nullptr)
+                    .ok());
+    if (on_cpu) {
+      EXPECT_EQ(got.loss, want->loss);
+      EXPECT_EQ(grad, want_grad);
+    } else {
+      EXPECT_NEAR(got.loss, want->loss, 1e-2 * (1 + want->loss));
+    }
+    EXPECT_EQ((*factory)(spec, 1, 1, 4).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(LayerRangeFactoryFor("tpu", CudaOptions{}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace asgd

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "model/backend.h"
 #include "model/cpu_backend.h"
+#include "model/cpu_layer_range.h"
 
 namespace asgd {
 namespace {
@@ -90,7 +91,7 @@ TEST_P(LayerRangeTest, EveryCutEqualsTheBackendBitForBit) {
     SCOPED_TRACE(::testing::PrintToString(bounds));
     std::vector<std::unique_ptr<LayerRange>> stages;
     for (size_t s = 0; s + 1 < bounds.size(); ++s) {
-      auto stage = LayerRange::Create(spec, bounds[s], bounds[s + 1], rows);
+      auto stage = CreateCpuLayerRange(spec, bounds[s], bounds[s + 1], rows);
       ASSERT_TRUE(stage.ok()) << stage.status();
       stages.push_back(*std::move(stage));
     }
@@ -100,8 +101,10 @@ TEST_P(LayerRangeTest, EveryCutEqualsTheBackendBitForBit) {
     for (size_t s = 0; s < stages.size(); ++s) {
       const float* in = s == 0 ? inputs.data() : stages[s - 1]->out();
       ins.push_back(in);
-      stages[s]->Forward(params.data() + stages[s]->param_offset(), in,
-                         sequences, steps);
+      ASSERT_TRUE(stages[s]
+                      ->Forward(params.data() + stages[s]->param_offset(), in,
+                                sequences, steps)
+                      .ok());
     }
     const BatchResult got = stages.back()->Loss(batch);
     EXPECT_EQ(got.loss, expected->loss);
@@ -113,10 +116,13 @@ TEST_P(LayerRangeTest, EveryCutEqualsTheBackendBitForBit) {
     for (int s = static_cast<int>(stages.size()) - 1; s >= 0; --s) {
       LayerRange& stage = *stages[s];
       std::vector<float> din(s == 0 ? 0 : int64_t{rows} * stage.in_dim());
-      stage.Backward(params.data() + stage.param_offset(), ins[s],
-                     stage.has_loss() ? nullptr : dout.data(), sequences,
-                     steps, grad.data() + stage.param_offset(),
-                     s == 0 ? nullptr : din.data());
+      ASSERT_TRUE(stage
+                      .Backward(params.data() + stage.param_offset(), ins[s],
+                                stage.has_loss() ? nullptr : dout.data(),
+                                sequences, steps,
+                                grad.data() + stage.param_offset(),
+                                s == 0 ? nullptr : din.data())
+                      .ok());
       dout = std::move(din);
     }
     ASSERT_EQ(grad, want);
@@ -128,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, LayerRangeTest,
 
 TEST(LayerRangeTest, ShapesOffsetsAndRefusals) {
   const ModelSpec spec = Spec("dnn");
-  auto middle = LayerRange::Create(spec, 1, 3, 4);
+  auto middle = CreateCpuLayerRange(spec, 1, 3, 4);
   ASSERT_TRUE(middle.ok());
   EXPECT_FALSE((*middle)->has_loss());
   EXPECT_EQ((*middle)->in_dim(), 9);
@@ -136,17 +142,17 @@ TEST(LayerRangeTest, ShapesOffsetsAndRefusals) {
   EXPECT_EQ((*middle)->param_offset(), LayerParamOffset(spec, 1));
   EXPECT_EQ((*middle)->param_count(),
             LayerParamCount(spec, 1) + LayerParamCount(spec, 2));
-  auto last = LayerRange::Create(spec, 3, 4, 4);
+  auto last = CreateCpuLayerRange(spec, 3, 4, 4);
   ASSERT_TRUE(last.ok());
   EXPECT_TRUE((*last)->has_loss());
   EXPECT_EQ((*last)->out_dim(), 5);
   for (auto [first, end] : {std::pair{2, 2}, std::pair{-1, 1}, std::pair{0, 5},
                             std::pair{3, 1}}) {
-    EXPECT_EQ(LayerRange::Create(spec, first, end, 4).status().code(),
+    EXPECT_EQ(CreateCpuLayerRange(spec, first, end, 4).status().code(),
               absl::StatusCode::kInvalidArgument)
         << first << " " << end;
   }
-  EXPECT_EQ(LayerRange::Create(spec, 0, 1, 0).status().code(),
+  EXPECT_EQ(CreateCpuLayerRange(spec, 0, 1, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

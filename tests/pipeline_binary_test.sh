@@ -17,7 +17,8 @@
 #  4. Refused, with a message naming what is wrong: a stage outside the
 #     plan, a depth past the stages, a bad plan, the last stage with a
 #     --next_stage, stage 0 without one, --num_workers with local weights,
-#     an unknown --pipeline_weights, --backend=cuda, and
+#     an unknown --pipeline_weights, --backend=cuda on a machine without a
+#     GPU (or a build without CUDA: the reason is given), and
 #     a stage whose plan differs from its neighbour's (refused by the
 #     neighbour when the stream opens).
 # Usage: pipeline_binary_test.sh SERVER WORKER EVAL MAKE_CORPUS
@@ -165,7 +166,10 @@ refused workers "give each stage --stage, not --num_workers" --stages=2 \
   --num_workers=2
 refused weights "--pipeline_weights=shared: want local or servers" --stages=2 \
   --pipeline_weights=shared
-refused cuda "stages compute on the CPU" --stages=2 --backend=cuda
+if ! nvidia-smi -L >/dev/null 2>&1; then  # no GPU here: cuda says why
+  refused cuda "cannot use the cuda backend\|built without CUDA support" \
+    --stages=2 --stage=1 --backend=cuda
+fi
 # Stage 1 of a 2-stage plan listens; a stage 0 with another plan calls it.
 "$WORKER" --servers="$SERVERS" --corpus="$TMP/corpus" --backend=cpu \
   --mode=pipeline --stage_plan=0-1,2 --stage=1 --connect_timeout_s=20 \

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -21,7 +22,10 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
+#include "common/status_macros.h"
 #include "model/cpu_backend.h"
+#include "model/cpu_layer_range.h"
+#include "model/layer_range.h"
 #include "proto/pipeline.grpc.pb.h"
 #include "worker/consensus/consensus_rules.h"
 #include "worker/pipeline/stage_grpc_client.h"
@@ -136,11 +140,15 @@ struct PipelineRun {
 using MakeUpdater =
     std::function<std::unique_ptr<StageUpdater>(int s, const LayerRange&)>;
 
+// Stage s's layer ranges (null: the CPU's).
+using MakeRanges = std::function<LayerRangeFactory(int s)>;
+
 PipelineRun RunPipeline(const ModelSpec& spec, const StagePlan& plan,
                         int depth, const std::vector<float>& initial,
                         const std::vector<StageBatch>& batches, int max_rows,
                         int kill_after = -1,
-                        const MakeUpdater& make_updater = nullptr) {
+                        const MakeUpdater& make_updater = nullptr,
+                        const MakeRanges& make_ranges = nullptr) {
   const int S = plan.stages();
   std::vector<std::unique_ptr<StageRunner>> runners(S);
   std::vector<std::unique_ptr<StageServer>> servers(S);
@@ -158,6 +166,7 @@ PipelineRun RunPipeline(const ModelSpec& spec, const StagePlan& plan,
     o.depth = depth;
     o.learning_rate = kLearningRate;
     o.max_rows = max_rows;
+    if (make_ranges) o.range_factory = make_ranges(s);
     auto runner = StageRunner::Create(o);
     EXPECT_TRUE(runner.ok()) << runner.status();
     runners[s] = *std::move(runner);
@@ -464,6 +473,91 @@ TEST(PipelineTest, ADeadStageEndsEveryOtherWithAnError) {
   EXPECT_NE(run.status[0].message().find("stage 1"), std::string::npos)
       << run.status[0];
   EXPECT_LT(run.answers.size(), batches.size());
+}
+
+// A CPU range whose stage counts its backward passes (in *backward, shared
+// by the stage's ranges) and, from the stage's `fail_at`th on, fails as a
+// device would (Internal), writing nothing.
+class FailingRange final : public LayerRange {
+ public:
+  FailingRange(const ModelSpec& spec, std::unique_ptr<LayerRange> cpu,
+               int fail_at, std::shared_ptr<int> backward)
+      : LayerRange(spec, cpu->first(), cpu->last()),
+        cpu_(std::move(cpu)),
+        fail_at_(fail_at),
+        backward_(std::move(backward)) {}
+  absl::Status Forward(const float* params, const float* in, int sequences,
+                       int steps) override {
+    return cpu_->Forward(params, in, sequences, steps);
+  }
+  const float* out() const override { return cpu_->out(); }
+  BatchResult Loss(const Batch& batch) override { return cpu_->Loss(batch); }
+  absl::Status Backward(const float* params, const float* in,
+                        const float* dout, int sequences, int steps,
+                        float* dparams, float* din) override {
+    if (++*backward_ >= fail_at_) {
+      return absl::InternalError("device fault in the test's range");
+    }
+    return cpu_->Backward(params, in, dout, sequences, steps, dparams, din);
+  }
+
+ private:
+  std::unique_ptr<LayerRange> cpu_;
+  const int fail_at_;
+  const std::shared_ptr<int> backward_;  // the stage's thread only
+};
+
+// The stage's ranges come from its factory: one per minibatch in flight and
+// one for evaluations, each made once. A range whose device fails ends its
+// stage with that error (nothing of the failed pass applied) and every
+// other stage with an error naming it, as a dead stage does.
+TEST(PipelineTest, StagesComputeOnTheirFactorysRangesAndAFailingOneEndsTheRun) {
+  const ModelSpec spec = Spec(false);
+  auto plan = ParseStagePlan(spec, "0,1-2,3");
+  ASSERT_TRUE(plan.ok());
+  const std::vector<StageBatch> batches = Batches(spec, 30, 8, 1);
+  const std::vector<float> initial = InitialParams(spec, 5);
+  std::vector<int> made(plan->stages(), 0);
+  std::mutex mu;
+  auto counting = [&](int s, int fail_at) {
+    auto backward = std::make_shared<int>(0);
+    return LayerRangeFactory(
+        [&, s, fail_at, backward](const ModelSpec& sp, int first, int last,
+                                  int rows)
+            -> absl::StatusOr<std::unique_ptr<LayerRange>> {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            ++made[s];
+          }
+          ASGD_ASSIGN_OR_RETURN(std::unique_ptr<LayerRange> cpu,
+                                CreateCpuLayerRange(sp, first, last, rows));
+          return std::unique_ptr<LayerRange>(
+              new FailingRange(sp, std::move(cpu), fail_at, backward));
+        });
+  };
+  // Never failing: the same model as the CPU's own ranges, bit for bit.
+  const PipelineRun want = RunPipeline(spec, *plan, 3, initial, batches, 8);
+  const PipelineRun got = RunPipeline(
+      spec, *plan, 3, initial, batches, 8, -1, nullptr,
+      [&](int s) { return counting(s, 1 << 30); });
+  for (int s = 0; s < plan->stages(); ++s) {
+    ASSERT_TRUE(got.status[s].ok()) << s << ": " << got.status[s];
+    EXPECT_EQ(made[s], StageWindow(3, s) + 1) << s;
+  }
+  EXPECT_EQ(got.params, want.params);
+  // Stage 1's range fails on its 6th backward pass.
+  const PipelineRun failed = RunPipeline(
+      spec, *plan, 3, initial, batches, 8, -1, nullptr, [&](int s) {
+        return counting(s, s == 1 ? 6 : 1 << 30);
+      });
+  EXPECT_EQ(failed.status[1].code(), absl::StatusCode::kInternal)
+      << failed.status[1];
+  EXPECT_EQ(failed.stats[1].minibatches, 5);
+  EXPECT_FALSE(failed.status[0].ok());
+  EXPECT_NE(failed.status[0].message().find("stage 1"), std::string::npos)
+      << failed.status[0];
+  EXPECT_FALSE(failed.status[2].ok());
+  EXPECT_LT(failed.answers.size(), batches.size());
 }
 
 // Stage 1 of 2 (layers [1, 2) of a 2-layer plan), minibatches of at most 4

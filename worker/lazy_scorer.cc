@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/cpu_layer_range.h"
 #include "worker/data/frame_examples.h"
 #include "worker/data/utterances.h"
 
@@ -51,7 +52,7 @@ absl::StatusOr<std::unique_ptr<LazyScorer>> LazyScorer::Create(
   if (hidden_layers > 0) {
     ASGD_ASSIGN_OR_RETURN(
         scorer->hidden_,
-        LayerRange::Create(spec, 0, hidden_layers, options.batch_rows));
+        CreateCpuLayerRange(spec, 0, hidden_layers, options.batch_rows));
   }
   return scorer;
 }
@@ -96,8 +97,8 @@ absl::Status LazyScorer::Logits(absl::Span<const float> features,
     }
     rows_.resize(int64_t{n} * in_dim);
     rows.Fill(ids, rows_.data(), labels.data());
-    hidden_->Forward(params_.data() + hidden_->param_offset(), rows_.data(),
-                     n, 1);
+    ASGD_RETURN_IF_ERROR(hidden_->Forward(
+        params_.data() + hidden_->param_offset(), rows_.data(), n, 1));
     std::copy_n(hidden_->out(), int64_t{n} * h_dim, h_.data() + first * h_dim);
   }
   stats_.hidden_seconds += SecondsSince(hidden_start);

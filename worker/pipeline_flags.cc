@@ -4,6 +4,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/backend_flags.h"
 
 ABSL_FLAG(int, stages, 0,
           "--mode=pipeline: the number of stages, the model's layers split "
@@ -39,13 +41,10 @@ ABSL_FLAG(std::string, next_stage, "",
 
 namespace asgd {
 
-absl::Status ApplyPipelineFlags(absl::string_view backend, int num_workers,
+absl::Status ApplyPipelineFlags(int num_workers,
                                 PipelineStageOptions* options) {
-  if (backend == "cuda") {
-    return absl::UnimplementedError(
-        "--mode=pipeline: stages compute on the CPU; use --backend=cpu (or "
-        "auto)");
-  }
+  options->backend = BackendFromFlags();
+  ASGD_ASSIGN_OR_RETURN(options->cuda, CudaOptionsFromFlags());
   options->stages = absl::GetFlag(FLAGS_stages);
   options->stage_plan = absl::GetFlag(FLAGS_stage_plan);
   options->stage = absl::GetFlag(FLAGS_stage);

@@ -8,17 +8,17 @@
 #define ASGD_WORKER_PIPELINE_FLAGS_H_
 
 #include "absl/status/status.h"
-#include "absl/strings/string_view.h"
 #include "worker/pipeline/pipeline_worker.h"
 
 namespace asgd {
 
-// Sets the stage, plan, depth, weights, port and next stage of *options
-// from the flags. InvalidArgument naming the flag for a value out of range
-// (the plan itself is checked against the model once connected:
-// PipelinePlan), or for `num_workers` > 1 with local weights;
-// Unimplemented for `backend` cuda (stages compute on the CPU).
-absl::Status ApplyPipelineFlags(absl::string_view backend, int num_workers,
+// Sets the stage, plan, depth, weights, port, next stage and backend
+// (--backend, --cuda_device, --cuda_math: worker/backend_flags.h) of
+// *options from the flags. InvalidArgument naming the flag for a value out
+// of range (the plan itself is checked against the model once connected:
+// PipelinePlan, and the backend when the stage makes its layers), or for
+// `num_workers` > 1 with local weights.
+absl::Status ApplyPipelineFlags(int num_workers,
                                 PipelineStageOptions* options);
 
 }  // namespace asgd

@@ -35,6 +35,7 @@
 #include "worker/data/kaldi_data.h"
 #include "worker/consensus/consensus_worker.h"
 #include "worker/asgd_flags.h"
+#include "worker/backend_flags.h"
 #include "worker/consensus_flags.h"
 #include "worker/decentralized_flags.h"
 #include "worker/data/make_examples.h"
@@ -108,12 +109,6 @@ ABSL_FLAG(int64_t, eval_frames, 0,
           "0: all). The final evaluation always uses all.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the minibatch order.");
 ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads for this worker.");
-ABSL_FLAG(std::string, backend, "auto",
-          "Math backend: cpu (OpenBLAS), cuda (cuBLAS; fails without a GPU) or "
-          "auto (cuda when a GPU is present, else cpu, with a log line).");
-ABSL_FLAG(std::string, cuda_math, "tf32",
-          "CUDA GEMM precision: tf32 (tensor cores, fp32 storage) or fp32.");
-ABSL_FLAG(int, cuda_device, 0, "CUDA device index for --backend=cuda/auto.");
 ABSL_FLAG(std::string, resident_model, "auto",
           "on, off, auto (on with --backend cuda): the model, the summed "
           "gradients and 1-bit encoding stay on the GPU (asgd, sync).");
@@ -228,9 +223,8 @@ absl::Status ReadTrainingMode(WorkerSetup* setup) {
   setup->pipeline = mode == "pipeline";
   setup->mode = TrainMode::kSgd;
   if (setup->pipeline) {
-    ASGD_RETURN_IF_ERROR(ApplyPipelineFlags(absl::GetFlag(FLAGS_backend),
-                                            setup->num_workers,
-                                            &setup->pipeline_options));
+    ASGD_RETURN_IF_ERROR(
+        ApplyPipelineFlags(setup->num_workers, &setup->pipeline_options));
   } else if (setup->consensus) {
     ASGD_RETURN_IF_ERROR(ApplyConsensusFlags(mode, setup->num_workers,
                                              &setup->consensus_options));
@@ -296,7 +290,7 @@ absl::StatusOr<WorkerSetup> ReadSetup() {
   // A build without CUDA cannot honour --backend=cuda: say so before
   // connecting or loading the corpus (the plugin itself loads later, after
   // the metrics endpoint).
-  if (absl::GetFlag(FLAGS_backend) == "cuda") {
+  if (BackendFromFlags() == "cuda") {
     ASGD_RETURN_IF_ERROR(CudaBuildStatus());
   }
   return setup;
@@ -394,14 +388,14 @@ absl::Status MakeWorkerExamples(WorkerSetup* setup_ptr, const ModelSpec& spec,
 absl::StatusOr<std::unique_ptr<ModelBackend>> MakeWorkerBackend(
     const WorkerSetup& setup, const ModelSpec& spec, const BatchShape& shape,
     const ParamClient& client) {
-  CudaOptions cuda_options;
-  cuda_options.device = absl::GetFlag(FLAGS_cuda_device);
-  ASGD_ASSIGN_OR_RETURN(cuda_options.math,
-                        ParseCudaMathMode(absl::GetFlag(FLAGS_cuda_math)));
+  ASGD_ASSIGN_OR_RETURN(const CudaOptions cuda_options, CudaOptionsFromFlags());
+  // A pipeline stage computes with layer ranges of its own, on --backend
+  // (RunPipelineStage says which); this whole-model one stays unused.
+  const std::string name = setup.pipeline ? "cpu" : BackendFromFlags();
   std::string note;
-  ASGD_ASSIGN_OR_RETURN(std::unique_ptr<ModelBackend> backend,
-                        CreateBackend(absl::GetFlag(FLAGS_backend), spec,
-                                      shape.rows(), &note, cuda_options));
+  ASGD_ASSIGN_OR_RETURN(
+      std::unique_ptr<ModelBackend> backend,
+      CreateBackend(name, spec, shape.rows(), &note, cuda_options));
   if (!note.empty()) std::printf("worker %d: %s\n", setup.index, note.c_str());
   std::printf(
       "worker %d: connected to %zu servers, model %s, %lld params, backend "

@@ -40,6 +40,7 @@ _CU_SOURCES = [
     "cuda_replay",
     "cuda_mirrors",
     "cuda_soft_targets",
+    "cuda_layer_range",
     "cuda_backend",
 ]
 
@@ -50,6 +51,7 @@ _CU_HEADERS = [
     "cuda_exec.cuh",
     "cuda_kernels.h",
     "cuda_layer.h",
+    "cuda_layer_range.h",
     "cuda_mirrors.h",
     "cuda_options.h",
     "cuda_replay.h",
@@ -69,7 +71,9 @@ _CU_HEADERS = [
     "//model:backend.h",
     "//model:batch_check.h",
     "//model:exact_copy.h",
+    "//model:layer_range.h",
     "//model:model_spec.h",
+    "//model:softmax_loss.h",
     "//step:replay_plan.h",
 ]
 
@@ -88,6 +92,7 @@ _CUDA_TESTS = [
     "cuda_lstm_test",
     "cuda_resident_test",
     "cuda_replay_test",
+    "cuda_layer_range_test",
 ]
 
 def asgd_cuda_targets():
@@ -115,6 +120,7 @@ def asgd_cuda_targets():
         srcs = [":" + name + "_o" for name in _CU_SOURCES],
         hdrs = [
             "cuda_backend.h",
+            "cuda_layer_range.h",
             "cuda_replay.h",
         ],
         deps = [
@@ -125,7 +131,9 @@ def asgd_cuda_targets():
             "//model:backend",
             "//model:batch_check",
             "//model:exact_copy",
+            "//model:layer_range",
             "//model:model_spec",
+            "//model:softmax_loss",
             "//step:replay_plan",
             "//third_party:absl",
             "@asgd_cuda//:cuda",
@@ -161,6 +169,8 @@ def asgd_cuda_targets():
                 ":replay_cases",
                 "//model:backend",
                 "//model:cpu_backend",
+                "//model:cpu_layer_range",
+                "//model:layer_range",
                 "//model:model_presets",
                 "//model:model_spec",
                 "//model:resident_check",

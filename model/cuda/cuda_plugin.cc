@@ -2,6 +2,7 @@
 #include "model/cuda/cuda_plugin.h"
 
 #include "model/cuda/cuda_backend.h"
+#include "model/cuda/cuda_layer_range.h"
 
 namespace {
 
@@ -11,9 +12,9 @@ absl::StatusOr<std::unique_ptr<asgd::ModelBackend>> Create(
   return asgd::CreateCudaBackend(spec, max_batch, options);
 }
 
-const asgd::CudaPluginApi kApi = {asgd::kCudaPluginAbiVersion, &Create,
-                                  &asgd::CudaDeviceName,
-                                  &asgd::CudaDeviceStatus};
+const asgd::CudaPluginApi kApi = {
+    asgd::kCudaPluginAbiVersion, &Create, &asgd::CreateCudaLayerRange,
+    &asgd::CudaDeviceName, &asgd::CudaDeviceStatus};
 
 }  // namespace
 

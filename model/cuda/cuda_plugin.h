@@ -21,6 +21,7 @@
 #include "model/model_spec.h"
 #include "model/cuda/cuda_options.h"
 #include "model/backend.h"
+#include "model/layer_range.h"
 
 namespace asgd {
 
@@ -30,12 +31,18 @@ namespace asgd {
 //    the soft-target pass, loss_impl.h, with the same ABI).
 // 7: ModelSpec::output_frames (multi-frame models; refused by the plugin
 //    until its heads were computed, with the same ABI).
-inline constexpr int kCudaPluginAbiVersion = 7;
+// 8: create_range (a pipeline stage's layers, model/layer_range.h).
+inline constexpr int kCudaPluginAbiVersion = 8;
 
 struct CudaPluginApi {
   int abi_version;
   absl::StatusOr<std::unique_ptr<ModelBackend>> (*create)(
       const ModelSpec& spec, int max_batch, const CudaOptions& options);
+  // A pipeline stage's layers [first, last) on options.device
+  // (cuda_layer_range.h).
+  absl::StatusOr<std::unique_ptr<LayerRange>> (*create_range)(
+      const ModelSpec& spec, int first, int last, int max_rows,
+      const CudaOptions& options);
   absl::StatusOr<std::string> (*device_name)(int device);
   // OK when a CUDA device is usable, else kUnavailable with the reason.
   absl::Status (*device_status)();

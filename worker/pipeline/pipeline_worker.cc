@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "model/backend_factory.h"
 #include "worker/data/make_examples.h"
 #include "worker/pipeline/data_upstream.h"
 #include "worker/pipeline/pipeline_metrics.h"
@@ -192,8 +193,15 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
          << DescribeStagePlan(spec, plan, shape.rows()) << std::flush;
   }
 
+  std::string backend_note;
+  ASGD_ASSIGN_OR_RETURN(
+      LayerRangeFactory ranges,
+      LayerRangeFactoryFor(options.backend, options.cuda, &backend_note));
+  *log << "stage " << s << ": " << backend_note << "\n" << std::flush;
+
   StageProgress progress(registry, s, options.loop.log_every, log);
   StageRunnerOptions ro;
+  ro.range_factory = std::move(ranges);
   ro.spec = spec;
   ro.plan = plan;
   ro.stage = s;

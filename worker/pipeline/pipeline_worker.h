@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/security_options.h"
+#include "model/cuda/cuda_options.h"
 #include "prometheus/registry.h"
 #include "worker/data/batch_source.h"
 #include "worker/data/examples.h"
@@ -70,6 +71,10 @@ struct PipelineStageOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration idle_timeout = absl::Seconds(60);
   OpenBatchSource open_source;  // streamed data (stage 0), may be null
+  // Where the stage's layers compute: "cpu", "cuda" or "auto"
+  // (model/backend_factory.h LayerRangeFactoryFor), with `cuda`.
+  std::string backend = "cpu";
+  CudaOptions cuda;
 };
 
 struct PipelineStageResult {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/cpu_layer_range.h"
 #include "worker/consensus/consensus_rules.h"
 
 namespace asgd {
@@ -55,22 +56,21 @@ absl::StatusOr<std::unique_ptr<StageRunner>> StageRunner::Create(
     runner->updater_ = runner->local_sgd_.get();
   }
   runner->last_ = options.stage == stages - 1;
+  const LayerRangeFactory create = options.range_factory != nullptr
+                                      ? options.range_factory
+                                      : LayerRangeFactory(CreateCpuLayerRange);
+  const int first = options.plan.bounds[options.stage];
+  const int last = options.plan.bounds[options.stage + 1];
   for (int k = 0; k < runner->window_; ++k) {
     Slot slot;
-    ASGD_ASSIGN_OR_RETURN(
-        slot.range,
-        LayerRange::Create(options.spec, options.plan.bounds[options.stage],
-                           options.plan.bounds[options.stage + 1],
-                           options.max_rows));
+    ASGD_ASSIGN_OR_RETURN(slot.range,
+                          create(options.spec, first, last, options.max_rows));
     if (runner->window_ > 1) slot.weights.resize(slot.range->param_count());
     runner->slots_.push_back(std::move(slot));
     runner->free_slots_.push_back(runner->window_ - 1 - k);
   }
-  ASGD_ASSIGN_OR_RETURN(
-      runner->eval_range_,
-      LayerRange::Create(options.spec, options.plan.bounds[options.stage],
-                         options.plan.bounds[options.stage + 1],
-                         options.max_rows));
+  ASGD_ASSIGN_OR_RETURN(runner->eval_range_,
+                        create(options.spec, first, last, options.max_rows));
   const LayerRange& range = *runner->slots_.front().range;
   runner->dparams_.resize(range.param_count());
   if (options.stage > 0) {
@@ -113,7 +113,8 @@ absl::Status StageRunner::ForwardEvaluate(absl::Span<float> params,
                                           StageBatch in, UpstreamLink* up,
                                           DownstreamLink* down) {
   LayerRange& range = *eval_range_;
-  range.Forward(params.data(), in.values.data(), in.sequences, in.steps);
+  ASGD_RETURN_IF_ERROR(
+      range.Forward(params.data(), in.values.data(), in.sequences, in.steps));
   if (last_) {
     Batch batch;
     batch.sequences = in.sequences;
@@ -163,7 +164,8 @@ absl::Status StageRunner::Forward(absl::Span<float> params, StageBatch in,
     std::copy(params.begin(), params.end(), slot.weights.begin());
     weights = slot.weights.data();
   }
-  slot.range->Forward(weights, in.values.data(), in.sequences, in.steps);
+  ASGD_RETURN_IF_ERROR(
+      slot.range->Forward(weights, in.values.data(), in.sequences, in.steps));
   f.updates_at_forward = updates_;
   f.input = std::move(in);
   in_flight_.push_back(std::move(f));
@@ -212,8 +214,10 @@ absl::Status StageRunner::Update(absl::Span<float> params, const float* dout,
       slot.weights.empty() ? params.data() : slot.weights.data();
   const int64_t rows = f.input.rows();
   float* din = din_.empty() ? nullptr : din_.data();
-  slot.range->Backward(weights, f.input.values.data(), dout,
-                       f.input.sequences, f.input.steps, dparams_.data(), din);
+  ASGD_RETURN_IF_ERROR(slot.range->Backward(weights, f.input.values.data(),
+                                            dout, f.input.sequences,
+                                            f.input.steps, dparams_.data(),
+                                            din));
   const int64_t din_size = din == nullptr ? 0 : rows * slot.range->in_dim();
   if (!AllFinite(dparams_) ||
       !AllFinite(absl::MakeConstSpan(din_).first(din_size))) {

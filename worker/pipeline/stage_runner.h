@@ -105,6 +105,10 @@ struct StageRunnerOptions {
   // > 1 makes a straggler stage on purpose: after each update the stage
   // idles (slowdown - 1) times the minibatch's forward and backward time.
   double slowdown = 1.0;
+  // Makes the stage's layer ranges (one per minibatch in flight and one
+  // for evaluations); null: the CPU's (CreateCpuLayerRange). A device's
+  // ranges: model/backend_factory.h.
+  LayerRangeFactory range_factory;
   // Null: LocalSgd(learning_rate), owned by the runner.
   StageUpdater* updater = nullptr;
   StageObserver* observer = nullptr;  // may be null
@@ -149,8 +153,9 @@ class StageRunner {
   // ended and every minibatch is answered, after finishing the downstream,
   // the updater and the upstream, in that order.
   // On an error (a link's, a non-finite gradient: FailedPrecondition, a
-  // minibatch of the wrong shape: InvalidArgument) aborts both links with
-  // it and returns it; params then hold every update applied before.
+  // minibatch of the wrong shape: InvalidArgument, a device range's) aborts
+  // both links with it and returns it; params then hold every update
+  // applied before.
   absl::Status Run(absl::Span<float> params, UpstreamLink* up,
                    DownstreamLink* down);
 
