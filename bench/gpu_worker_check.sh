@@ -30,11 +30,11 @@ el "env"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
 
 # STAGES: which parts run (all by default).
-STAGES=${STAGES:-"tests bench demo overlap seed device_replay replay shards lstm server"}
+STAGES=${STAGES:-"tests bench demo overlap seed device_replay replay shards lstm pipeline server"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 if has tests; then
 el "gpu tests"
-for t in ${TESTS:-cuda_backend_test cuda_conv_test cuda_lstm_test cuda_resident_test cuda_replay_test}; do
+for t in ${TESTS:-cuda_backend_test cuda_conv_test cuda_lstm_test cuda_resident_test cuda_replay_test cuda_layer_range_test}; do
   timeout 150 $B/$t > $L/10_$t.txt 2>&1; echo "$t rc=$?"
   grep -E "^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|Failure|means_off" $L/10_$t.txt | head -12
 done
@@ -148,6 +148,49 @@ if has lstm; then  # LSTM 1 x 128, 2 epochs
   run_e2e lstm1_host 1 2 - --resident_model=off
   run_e2e lstm1 1 2 -
   SRV=
+fi
+run_pipe() {  # name backends (one per stage: cpu,cuda,...) epochs hidden [flags...]
+  local name=$1 backs=$2 ep=$3 hid=$4; shift 4
+  local d=$P/run-$name; mkdir -p $d; local pids=() addrs=() sp=() s next=""
+  local stage_backends; IFS=, read -ra stage_backends <<<"$backs"
+  local n=${#stage_backends[@]}
+  for s in 0 1; do
+    $B/asgd_server --host=127.0.0.1 --port=0 --port_file=$d/port.$s --server_index=$s \
+      --num_servers=2 --num_shards=2 --model=dnn --hidden=$hid --learning_rate=0.05 \
+      > $d/server-$s.log 2>&1 & pids+=($!)
+  done
+  for s in 0 1; do for i in $(seq 100); do [ -s $d/port.$s ] && break; sleep 0.1; done
+    addrs+=("127.0.0.1:$(cat $d/port.$s)"); done
+  local S=$(IFS=,; echo "${addrs[*]}") t0=$(date +%s.%N)
+  for ((s = n - 1; s >= 0; s--)); do  # the last stage first: it listens
+    timeout 300 $B/asgd_worker --servers=$S --corpus=$P/corpus --mode=pipeline \
+      --stages=$n --stage=$s --epochs=$ep --backend=${stage_backends[$s]} \
+      --log_every=1000 ${next:+--next_stage=$next} "$@" > $d/stage-$s.log 2>&1 & sp+=($!)
+    if ((s > 0)); then
+      for i in $(seq 300); do  # until it listens, or has failed
+        grep -q "on port [0-9]\|^asgd_worker: " $d/stage-$s.log && break
+        sleep 0.1
+      done
+      next=$(sed -n 's/.* on port \([0-9]*\)$/\1/p' $d/stage-$s.log)
+      [ -n "$next" ] || { echo "$name: stage $s did not listen"; break; }
+      next="127.0.0.1:$next"
+    fi
+  done
+  for p in "${sp[@]}"; do wait $p; done
+  local t1=$(date +%s.%N)
+  local acc=$(OPENBLAS_NUM_THREADS=$(nproc) timeout 60 $B/asgd_eval --servers=$S \
+    --corpus=$P/corpus 2>&1 | tail -1)
+  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
+  { echo "== $name: stages on $backs, $ep epochs, hidden $hid, flags: $*"
+    echo "wall $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s; eval: $acc"
+    grep -hE "layers on|done|rror" $d/stage-*.log | head -12; } | tee -a $L/45_pipeline.txt
+  save
+}
+if has pipeline; then  # pipeline stages on the CPU and on the GPU (demo DNN)
+  run_pipe pipe2_cpu cpu,cpu 1 512,512
+  run_pipe pipe2_cuda cuda,cuda 1 512,512
+  run_pipe pipe2_mixed cpu,cuda 1 512,512
+  run_pipe pipe3_cuda_seed cuda,cuda,cuda 1 2048,2048,2048,2048,2048 --time_budget_s=${SEED_S:-20}
 fi
 if has server; then  # one server process's pushes/s for the seed DNN, 16 cores
   save; el "server capacity"
