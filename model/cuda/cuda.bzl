@@ -4,7 +4,7 @@ With a toolkit (@asgd_cuda's CUDA_FOUND, see //third_party/cuda):
   :cuda_backend      the backend, nvcc-compiled objects wrapped in a cc_library
   :libasgd_cuda.so   the plugin the worker dlopens (asgd_worker links no CUDA)
   :cuda_backend_test, :cuda_conv_test, :cuda_lstm_test, :cuda_resident_test,
-  :cuda_replay_test
+  :cuda_replay_test, :cuda_layer_range_test
                      CPU-vs-CUDA tests (they skip on a machine without a GPU)
 Without one, :cuda_backend_test is a stand-in that reports itself skipped
 with the reason, so test totals say what was not built.
@@ -19,8 +19,8 @@ load("@asgd_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
 # (cuda_layer.cu), the resident model (cuda_resident*.cu), the device replay
 # of delta-pull updates (cuda_replay.cu) and the mirrors of pulled models
 # (cuda_mirrors.cu), the teacher-student loss
-# (cuda_soft_targets.cu) and the backend class
-# (cuda_backend.cu). All build sm_80
+# (cuda_soft_targets.cu), a pipeline stage's layers (cuda_layer_range.cu)
+# and the backend class (cuda_backend.cu). All build sm_80
 # (A100) and sm_90 (H100/H200) machine code plus compute_90 PTX that newer
 # GPUs can JIT-compile. Every object lists every header of the plugin (and
 # the model headers they include) in its srcs, so that a change to one

@@ -130,6 +130,30 @@ void LogStageDone(const StageStats& st, int s, const std::string& where,
        << std::endl;
 }
 
+// The stage's runner, its layers on options.backend (logged).
+absl::StatusOr<std::unique_ptr<StageRunner>> MakeStageRunner(
+    const PipelineStageOptions& options, const ModelSpec& spec,
+    const StagePlan& plan, int depth, float lr, int rows,
+    StageObserver* observer, std::ostream* log) {
+  std::string backend_note;
+  ASGD_ASSIGN_OR_RETURN(
+      LayerRangeFactory ranges,
+      LayerRangeFactoryFor(options.backend, options.cuda, &backend_note));
+  *log << "stage " << options.stage << ": " << backend_note << "\n"
+       << std::flush;
+  StageRunnerOptions ro;
+  ro.range_factory = std::move(ranges);
+  ro.spec = spec;
+  ro.plan = plan;
+  ro.stage = options.stage;
+  ro.depth = depth;
+  ro.learning_rate = lr;
+  ro.max_rows = rows;
+  ro.slowdown = options.loop.slowdown;
+  ro.observer = observer;
+  return StageRunner::Create(ro);
+}
+
 }  // namespace
 
 absl::StatusOr<StagePlan> PipelinePlan(const PipelineStageOptions& options,
@@ -193,25 +217,11 @@ absl::StatusOr<PipelineStageResult> RunPipelineStage(
          << DescribeStagePlan(spec, plan, shape.rows()) << std::flush;
   }
 
-  std::string backend_note;
-  ASGD_ASSIGN_OR_RETURN(
-      LayerRangeFactory ranges,
-      LayerRangeFactoryFor(options.backend, options.cuda, &backend_note));
-  *log << "stage " << s << ": " << backend_note << "\n" << std::flush;
-
   StageProgress progress(registry, s, options.loop.log_every, log);
-  StageRunnerOptions ro;
-  ro.range_factory = std::move(ranges);
-  ro.spec = spec;
-  ro.plan = plan;
-  ro.stage = s;
-  ro.depth = depth;
-  ro.learning_rate = lr;
-  ro.max_rows = shape.rows();
-  ro.slowdown = options.loop.slowdown;
-  ro.observer = &progress;
-  ASGD_ASSIGN_OR_RETURN(std::unique_ptr<StageRunner> runner,
-                        StageRunner::Create(ro));
+  ASGD_ASSIGN_OR_RETURN(
+      std::unique_ptr<StageRunner> runner,
+      MakeStageRunner(options, spec, plan, depth, lr, shape.rows(), &progress,
+                      log));
   result.window = runner->window();
   const LayerRange& range = runner->layers();
 
