@@ -36,7 +36,8 @@
 // take the push: --push_encoding=onebit encodes the average with error
 // feedback on the backend and downloads only the bytes (TakeOneBit, by the
 // chunk plan of a pool of --servers servers, PushEncoder::one_bit_plan);
-// float32 downloads the average (TakeAverage). The model is loaded once
+// bf16 rounds the average to bfloat16 on the backend and downloads that
+// (TakeBf16); float32 downloads the average (TakeAverage). The model is loaded once
 // before timing (a pull's cost; its time is printed on its own line).
 //
 // The CUDA step includes what the ModelBackend interface implies: uploading
@@ -112,11 +113,12 @@ ABSL_FLAG(std::string, cuda_math, "tf32,fp32",
 ABSL_FLAG(int, cuda_device, 0, "CUDA device ordinal.");
 ABSL_FLAG(bool, worker_step, false,
           "Time the worker's step on a resident model (AccumulateGradient, "
-          "and every --push_every steps TakeOneBit or TakeAverage) instead "
-          "of ComputeGradient.");
+          "and every --push_every steps TakeOneBit, TakeBf16 or TakeAverage) "
+          "instead of ComputeGradient.");
 ABSL_FLAG(int, push_every, 1, "--worker_step: minibatches per push.");
 ABSL_FLAG(std::string, push_encoding, "onebit",
-          "--worker_step: onebit (encoded on the backend) or float32.");
+          "--worker_step: onebit (encoded on the backend), bf16 (rounded on "
+          "the backend) or float32.");
 ABSL_FLAG(int, servers, 2,
           "--worker_step: servers the push is cut for (chunk plan).");
 ABSL_FLAG(int, blas_threads, 0,
@@ -212,16 +214,25 @@ absl::StatusOr<double> TimeSteps(ModelBackend& backend,
   return std::chrono::duration<double>(end - start).count();
 }
 
+// What a --worker_step push takes from the backend: the 1-bit `plan`, or
+// with an empty plan the average as float32 or (bf16) bfloat16.
+struct WorkerPush {
+  OneBitPlan plan;
+  bool bf16 = false;
+};
+
 // --worker_step: a resident model's step, as the worker's trainer takes it.
-// `plan` empty: float32 pushes.
 absl::StatusOr<double> TimeWorkerSteps(ModelBackend& backend,
                                        const std::vector<float>& params,
                                        const Batch& batch,
-                                       const OneBitPlan& plan, int warmup,
+                                       const WorkerPush& push, int warmup,
                                        int iters) {
   const int push_every = absl::GetFlag(FLAGS_push_every);
+  const OneBitPlan& plan = push.plan;
   std::vector<char> bytes(plan.total_bytes);
-  std::vector<float> average(plan.chunks.empty() ? params.size() : 0);
+  const bool floats = plan.chunks.empty();
+  std::vector<float> average(floats && !push.bf16 ? params.size() : 0);
+  std::vector<uint16_t> bf16(floats && push.bf16 ? params.size() : 0);
   const auto load_start = std::chrono::steady_clock::now();
   if (absl::Status s = backend.LoadModel(params); !s.ok()) return s;
   std::fprintf(stderr, "  model loaded onto the backend in %.3f ms\n",
@@ -232,9 +243,9 @@ absl::StatusOr<double> TimeWorkerSteps(ModelBackend& backend,
     auto r = backend.AccumulateGradient(batch);
     if (!r.ok()) return r.status();
     if (backend.accumulated() < push_every) return absl::OkStatus();
-    return plan.chunks.empty()
-               ? backend.TakeAverage(absl::MakeSpan(average))
-               : backend.TakeOneBit(plan, absl::MakeSpan(bytes));
+    if (!floats) return backend.TakeOneBit(plan, absl::MakeSpan(bytes));
+    return push.bf16 ? backend.TakeBf16(absl::MakeSpan(bf16))
+                     : backend.TakeAverage(absl::MakeSpan(average));
   };
   for (int i = 0; i < warmup; ++i) {
     if (absl::Status s = step(); !s.ok()) return s;
@@ -247,14 +258,19 @@ absl::StatusOr<double> TimeWorkerSteps(ModelBackend& backend,
   return std::chrono::duration<double>(end - start).count();
 }
 
-// The 1-bit plan of the pushes a worker of `spec` sends a pool of
-// --servers servers (empty for float32 pushes).
-absl::StatusOr<OneBitPlan> WorkerPushPlan(const ModelSpec& spec) {
+// The pushes a worker of `spec` sends a pool of --servers servers: the
+// 1-bit plan, or float32 or bfloat16 averages.
+absl::StatusOr<WorkerPush> WorkerPushPlan(const ModelSpec& spec) {
   const std::string encoding = absl::GetFlag(FLAGS_push_encoding);
-  if (encoding == "float32") return OneBitPlan();
+  WorkerPush push;
+  if (encoding == "float32") return push;
+  if (encoding == "bf16") {
+    push.bf16 = true;
+    return push;
+  }
   if (encoding != "onebit") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--push_encoding=", encoding, ": want onebit or float32"));
+        "--push_encoding=", encoding, ": want onebit, bf16 or float32"));
   }
   ASGD_ASSIGN_OR_RETURN(
       ModelLayout layout,
@@ -267,7 +283,8 @@ absl::StatusOr<OneBitPlan> WorkerPushPlan(const ModelSpec& spec) {
       layout, PushEncoding::kOneBit, 0.01, kGradCodecMaxElements);
   ASGD_ASSIGN_OR_RETURN(std::unique_ptr<PushEncoder> encoder,
                         PushEncoder::Create(layout, options));
-  return encoder->one_bit_plan();
+  push.plan = encoder->one_bit_plan();
+  return push;
 }
 
 int Fail(const absl::Status& status) {
@@ -356,7 +373,7 @@ int Run() {
 
     const std::vector<float> params = InitialParams(spec, 1);
     // --worker_step: the pushes' plan, the same for every measurement.
-    absl::StatusOr<OneBitPlan> plan = OneBitPlan();
+    absl::StatusOr<WorkerPush> plan = WorkerPush();
     if (absl::GetFlag(FLAGS_worker_step)) plan = WorkerPushPlan(spec);
     if (!plan.ok()) return Fail(plan.status());
     std::mt19937 rng(1);

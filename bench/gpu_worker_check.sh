@@ -53,6 +53,7 @@ bench gradient --models=dnn,cnn,lstm,blstm
 bench worker_onebit --models=dnn,cnn,lstm,blstm --worker_step --push_encoding=onebit
 bench worker_onebit_k4 --models=dnn --worker_step --push_encoding=onebit --push_every=4
 bench worker_float32 --models=dnn --worker_step --push_encoding=float32
+bench worker_bf16 --models=dnn --worker_step --push_encoding=bf16
 timeout 120 $B/replay_bench --backend=cuda --threads=1,4,8 > $L/22_replay.txt 2>&1
 echo "replay_bench rc=$?"; grep -E "^\| |^# check" $L/22_replay.txt
 timeout 150 python3 $B/torch_dnn_step.py --models=dnn,cnn,lstm,blstm --iters=30 \
@@ -113,6 +114,7 @@ if has seed; then  # the seed's DNN size (5 x 2048): throughput in SEED_S (20) s
 fi
 if has device_replay; then  # the exact copies on the GPU (--replay_on_device)
   SEED=2048,2048,2048,2048,2048 SEED_S=${SEED_S:-20}
+  run_e2e seed1_bf16 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=bf16
   run_e2e demo1_1bit_dev 1 3 512,512 --push_encoding=onebit --replay_on_device
   run_e2e demo4_1bit_dev 4 3 512,512 --push_encoding=onebit --replay_on_device
   run_e2e seed1_1bit_dev 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit --replay_on_device

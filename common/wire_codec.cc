@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/bf16_bits.h"
 
 namespace asgd {
 namespace {
@@ -21,25 +22,8 @@ inline uint32_t Bits(float f) {
   return u;
 }
 
-// Rounds to nearest even; saturates finite overflow; keeps NaN a quiet NaN.
-// Branch-free, and the comparisons are on values below 2^31 so they can be
-// signed (SSE/AVX have no unsigned 32-bit compare): loops over it vectorize
-// into a few instructions per element.
-inline uint16_t ToBf16(uint32_t u) {
-  const int32_t abs = static_cast<int32_t>(u & 0x7fffffffu);
-  const uint32_t sign = u & 0x80000000u;
-  // Rounding the magnitude: at most 0x7fffffff + 0x8000, so keep it 32-bit
-  // unsigned; only NaN inputs can carry past the exponent, and those are
-  // replaced below.
-  const uint32_t rounded_abs =
-      (static_cast<uint32_t>(abs) + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const int32_t r = static_cast<int32_t>(rounded_abs);
-  // Finite inputs that rounded up to the Inf pattern saturate.
-  const int32_t finite = (r >= 0x7f80 && abs < 0x7f800000) ? 0x7f7f : r;
-  const int32_t magnitude =
-      abs > 0x7f800000 ? ((abs >> 16) | 0x0040) : finite;  // NaN stays NaN
-  return static_cast<uint16_t>((sign >> 16) | static_cast<uint32_t>(magnitude));
-}
+// The rounding of common/bf16_bits.h (shared with the device).
+inline uint16_t ToBf16(uint32_t u) { return Bf16FromFloatBits(u); }
 
 template <typename T>
 inline T Load(const char* p) {

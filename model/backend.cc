@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "common/bf16_bits.h"
 #include "common/status_macros.h"
 #include "compression/one_bit_plan.h"
 
@@ -129,6 +131,23 @@ absl::Status ModelBackend::TakeAverage(absl::Span<float> out) {
       state->accumulated > 0 ? 1.0f / state->accumulated : 0.0f;
   for (size_t i = 0; i < out.size(); ++i) {
     out[i] = state->sum[i] * scale;
+    state->sum[i] = 0.0f;
+  }
+  state->accumulated = 0;
+  return absl::OkStatus();
+}
+
+absl::Status ModelBackend::TakeBf16(absl::Span<uint16_t> out) {
+  ASGD_RETURN_IF_ERROR(
+      CheckModelSized("TakeBf16", out.size(), ParamCount(*this)));
+  ASGD_ASSIGN_OR_RETURN(ResidentState * state, State());
+  const float scale =
+      state->accumulated > 0 ? 1.0f / state->accumulated : 0.0f;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const float average = state->sum[i] * scale;
+    uint32_t bits;
+    std::memcpy(&bits, &average, sizeof(bits));
+    out[i] = Bf16FromFloatBits(bits);
     state->sum[i] = 0.0f;
   }
   state->accumulated = 0;

@@ -23,11 +23,12 @@
 //
 // Training where the model lives. A backend also holds a model copy and a
 // gradient sum of its own (the resident model): LoadModel once per model,
-// then AccumulateGradient per minibatch, and TakeAverage or TakeOneBit per
-// push. The CUDA backend keeps both, and the 1-bit error-feedback residual,
-// in device memory, so that a step moves only its minibatch and a push only
-// what it sends; the default implementation here keeps them in host memory
-// and computes through ComputeGradient (the CPU backend, test fakes).
+// then AccumulateGradient per minibatch, and TakeAverage, TakeBf16 or
+// TakeOneBit per push. The CUDA backend keeps both, and the 1-bit
+// error-feedback residual, in device memory, so that a step moves only its
+// minibatch and a push only what it sends; the default implementation here
+// keeps them in host memory and computes through ComputeGradient (the CPU
+// backend, test fakes).
 //
 //   RETURN_IF_ERROR(backend->LoadModel(pulled));        // after each pull
 //   ASSIGN_OR_RETURN(BatchResult r, backend->AccumulateGradient(batch));
@@ -146,6 +147,13 @@ class ModelBackend {
   // an empty sum), and the sum is cleared. InvalidArgument for a size other
   // than the model's.
   virtual absl::Status TakeAverage(absl::Span<float> out);
+
+  // The average as TakeAverage computes it, each element rounded to
+  // bfloat16 as the wire rounds (common/bf16_bits.h), into `out`, and the
+  // sum is cleared: a bfloat16 push without the float32 average crossing
+  // to the host (the CUDA backend converts on the device and downloads half
+  // the bytes). InvalidArgument for a size other than the model's.
+  virtual absl::Status TakeBf16(absl::Span<uint16_t> out);
 
   // The average as TakeAverage computes it, plus the 1-bit residual, encoded
   // chunk by chunk as compression/one_bit_plan.h's EncodeOneBitPlan does

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "common/wire_codec.h"
 #include "compression/grad_codec.h"
 #include "gtest/gtest.h"
 
@@ -154,6 +155,23 @@ void ExpectResidentMatches(ModelBackend& backend, ModelBackend& reference,
                  : std::fabs(average[i] - want) > bound;
   }
   EXPECT_EQ(off, 0) << "averaged gradient elements off the reference";
+
+  // 1b. The same average rounded to bfloat16 by the backend: the wire's
+  // rounding of step 1's average, bit for bit when `exact`; else within
+  // step 1's bound plus one bfloat16 rounding (2^-8 relative).
+  accumulate();
+  std::vector<uint16_t> bf16(n);
+  ASSERT_TRUE(backend.TakeBf16(absl::MakeSpan(bf16)).ok());
+  EXPECT_EQ(backend.accumulated(), 0);
+  int64_t bf16_off = 0;
+  for (size_t i = 0; i < n; ++i) {
+    bf16_off += exact ? bf16[i] != FloatToBf16(average[i])
+                      : std::fabs(Bf16ToFloat(bf16[i]) - average[i]) >
+                            bound + std::fabs(average[i]) / 256;
+  }
+  EXPECT_EQ(bf16_off, 0) << "bfloat16 averages off the wire's rounding";
+  EXPECT_EQ(backend.TakeBf16(absl::MakeSpan(bf16).first(n - 1)).code(),
+            absl::StatusCode::kInvalidArgument);
 
   // 2. Two rounds of 1-bit pushes against EncodeOneBitPlan.
   std::vector<float> ref_residual(n, 0.0f), residual(n);

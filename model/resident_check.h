@@ -7,6 +7,8 @@
 //  1. accumulates `batches` and takes their average; it must equal the mean
 //     of `reference`'s ComputeGradient on the same batches (bit for bit when
 //     `exact`, else within `tolerance` of the largest |value|);
+//  1b. accumulates them again and takes them as bfloat16 (TakeBf16): the
+//     wire's rounding of step 1's average (bit for bit when `exact`);
 //  2. twice: accumulates the same batches again and takes them 1-bit by
 //     `plan`: the bytes must be EncodeOneBitPlan's over the average of step
 //     1 with the residual the reference kept (bits identical; means equal

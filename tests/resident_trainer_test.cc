@@ -4,8 +4,9 @@
 // as one that computes every gradient into host memory, so the servers end
 // with the same model. Two servers on 127.0.0.1 (port 0), one worker,
 // pushes and pulls in turn (no background threads: the order is fixed),
-// for float32 and 1-bit pushes and 1 or 3 minibatches per push. Then one
-// resident worker with background pushes and pulls learns the toy task.
+// for float32, bfloat16 (rounded by the backend) and 1-bit pushes and 1
+// or 3 minibatches per push. Then one resident worker with background
+// pushes and pulls learns the toy task.
 // With the client's exact copies kept by the backend (as --replay_on_device
 // keeps them on the GPU; here the device replay's pass on the host,
 // CreateHostReplayCopy), models pulled all from the copies are loaded from
@@ -16,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/wire_codec.h"
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
 #include "model/cuda/host_replay_copy.h"
@@ -63,6 +65,10 @@ class RecordingBackend final : public ModelBackend {
     ++mirrored_loads;
     return ModelBackend::LoadMirroredModel(params);
   }
+  absl::Status TakeBf16(absl::Span<uint16_t> out) override {
+    ++bf16_takes;
+    return ModelBackend::TakeBf16(out);
+  }
   absl::Status PinHostBuffer(absl::Span<const float> b) override {
     pinned.insert(b.data());
     ++pins;
@@ -79,6 +85,7 @@ class RecordingBackend final : public ModelBackend {
   std::vector<const float*> loads;
   int loads_from_pinned = 0;
   int mirrored_loads = 0;
+  int bf16_takes = 0;
 
  private:
   std::unique_ptr<ModelBackend> inner_;
@@ -170,18 +177,21 @@ TEST_P(ResidentTrainerTest, SendsTheSamePushesAsHostGradients) {
   // And the run did move the model.
   const std::vector<float> initial = InitialParams(ToyModel("dnn"), 1);
   EXPECT_NE(host.model, initial);
+  // A bfloat16 push of the resident worker was rounded by its backend.
+  EXPECT_EQ(resident.backend->bf16_takes,
+            encoding == PushEncoding::kBfloat16 ? 12 / push_every : 0);
+  EXPECT_EQ(host.backend->bf16_takes, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     EncodingsAndPushEvery, ResidentTrainerTest,
     ::testing::Combine(::testing::Values(PushEncoding::kFloat32,
+                                         PushEncoding::kBfloat16,
                                          PushEncoding::kOneBit),
                        ::testing::Values(1, 3)),
     [](const auto& info) {
-      return absl::StrCat(std::get<0>(info.param) == PushEncoding::kOneBit
-                              ? "OneBit"
-                              : "Float32",
-                          "Every", std::get<1>(info.param));
+      return absl::StrCat(PushEncodingName(std::get<0>(info.param)), "Every",
+                          std::get<1>(info.param));
     });
 
 // Models loaded from the backend's mirror of the copies: the same pushes,

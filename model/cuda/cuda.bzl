@@ -64,6 +64,7 @@ _CU_HEADERS = [
     "loss_impl.h",
     "lstm_impl.h",
     "replay_impl.h",
+    "//common:bf16_bits.h",
     "//common:model_layout.h",
     "//common:status_macros.h",
     "//compression:grad_codec.h",
@@ -125,6 +126,7 @@ def asgd_cuda_targets():
         ],
         deps = [
             ":cuda_options",
+            "//common:bf16_bits",
             "//common:status_macros",
             "//compression:grad_codec",
             "//compression:one_bit_plan",

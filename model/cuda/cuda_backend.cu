@@ -24,7 +24,7 @@
 namespace asgd {
 namespace {
 
-using cuda::CheckDeviceOrdinal;
+using cuda::CheckCudaOptions;
 using cuda::CreateEvent;
 using cuda::CreateStream;
 using cuda::Cublas;
@@ -62,16 +62,7 @@ class CudaBackend final : public ModelBackend {
     if (max_batch < 1) {
       return absl::InvalidArgumentError("max_rows must be at least 1");
     }
-    if (options.math != CudaOptions::MathMode::kFp32 &&
-        options.math != CudaOptions::MathMode::kTf32) {
-      return absl::InvalidArgumentError("unknown CudaOptions::math");
-    }
-    if (options.conv_block_rows < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("CudaOptions::conv_block_rows must be >= 0, got ",
-                       options.conv_block_rows));
-    }
-    ASGD_RETURN_IF_ERROR(CheckDeviceOrdinal(options.device));
+    ASGD_RETURN_IF_ERROR(CheckCudaOptions(options));
     std::unique_ptr<CudaBackend> backend(
         new CudaBackend(spec, max_batch, options));
     ASGD_RETURN_IF_ERROR(backend->Init());
@@ -182,6 +173,12 @@ class CudaBackend final : public ModelBackend {
     ASGD_RETURN_IF_ERROR(CheckModelSized("TakeAverage", out.size()));
     ASGD_RETURN_IF_ERROR(NeedResident("TakeAverage"));
     return Checked(resident_->TakeAverage(d_grad_.get(), out));
+  }
+
+  absl::Status TakeBf16(absl::Span<uint16_t> out) override {
+    ASGD_RETURN_IF_ERROR(CheckModelSized("TakeBf16", out.size()));
+    ASGD_RETURN_IF_ERROR(NeedResident("TakeBf16"));
+    return Checked(resident_->TakeBf16(d_grad_.get(), out));
   }
 
   absl::Status TakeOneBit(const OneBitPlan& plan,

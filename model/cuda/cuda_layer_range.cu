@@ -180,7 +180,7 @@ absl::StatusOr<std::unique_ptr<LayerRange>> CreateCudaLayerRange(
     const ModelSpec& spec, int first, int last, int max_rows,
     const CudaOptions& options) {
   ASGD_RETURN_IF_ERROR(CheckLayerRange(spec, first, last, max_rows));
-  ASGD_RETURN_IF_ERROR(cuda::CheckDeviceOrdinal(options.device));
+  ASGD_RETURN_IF_ERROR(cuda::CheckCudaOptions(options));
   auto range = std::make_unique<CudaLayerRange>(spec, first, last, max_rows,
                                                 options);
   ASGD_RETURN_IF_ERROR(range->Init(spec));

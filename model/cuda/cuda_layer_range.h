@@ -34,8 +34,8 @@
 
 namespace asgd {
 
-// InvalidArgument as CheckLayerRange; Unimplemented for a layer the CUDA
-// layers do not compute; the device's errors (Unavailable without one,
+// InvalidArgument as CheckLayerRange and for options CheckCudaOptions
+// (cuda_util.h) refuses; the device's errors (Unavailable without one,
 // ResourceExhausted when its memory runs out).
 absl::StatusOr<std::unique_ptr<LayerRange>> CreateCudaLayerRange(
     const ModelSpec& spec, int first, int last, int max_rows,

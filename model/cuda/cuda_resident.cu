@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/bf16_bits.h"
 #include "compression/grad_codec.h"
 #include "model/cuda/cuda_device.cuh"
 #include "model/cuda/cuda_resident.h"
@@ -35,6 +36,13 @@ __global__ void ScaleKernel(const float* sum, int64_t count, float scale,
                             float* out) {
   for (int64_t e = GlobalThread(); e < count; e += GridThreads()) {
     out[e] = __fmul_rn(sum[e], scale);
+  }
+}
+
+__global__ void ScaleToBf16Kernel(const float* sum, int64_t count,
+                                  float scale, uint16_t* out) {
+  for (int64_t e = GlobalThread(); e < count; e += GridThreads()) {
+    out[e] = Bf16FromFloatBits(__float_as_uint(__fmul_rn(sum[e], scale)));
   }
 }
 
@@ -176,6 +184,13 @@ cudaError_t LaunchAddUnlessFlagged(const float* grad, int64_t count,
 cudaError_t LaunchScale(const float* sum, int64_t count, float scale,
                         float* out, cudaStream_t stream) {
   ScaleKernel<<<ElementwiseGrid(count), kElementwiseBlock, 0, stream>>>(
+      sum, count, scale, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScaleToBf16(const float* sum, int64_t count, float scale,
+                              uint16_t* out, cudaStream_t stream) {
+  ScaleToBf16Kernel<<<ElementwiseGrid(count), kElementwiseBlock, 0, stream>>>(
       sum, count, scale, out);
   return cudaGetLastError();
 }

@@ -56,6 +56,11 @@ cudaError_t LaunchAddUnlessFlagged(const float* grad, int64_t count,
 cudaError_t LaunchScale(const float* sum, int64_t count, float scale,
                         float* out, cudaStream_t stream);
 
+// out[i] = the bfloat16 of sum[i] * scale (the product rounded once, then
+// to bfloat16 as common/bf16_bits.h rounds).
+cudaError_t LaunchScaleToBf16(const float* sum, int64_t count, float scale,
+                              uint16_t* out, cudaStream_t stream);
+
 // sum[i] += values[i] (RestoreResidual).
 cudaError_t LaunchAdd(const float* values, int64_t count, float* sum,
                       cudaStream_t stream);

@@ -162,17 +162,21 @@ absl::Status ResidentModel::ClearSum() {
   return absl::OkStatus();
 }
 
-absl::Status ResidentModel::Download(const float* src, int64_t count,
-                                     float* dst) {
+absl::Status ResidentModel::Download(const void* src, int64_t bytes,
+                                     void* dst) {
   // Piece p goes down into slot p % 2 while the host copies piece p - 1 out.
+  constexpr int64_t kPieceBytes = kPieceFloats * sizeof(float);
+  const char* from = static_cast<const char*>(src);
+  char* to = static_cast<char*>(dst);
+  char* staging = reinterpret_cast<char*>(staging_.get());
   int64_t previous = -1;
   int slot = 0;
-  for (int64_t begin = 0;; begin += kPieceFloats) {
-    if (begin < count) {
-      const int64_t n = std::min(kPieceFloats, count - begin);
-      ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-          staging_.get() + slot * kPieceFloats, src + begin, n * sizeof(float),
-          cudaMemcpyDeviceToHost, stream_));
+  for (int64_t begin = 0;; begin += kPieceBytes) {
+    if (begin < bytes) {
+      const int64_t n = std::min(kPieceBytes, bytes - begin);
+      ASGD_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(staging + slot * kPieceBytes, from + begin, n,
+                          cudaMemcpyDeviceToHost, stream_));
       ASGD_CUDA_RETURN_IF_ERROR(
           cudaEventRecord(piece_done_[slot].get(), stream_));
     }
@@ -180,11 +184,10 @@ absl::Status ResidentModel::Download(const float* src, int64_t count,
       const int prev_slot = 1 - slot;
       ASGD_CUDA_RETURN_IF_ERROR(
           cudaEventSynchronize(piece_done_[prev_slot].get()));
-      const int64_t n = std::min(kPieceFloats, count - previous);
-      std::memcpy(dst + previous, staging_.get() + prev_slot * kPieceFloats,
-                  n * sizeof(float));
+      const int64_t n = std::min(kPieceBytes, bytes - previous);
+      std::memcpy(to + previous, staging + prev_slot * kPieceBytes, n);
     }
-    if (begin >= count) break;
+    if (begin >= bytes) break;
     previous = begin;
     slot = 1 - slot;
   }
@@ -198,7 +201,18 @@ absl::Status ResidentModel::TakeAverage(float* scratch,
   ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchScale(
       sum_.get(), num_params_, scale, scratch, stream_));
   ASGD_RETURN_IF_ERROR(ClearSum());
-  return Download(scratch, num_params_, out.data());
+  return Download(scratch, num_params_ * sizeof(float), out.data());
+}
+
+absl::Status ResidentModel::TakeBf16(float* scratch,
+                                     absl::Span<uint16_t> out) {
+  const float scale = accumulated_ > 0 ? 1.0f / accumulated_ : 0.0f;
+  // num_params bfloat16 values fit in the float scratch (half of it).
+  uint16_t* bf16 = reinterpret_cast<uint16_t*>(scratch);
+  ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchScaleToBf16(
+      sum_.get(), num_params_, scale, bf16, stream_));
+  ASGD_RETURN_IF_ERROR(ClearSum());
+  return Download(bf16, num_params_ * sizeof(uint16_t), out.data());
 }
 
 absl::Status ResidentModel::PreparePlan(const OneBitPlan& plan) {
@@ -283,7 +297,7 @@ absl::Status ResidentModel::RestoreResidual(int64_t flat_begin,
 }
 
 absl::Status ResidentModel::ReadResidual(absl::Span<float> out) {
-  return Download(residual_.get(), num_params_, out.data());
+  return Download(residual_.get(), num_params_ * sizeof(float), out.data());
 }
 
 }  // namespace cuda

@@ -57,10 +57,12 @@ class ResidentModel {
   absl::StatusOr<bool> Accumulate(const float* grad);
   int accumulated() const { return accumulated_; }
 
-  // As ModelBackend::TakeAverage / TakeOneBit / RestoreResidual /
-  // ReadResidual; `scratch` is a device buffer of num_params floats that
-  // the call may overwrite (the backend's gradient buffer).
+  // As ModelBackend::TakeAverage / TakeBf16 / TakeOneBit /
+  // RestoreResidual / ReadResidual; `scratch` is a device buffer of
+  // num_params floats that the call may overwrite (the backend's gradient
+  // buffer).
   absl::Status TakeAverage(float* scratch, absl::Span<float> out);
+  absl::Status TakeBf16(float* scratch, absl::Span<uint16_t> out);
   absl::Status TakeOneBit(const OneBitPlan& plan, float* scratch,
                           absl::Span<char> out);
   absl::Status RestoreResidual(int64_t flat_begin,
@@ -72,9 +74,9 @@ class ResidentModel {
       : num_params_(num_params), stream_(stream) {}
   // Device-side tables of `plan` (kept while the plan stays the same).
   absl::Status PreparePlan(const OneBitPlan& plan);
-  // Downloads `count` floats of device `src` into host `dst` via pinned
-  // memory, then waits.
-  absl::Status Download(const float* src, int64_t count, float* dst);
+  // Downloads `bytes` of device `src` into host `dst` via pinned memory,
+  // then waits.
+  absl::Status Download(const void* src, int64_t bytes, void* dst);
   absl::Status ClearSum();
 
   const int64_t num_params_;

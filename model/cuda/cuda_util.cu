@@ -61,6 +61,19 @@ absl::Status CheckDeviceOrdinal(int device) {
   return absl::OkStatus();
 }
 
+absl::Status CheckCudaOptions(const CudaOptions& options) {
+  if (options.math != CudaOptions::MathMode::kFp32 &&
+      options.math != CudaOptions::MathMode::kTf32) {
+    return absl::InvalidArgumentError("unknown CudaOptions::math");
+  }
+  if (options.conv_block_rows < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaOptions::conv_block_rows must be >= 0, got ",
+                     options.conv_block_rows));
+  }
+  return CheckDeviceOrdinal(options.device);
+}
+
 absl::StatusOr<Stream> CreateStream() {
   cudaStream_t s = nullptr;
   ASGD_CUDA_RETURN_IF_ERROR(

@@ -139,6 +139,11 @@ absl::StatusOr<int> DeviceCount();
 // InvalidArgument for an ordinal outside [0, DeviceCount()).
 absl::Status CheckDeviceOrdinal(int device);
 
+// OK for options a backend or range can use: a known math mode,
+// conv_block_rows >= 0 (InvalidArgument otherwise) and a device of this
+// machine (CheckDeviceOrdinal).
+absl::Status CheckCudaOptions(const CudaOptions& options);
+
 // A non-blocking stream; an event without timing.
 absl::StatusOr<Stream> CreateStream();
 absl::StatusOr<Event> CreateEvent();

@@ -2,8 +2,10 @@
 // (push_encoder.h) produces and the parameter client's transport sends.
 //
 // Float encodings (float32, bfloat16) carry views of the caller's gradient
-// (host memory), converted as they are written to the wire; compressed ones
-// (1-bit, top-k) carry the grad_codec.h bytes of each chunk.
+// (host memory), converted as they are written to the wire, or, for
+// bfloat16, views of values already rounded (a backend's TakeBf16), copied
+// to the wire as they are; compressed ones (1-bit, top-k) carry the
+// grad_codec.h bytes of each chunk.
 //
 // Thread-safety: plain values; a view is valid while the gradient is.
 #ifndef ASGD_WORKER_PS_ENCODED_PUSH_H_
@@ -31,6 +33,8 @@ struct EncodedChunk {
   ChunkRef ref;                     // where it goes in the model
   absl::Span<const float> values;   // float encodings: ref.count values
   std::string bytes;                // compressed encodings: its encoding
+  // kBfloat16 without `values`: ref.count bfloat16 values, as sent.
+  absl::Span<const uint16_t> bf16;
 };
 
 // One server's part of a push, chunk by chunk in plan order.

@@ -1,6 +1,7 @@
 #include "worker/ps/grpc_param_client.h"
 
 #include <algorithm>
+#include <cstring>
 #include <future>
 #include <thread>
 #include <utility>
@@ -83,11 +84,15 @@ grpc::ByteBuffer ChunkMessage(const ModelLayout& layout, const ServerPush& push,
                                         push.encoding, c.bytes);
   }
   const WireDtype dtype = static_cast<WireDtype>(push.encoding);
-  return EncodeChunkMessage(ChunkMessageKind::kPush, version, name,
-                            c.ref.offset, dtype, c.ref.count, [&](char* out) {
-                              EncodeFloats(c.values.data(), c.ref.count, dtype,
-                                           out);
-                            });
+  return EncodeChunkMessage(
+      ChunkMessageKind::kPush, version, name, c.ref.offset, dtype, c.ref.count,
+      [&](char* out) {
+        if (!c.bf16.empty()) {  // rounded already (a backend's TakeBf16)
+          std::memcpy(out, c.bf16.data(), c.ref.count * sizeof(uint16_t));
+        } else {
+          EncodeFloats(c.values.data(), c.ref.count, dtype, out);
+        }
+      });
 }
 
 grpc::ChannelArguments ChannelArgs() {

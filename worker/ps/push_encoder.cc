@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<PushEncoder>> PushEncoder::Create(
                                  : GradEncoding::kOneBit;
   encoder_options.top_k_fraction = options.top_k_fraction;
   auto out = std::unique_ptr<PushEncoder>(new PushEncoder(options, encoding));
+  out->model_size_ = layout.total_size();
   for (int s = 0; s < layout.num_servers(); ++s) {
     auto server = std::make_unique<PerServer>();
     server->range = layout.ServerRange(s);
@@ -112,6 +113,28 @@ absl::StatusOr<std::vector<ServerPush>> PushEncoder::SplitOneBit(
       push.chunks.push_back(
           {refs[k], {},
            std::string(bytes.data() + plan.offsets[c], plan.ChunkBytes(c))});
+    }
+  }
+  return pushes;
+}
+
+absl::StatusOr<std::vector<ServerPush>> PushEncoder::SplitBf16(
+    absl::Span<const uint16_t> values) const {
+  if (encoding_ != PushEncoding::kBfloat16 ||
+      static_cast<int64_t>(values.size()) != model_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SplitBf16: ", values.size(), " values for a bf16 push of a model of ",
+        model_size_));
+  }
+  std::vector<ServerPush> pushes(servers_.size());
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    ServerPush& push = pushes[s];
+    push.kind = PushKind::kGradient;
+    push.encoding = PushEncoding::kBfloat16;
+    for (const ChunkRef& c : servers_[s]->float_plan) {
+      EncodedChunk chunk{c, {}, std::string()};
+      chunk.bf16 = values.subspan(c.flat_begin, c.count);
+      push.chunks.push_back(std::move(chunk));
     }
   }
   return pushes;

@@ -22,8 +22,8 @@
 //
 // Thread-safety: calls for different servers may run concurrently; for one
 // server, one call at a time (Encode then Settle of the same push).
-// one_bit_plan(), SplitOneBit and ForEachDecoded read only what Create
-// fixed: from any thread, at any time.
+// one_bit_plan(), SplitOneBit, SplitBf16 and ForEachDecoded read only what
+// Create fixed: from any thread, at any time.
 #ifndef ASGD_WORKER_PS_PUSH_ENCODER_H_
 #define ASGD_WORKER_PS_PUSH_ENCODER_H_
 
@@ -107,6 +107,14 @@ class PushEncoder {
   absl::StatusOr<std::vector<ServerPush>> SplitOneBit(
       absl::Span<const char> bytes) const;
 
+  // Each server's bfloat16 gradient push of `values`, the whole model
+  // already rounded to bfloat16 (a backend's resident sum, model/backend.h
+  // TakeBf16): the chunks Encode uses, as views of `values`, which must
+  // outlive the result. InvalidArgument unless gradient pushes are
+  // kBfloat16 and `values` is model-sized.
+  absl::StatusOr<std::vector<ServerPush>> SplitBf16(
+      absl::Span<const uint16_t> values) const;
+
   // Hands the decoded values of each chunk of a compressed `push` to
   // `restore` (flat_begin, values): how a caller that keeps the residual
   // itself takes back a push that was not applied. InvalidArgument for
@@ -139,6 +147,7 @@ class PushEncoder {
   std::vector<std::unique_ptr<PerServer>> servers_;
   OneBitPlan one_bit_plan_;
   std::vector<size_t> first_chunk_;  // per server: its first in the plan
+  int64_t model_size_ = 0;
 };
 
 }  // namespace asgd

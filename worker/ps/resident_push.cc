@@ -12,8 +12,10 @@ namespace asgd {
 ResidentPush::ResidentPush(ModelBackend* backend, ParamClient* client)
     : backend_(backend), client_(client) {
   const PushEncoder* encoder = client->push_encoder();
-  if (encoder != nullptr && encoder->encoding() == PushEncoding::kOneBit &&
-      !encoder->one_bit_plan().chunks.empty()) {
+  if (encoder == nullptr) return;
+  if ((encoder->encoding() == PushEncoding::kOneBit &&
+       !encoder->one_bit_plan().chunks.empty()) ||
+      encoder->encoding() == PushEncoding::kBfloat16) {
     encoder_ = encoder;
   }
 }
@@ -24,6 +26,12 @@ absl::Status ResidentPush::Take(int num_minibatches) {
   if (encoder_ == nullptr) {
     average_.resize(client_->layout().total_size());
     return backend_->TakeAverage(absl::MakeSpan(average_));
+  }
+  if (encoder_->encoding() == PushEncoding::kBfloat16) {
+    bf16_.resize(client_->layout().total_size());
+    ASGD_RETURN_IF_ERROR(backend_->TakeBf16(absl::MakeSpan(bf16_)));
+    ASGD_ASSIGN_OR_RETURN(parts_, encoder_->SplitBf16(bf16_));
+    return absl::OkStatus();
   }
   const OneBitPlan& plan = encoder_->one_bit_plan();
   bytes_.resize(plan.total_bytes);
@@ -49,6 +57,8 @@ absl::StatusOr<PushOutcome> ResidentPush::Send(
 }
 
 absl::Status ResidentPush::Restore() {
+  // A bfloat16 push keeps no residual: what a server did not apply is gone,
+  // as for a host gradient's float push.
   for (int s : unapplied_) {
     ASGD_RETURN_IF_ERROR(PushEncoder::ForEachDecoded(
         parts_[s], [this](int64_t flat_begin, absl::Span<const float> values) {

@@ -9,8 +9,12 @@
 //    (PushEncoded); a part a server did not apply goes back into the
 //    backend's residual (Restore), as the client's encoder does with its
 //    own residual for a host push;
-//  * any other encoding: the average comes down as float32 and the client
-//    encodes and sends it as it does a host gradient (Push).
+//  * bfloat16 gradient pushes: the average rounded to bfloat16 on the
+//    backend (TakeBf16), so half the bytes of float32 come down and the
+//    host does no conversion pass; Send hands each server its chunks
+//    (PushEncoder::SplitBf16, PushEncoded), copied to the wire as they are;
+//  * float32: the average comes down as float32 and the client sends it as
+//    it does a host gradient (Push).
 //
 //   ResidentPush push(backend, client);
 //   RETURN_IF_ERROR(push.Take(n));                  // worker's thread
@@ -39,8 +43,8 @@ class ResidentPush {
   // Both must outlive this.
   ResidentPush(ModelBackend* backend, ParamClient* client);
 
-  // True when pushes are encoded on the backend (1-bit gradient pushes and
-  // a client that says how: ParamClient::push_encoder).
+  // True when pushes are encoded on the backend (1-bit or bfloat16
+  // gradient pushes, and a client that says how: ParamClient::push_encoder).
   bool encodes() const { return encoder_ != nullptr; }
 
   // Moves the backend's sum of `num_minibatches` minibatches (their average)
@@ -61,8 +65,9 @@ class ResidentPush {
  private:
   ModelBackend* const backend_;
   ParamClient* const client_;
-  const PushEncoder* encoder_ = nullptr;  // null: float pushes
+  const PushEncoder* encoder_ = nullptr;  // null: float32 pushes
   std::vector<char> bytes_;               // the backend's 1-bit encoding
+  std::vector<uint16_t> bf16_;            // the backend's bfloat16 average
   std::vector<ServerPush> parts_;         // bytes_ cut per server
   std::vector<int> unapplied_;            // servers that did not apply
   std::vector<float> average_;            // float pushes

@@ -1,7 +1,9 @@
 // ResidentPush without a network: a 1-bit push is the backend's encoding
 // cut per server as the client's encoder plans it, and the part a server
 // did not apply goes back into the backend's residual, the applied part
-// does not; float pushes go through the client's Push with the average.
+// does not; a bfloat16 push is the backend's rounded average in the
+// encoder's float chunks; float32 pushes go through the client's Push with
+// the average.
 #include "worker/ps/resident_push.h"
 
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/wire_codec.h"
 #include "compression/grad_codec.h"
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
@@ -187,6 +190,71 @@ TEST_F(ResidentPushTest, FloatPushesSendTheAverageThroughTheClient) {
     EXPECT_EQ(client.float_push[i], (grad[i] + grad[i]) * 0.5f) << i;
   }
   EXPECT_TRUE(push.Restore().ok());  // nothing to restore
+}
+
+// A bfloat16 push is the backend's TakeBf16 (the average rounded as the
+// wire rounds it), cut per server into the chunks the client's encoder
+// plans for a host gradient, each a view of the rounded values; nothing is
+// restored for a server that did not apply it.
+TEST_F(ResidentPushTest, Bf16PushesAreTheBackendsRoundedAverageInTheEncodersChunks) {
+  const ModelSpec& spec = spec_;
+  const Batch& batch = batch_;
+  FakeClient client(spec, PushEncoding::kBfloat16);
+  ModelBackend& b = *backend_;
+  ASSERT_TRUE(b.AccumulateGradient(batch).ok());
+  ASSERT_TRUE(b.AccumulateGradient(batch).ok());
+  ResidentPush push(&b, &client);
+  EXPECT_TRUE(push.encodes());
+  ASSERT_TRUE(push.Take(2).ok());
+  EXPECT_EQ(b.accumulated(), 0);
+  auto outcome = push.Send({0, 0}, 2);
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_TRUE(client.float_push.empty());
+  std::vector<float> grad(client.layout().total_size());
+  ASSERT_TRUE(b.ComputeGradient(InitialParams(spec, 3), batch,
+                                absl::MakeSpan(grad))
+                  .ok());
+  // What the host path would send: each server's float chunks of the
+  // average, rounded by the wire codec.
+  ASSERT_EQ(client.sent.size(), 2u);
+  std::vector<float> average(grad.size());
+  for (size_t i = 0; i < grad.size(); ++i) {
+    average[i] = (grad[i] + grad[i]) * 0.5f;
+  }
+  int64_t covered = 0;
+  for (int s = 0; s < 2; ++s) {
+    const ServerPush& got = client.sent[s];
+    const ServerPush want =
+        client.push_encoder()->EncodeUncompressed(s, average,
+                                                  PushKind::kGradient);
+    EXPECT_EQ(got.encoding, PushEncoding::kBfloat16);
+    EXPECT_EQ(got.kind, PushKind::kGradient);
+    ASSERT_EQ(got.chunks.size(), want.chunks.size());
+    for (size_t k = 0; k < got.chunks.size(); ++k) {
+      const EncodedChunk& c = got.chunks[k];
+      EXPECT_EQ(c.ref.flat_begin, want.chunks[k].ref.flat_begin);
+      ASSERT_EQ(c.ref.count, want.chunks[k].ref.count);
+      ASSERT_EQ(static_cast<int64_t>(c.bf16.size()), c.ref.count);
+      EXPECT_TRUE(c.values.empty());
+      EXPECT_EQ(got.data_bytes(c), 2 * c.ref.count);
+      for (int64_t i = 0; i < c.ref.count; ++i) {
+        ASSERT_EQ(c.bf16[i], FloatToBf16(average[c.ref.flat_begin + i]))
+            << c.ref.flat_begin + i;
+      }
+      covered += c.ref.count;
+    }
+  }
+  EXPECT_EQ(covered, static_cast<int64_t>(grad.size()));
+  std::vector<float> residual(grad.size(), -1.0f);
+  EXPECT_TRUE(push.Restore().ok());
+  ASSERT_TRUE(b.ReadResidual(absl::MakeSpan(residual)).ok());
+  for (float r : residual) ASSERT_EQ(r, 0.0f);
+  // A plan for another model size is refused.
+  EXPECT_EQ(client.push_encoder()
+                ->SplitBf16(std::vector<uint16_t>(3))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
