@@ -65,17 +65,23 @@ fi
 save; el "corpus"
 timeout 120 $B/make_corpus --out=$P/corpus --jobs=16 --text_dir=$P/text > $L/30_corpus.txt 2>&1
 echo "corpus rc=$?"; tail -1 $L/30_corpus.txt
-run_e2e() {  # name workers epochs hidden [worker flags...]
-  local name=$1 nw=$2 ep=$3 hid=$4; shift 4
-  local d=$P/run-$name; mkdir -p $d; local pids=() addrs=() s w
+# start_pool DIR SERVER_FLAGS...: two servers on this host, logs and port
+# files in DIR; sets POOL_PIDS and S (their addresses).
+start_pool() {
+  local d=$1 s i addrs=(); shift; POOL_PIDS=()
   for s in 0 1; do
     $B/asgd_server --host=127.0.0.1 --port=0 --port_file=$d/port.$s --server_index=$s \
-      --num_servers=2 --num_shards=${SHARDS:-2} ${SRV:---model=dnn --hidden=$hid --learning_rate=0.05} \
-      > $d/server-$s.log 2>&1 & pids+=($!)
+      --num_servers=2 "$@" > $d/server-$s.log 2>&1 & POOL_PIDS+=($!)
   done
   for s in 0 1; do for i in $(seq 100); do [ -s $d/port.$s ] && break; sleep 0.1; done
     addrs+=("127.0.0.1:$(cat $d/port.$s)"); done
-  local S=$(IFS=,; echo "${addrs[*]}") t0=$(date +%s.%N) wp=()
+  S=$(IFS=,; echo "${addrs[*]}")
+}
+run_e2e() {  # name workers epochs hidden [worker flags...]
+  local name=$1 nw=$2 ep=$3 hid=$4; shift 4
+  local d=$P/run-$name; mkdir -p $d; local w
+  start_pool $d --num_shards=${SHARDS:-2} ${SRV:---model=dnn --hidden=$hid --learning_rate=0.05}
+  local t0=$(date +%s.%N) wp=()
   for ((w = 0; w < nw; w++)); do
     timeout 150 $B/asgd_worker --servers=$S --corpus=$P/corpus --worker_index=$w \
       --num_workers=$nw --epochs=$ep --backend=cuda --log_every=1000 "$@" \
@@ -86,7 +92,7 @@ run_e2e() {  # name workers epochs hidden [worker flags...]
   # The evaluation runs on the CPU: all cores (the seed-size model needs them).
   local acc=$(OPENBLAS_NUM_THREADS=$(nproc) timeout 60 $B/asgd_eval --servers=$S \
     --corpus=$P/corpus 2>&1 | tail -1)
-  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
+  kill "${POOL_PIDS[@]}" 2>/dev/null; wait "${POOL_PIDS[@]}" 2>/dev/null
   { echo "== $name: $nw x cuda, $ep epochs, hidden $hid, flags: $*"
     echo "wall $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s; eval: $acc"
     grep -hE "done:|phases|rror" $d/worker-*.log | head -10; } | tee -a $L/40_e2e.txt
@@ -153,17 +159,11 @@ if has lstm; then  # LSTM 1 x 128, 2 epochs
 fi
 run_pipe() {  # name backends (one per stage: cpu,cuda,...) epochs hidden [flags...]
   local name=$1 backs=$2 ep=$3 hid=$4; shift 4
-  local d=$P/run-$name; mkdir -p $d; local pids=() addrs=() sp=() s next=""
+  local d=$P/run-$name; mkdir -p $d; local sp=() s next=""
   local stage_backends; IFS=, read -ra stage_backends <<<"$backs"
   local n=${#stage_backends[@]}
-  for s in 0 1; do
-    $B/asgd_server --host=127.0.0.1 --port=0 --port_file=$d/port.$s --server_index=$s \
-      --num_servers=2 --num_shards=2 --model=dnn --hidden=$hid --learning_rate=0.05 \
-      > $d/server-$s.log 2>&1 & pids+=($!)
-  done
-  for s in 0 1; do for i in $(seq 100); do [ -s $d/port.$s ] && break; sleep 0.1; done
-    addrs+=("127.0.0.1:$(cat $d/port.$s)"); done
-  local S=$(IFS=,; echo "${addrs[*]}") t0=$(date +%s.%N)
+  start_pool $d --num_shards=2 --model=dnn --hidden=$hid --learning_rate=0.05
+  local t0=$(date +%s.%N)
   for ((s = n - 1; s >= 0; s--)); do  # the last stage first: it listens
     timeout 300 $B/asgd_worker --servers=$S --corpus=$P/corpus --mode=pipeline \
       --stages=$n --stage=$s --epochs=$ep --backend=${stage_backends[$s]} \
@@ -182,7 +182,7 @@ run_pipe() {  # name backends (one per stage: cpu,cuda,...) epochs hidden [flags
   local t1=$(date +%s.%N)
   local acc=$(OPENBLAS_NUM_THREADS=$(nproc) timeout 60 $B/asgd_eval --servers=$S \
     --corpus=$P/corpus 2>&1 | tail -1)
-  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
+  kill "${POOL_PIDS[@]}" 2>/dev/null; wait "${POOL_PIDS[@]}" 2>/dev/null
   { echo "== $name: stages on $backs, $ep epochs, hidden $hid, flags: $*"
     echo "wall $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s; eval: $acc"
     grep -hE "layers on|done|rror" $d/stage-*.log | head -12; } | tee -a $L/45_pipeline.txt

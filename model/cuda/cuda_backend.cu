@@ -235,14 +235,8 @@ class CudaBackend final : public ModelBackend {
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
     ASGD_ASSIGN_OR_RETURN(compute_, CreateStream());
     ASGD_ASSIGN_OR_RETURN(copy_, CreateStream());
-    cublasHandle_t handle = nullptr;
-    ASGD_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
-    cublas_.reset(handle);
-    ASGD_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_.get(), compute_.get()));
-    ASGD_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(
-        cublas_.get(), options_.math == CudaOptions::MathMode::kTf32
-                           ? CUBLAS_TF32_TENSOR_OP_MATH
-                           : CUBLAS_DEFAULT_MATH));
+    ASGD_ASSIGN_OR_RETURN(cublas_,
+                          cuda::CreateCublas(compute_.get(), options_.math));
     ctx_.stream = compute_.get();
     ctx_.cublas = cublas_.get();
     ctx_.math = options_.math;

@@ -1,4 +1,3 @@
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -37,14 +36,8 @@ class CudaLayerRange final : public LayerRange {
   absl::Status Init(const ModelSpec& spec) {
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
     ASGD_ASSIGN_OR_RETURN(stream_, cuda::CreateStream());
-    cublasHandle_t handle = nullptr;
-    ASGD_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
-    cublas_.reset(handle);
-    ASGD_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_.get(), stream_.get()));
-    ASGD_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(
-        cublas_.get(), options_.math == CudaOptions::MathMode::kTf32
-                           ? CUBLAS_TF32_TENSOR_OP_MATH
-                           : CUBLAS_DEFAULT_MATH));
+    ASGD_ASSIGN_OR_RETURN(cublas_,
+                          cuda::CreateCublas(stream_.get(), options_.math));
     ctx_.stream = stream_.get();
     ctx_.cublas = cublas_.get();
     ctx_.math = options_.math;

@@ -88,6 +88,19 @@ absl::StatusOr<Event> CreateEvent() {
   return Event(e);
 }
 
+absl::StatusOr<Cublas> CreateCublas(cudaStream_t stream,
+                                    CudaOptions::MathMode math) {
+  cublasHandle_t handle = nullptr;
+  ASGD_CUBLAS_RETURN_IF_ERROR(cublasCreate(&handle));
+  Cublas cublas(handle);
+  ASGD_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas.get(), stream));
+  ASGD_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(
+      cublas.get(), math == CudaOptions::MathMode::kTf32
+                        ? CUBLAS_TF32_TENSOR_OP_MATH
+                        : CUBLAS_DEFAULT_MATH));
+  return cublas;
+}
+
 absl::Status Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n,
                   int k, const float* a, int lda, const float* b, int ldb,
                   float beta, float* c, int ldc) {

@@ -147,6 +147,10 @@ absl::Status CheckCudaOptions(const CudaOptions& options);
 // A non-blocking stream; an event without timing.
 absl::StatusOr<Stream> CreateStream();
 absl::StatusOr<Event> CreateEvent();
+// A cuBLAS handle bound to `stream`, with tensor-core TF32 math for kTf32
+// (plain fp32 GEMMs otherwise).
+absl::StatusOr<Cublas> CreateCublas(cudaStream_t stream,
+                                    CudaOptions::MathMode math);
 
 // What a layer computes with: the stream every kernel and GEMM of a call goes
 // to, a cuBLAS handle bound to that stream, and the GEMM precision.
