@@ -9,7 +9,6 @@
 #include "model/softmax_loss.h"
 
 namespace asgd {
-
 namespace {
 
 // The CPU's LayerRange: the CPU layers (model/layers/) in order, with the

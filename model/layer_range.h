@@ -6,9 +6,9 @@
 //
 // Implementations: the CPU's (model/cpu_layer_range.h) and the CUDA
 // plugin's (model/cuda/cuda_layer_range.h), each a LayerRangeFactory;
-// model/backend_factory.h picks one by the backend's name. Both take and return host memory; the CUDA range
-// copies the stage's weights, input and output gradient to its device and
-// the results back. Running every CPU range of a partition in order,
+// model/backend_factory.h picks one by the backend's name. Both take and
+// return host memory; the CUDA range copies the stage's weights, input and
+// output gradient to its device and the results back. Running every CPU range of a partition in order,
 // forward from the first and backward from the last, performs exactly the
 // CPU backend's operations in its order: the same loss and gradient, bit for
 // bit (layer_range_test). A CUDA range computes the CUDA backend's

@@ -396,13 +396,16 @@ absl::StatusOr<std::unique_ptr<ModelBackend>> MakeWorkerBackend(
   ASGD_ASSIGN_OR_RETURN(
       std::unique_ptr<ModelBackend> backend,
       CreateBackend(name, spec, shape.rows(), &note, cuda_options));
-  if (!note.empty()) std::printf("worker %d: %s\n", setup.index, note.c_str());
+  if (!note.empty() && !setup.pipeline) {
+    std::printf("worker %d: %s\n", setup.index, note.c_str());
+  }
   std::printf(
       "worker %d: connected to %zu servers, model %s, %lld params, backend "
       "%s, minibatches of %d x %d rows\n",
       setup.index, setup.addresses.size(), DescribeModel(spec).c_str(),
       static_cast<long long>(client.layout().total_size()),
-      std::string(backend->name()).c_str(), shape.examples, shape.steps);
+      setup.pipeline ? "per stage" : std::string(backend->name()).c_str(),
+      shape.examples, shape.steps);
   std::fflush(stdout);
   return WithTeacherFromFlags(std::move(backend), setup.index, cuda_options);
 }
