@@ -111,9 +111,10 @@ LIB_SRCS=(common/chunking.cc common/model_layout.cc common/wire_codec.cc
           compression/grad_codec_one_bit.cc compression/grad_codec_top_k.cc
           step/compressed_apply.cc step/add_apply.cc server/update_log.cc
           worker/pipeline/stage_wire.cc)
-HDRS=(common/chunking.h common/model_layout.h common/status_macros.h
-      common/wire_codec.h common/tensor_messages.h common/refusal.h
-      common/text_quote.h server/push_assembler.h server/param_store.h
+HDRS=(common/bf16_bits.h common/chunking.h common/model_layout.h
+      common/status_macros.h common/wire_codec.h common/tensor_messages.h
+      common/refusal.h common/text_quote.h server/push_assembler.h
+      server/param_store.h
       server/shard.h step/optimizer.h server/staging_pool.h
       fuzz/fuzz_common.h compression/grad_codec.h
       compression/grad_codec_internal.h step/compressed_apply.h
