@@ -8,11 +8,13 @@
 // plugin's (model/cuda/cuda_layer_range.h), each a LayerRangeFactory;
 // model/backend_factory.h picks one by the backend's name. Both take and
 // return host memory; the CUDA range copies the stage's weights, input and
-// output gradient to its device and the results back. Running every CPU range of a partition in order,
-// forward from the first and backward from the last, performs exactly the
-// CPU backend's operations in its order: the same loss and gradient, bit for
-// bit (layer_range_test). A CUDA range computes the CUDA backend's
-// operations (cuda_layer_range_test compares it with the CPU's).
+// output gradient to its device and the results back.
+//
+// Running every CPU range of a partition in order, forward from the first
+// and backward from the last, performs exactly the CPU backend's operations
+// in its order: the same loss and gradient, bit for bit (layer_range_test).
+// A CUDA range computes the CUDA backend's operations (cuda_layer_range_test
+// compares it with the CPU's).
 //
 //   auto stage = CreateCpuLayerRange(spec, /*first=*/1, /*last=*/3, max_rows);
 //   RETURN_IF_ERROR(stage->Forward(params, in, sequences, steps));

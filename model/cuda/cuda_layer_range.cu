@@ -49,22 +49,22 @@ class CudaLayerRange final : public LayerRange {
                                                   options_));
       offsets_.push_back(LayerParamOffset(spec, i) - param_offset());
       const int64_t dim = layer->out_shape().dim();
-      ASGD_ASSIGN_OR_RETURN(DeviceBuffer<float> acts,
-                            DeviceBuffer<float>::Create(max_rows_ * dim));
+      ASGD_ASSIGN_OR_RETURN(
+          DeviceBuffer<float> acts,
+          DeviceBuffer<float>::Create(int64_t{max_rows_} * dim));
       acts_.push_back(std::move(acts));
       widest = std::max(widest, dim);
       layers_.push_back(std::move(layer));
     }
+    const int64_t rows = max_rows_;
     ASGD_ASSIGN_OR_RETURN(d_params_,
                           DeviceBuffer<float>::Create(param_count()));
     ASGD_ASSIGN_OR_RETURN(d_grad_, DeviceBuffer<float>::Create(param_count()));
-    ASGD_ASSIGN_OR_RETURN(d_in_,
-                          DeviceBuffer<float>::Create(max_rows_ * in_dim()));
-    ASGD_ASSIGN_OR_RETURN(d_delta_,
-                          DeviceBuffer<float>::Create(max_rows_ * widest));
+    ASGD_ASSIGN_OR_RETURN(d_in_, DeviceBuffer<float>::Create(rows * in_dim()));
+    ASGD_ASSIGN_OR_RETURN(d_delta_, DeviceBuffer<float>::Create(rows * widest));
     ASGD_ASSIGN_OR_RETURN(d_delta_prev_,
-                          DeviceBuffer<float>::Create(max_rows_ * widest));
-    out_.resize(int64_t{max_rows_} * out_dim());
+                          DeviceBuffer<float>::Create(rows * widest));
+    out_.resize(rows * out_dim());
     loss_delta_.resize(out_.size());
     return absl::OkStatus();
   }

@@ -196,7 +196,7 @@ TEST_F(ResidentPushTest, FloatPushesSendTheAverageThroughTheClient) {
 // wire rounds it), cut per server into the chunks the client's encoder
 // plans for a host gradient, each a view of the rounded values; nothing is
 // restored for a server that did not apply it.
-TEST_F(ResidentPushTest, Bf16PushesAreTheBackendsRoundedAverageInTheEncodersChunks) {
+TEST_F(ResidentPushTest, Bf16PushesAreTheBackendsRoundedAverage) {
   const ModelSpec& spec = spec_;
   const Batch& batch = batch_;
   FakeClient client(spec, PushEncoding::kBfloat16);
