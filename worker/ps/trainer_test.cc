@@ -906,6 +906,9 @@ TEST(TrainerTest, WarmStartHandsOverBeforeAnyAsynchronousPush) {
     TrainerOptions o1 = BaseOptions(&clock);
     o1.warm_start_epochs = 0.5;
     o1.loop.worker_index = 1;
+    // Its fake clock runs through any finite timeout in a few ms of polls,
+    // however long worker 0 (a real thread) takes: wait for the hand-over.
+    o1.warm_start_timeout = absl::InfiniteDuration();
     results[1] = Train(&pool, o1, 1, 2);
   });
   FakeClock clock;
