@@ -36,8 +36,11 @@
 // take the push: --push_encoding=onebit encodes the average with error
 // feedback on the backend and downloads only the bytes (TakeOneBit, by the
 // chunk plan of a pool of --servers servers, PushEncoder::one_bit_plan);
-// bf16 rounds the average to bfloat16 on the backend and downloads that
-// (TakeBf16); float32 downloads the average (TakeAverage). The model is loaded once
+// topk selects the largest --top_k_fraction of each chunk with error
+// feedback on the backend and downloads only the entries (TakeTopK, by
+// PushEncoder::top_k_plan); bf16 rounds the average to bfloat16 on the
+// backend and downloads that (TakeBf16); float32 downloads the average
+// (TakeAverage). The model is loaded once
 // before timing (a pull's cost; its time is printed on its own line).
 //
 // The CUDA step includes what the ModelBackend interface implies: uploading
@@ -72,6 +75,7 @@
 #include "common/status_macros.h"
 #include "compression/grad_codec.h"
 #include "compression/one_bit_plan.h"
+#include "compression/top_k_plan.h"
 #include "worker/ps/push_encoder.h"
 
 ABSL_FLAG(std::string, backends, "cpu,cuda",
@@ -113,12 +117,15 @@ ABSL_FLAG(std::string, cuda_math, "tf32,fp32",
 ABSL_FLAG(int, cuda_device, 0, "CUDA device ordinal.");
 ABSL_FLAG(bool, worker_step, false,
           "Time the worker's step on a resident model (AccumulateGradient, "
-          "and every --push_every steps TakeOneBit, TakeBf16 or TakeAverage) "
+          "and every --push_every steps TakeOneBit, TakeTopK, TakeBf16 or "
+          "TakeAverage) "
           "instead of ComputeGradient.");
 ABSL_FLAG(int, push_every, 1, "--worker_step: minibatches per push.");
 ABSL_FLAG(std::string, push_encoding, "onebit",
-          "--worker_step: onebit (encoded on the backend), bf16 (rounded on "
-          "the backend) or float32.");
+          "--worker_step: onebit or topk (encoded on the backend), bf16 "
+          "(rounded on the backend) or float32.");
+ABSL_FLAG(double, top_k_fraction, 0.01,
+          "--worker_step --push_encoding=topk: the share of each chunk sent.");
 ABSL_FLAG(int, servers, 2,
           "--worker_step: servers the push is cut for (chunk plan).");
 ABSL_FLAG(int, blas_threads, 0,
@@ -214,10 +221,12 @@ absl::StatusOr<double> TimeSteps(ModelBackend& backend,
   return std::chrono::duration<double>(end - start).count();
 }
 
-// What a --worker_step push takes from the backend: the 1-bit `plan`, or
-// with an empty plan the average as float32 or (bf16) bfloat16.
+// What a --worker_step push takes from the backend: the 1-bit `plan`, the
+// `top_k` plan, or with both empty the average as float32 or (bf16)
+// bfloat16.
 struct WorkerPush {
   OneBitPlan plan;
+  TopKPlan top_k;
   bool bf16 = false;
 };
 
@@ -230,7 +239,8 @@ absl::StatusOr<double> TimeWorkerSteps(ModelBackend& backend,
   const int push_every = absl::GetFlag(FLAGS_push_every);
   const OneBitPlan& plan = push.plan;
   std::vector<char> bytes(plan.total_bytes);
-  const bool floats = plan.chunks.empty();
+  const bool floats = plan.chunks.empty() && push.top_k.chunks.empty();
+  std::vector<std::string> top_k_chunks;
   std::vector<float> average(floats && !push.bf16 ? params.size() : 0);
   std::vector<uint16_t> bf16(floats && push.bf16 ? params.size() : 0);
   const auto load_start = std::chrono::steady_clock::now();
@@ -243,6 +253,9 @@ absl::StatusOr<double> TimeWorkerSteps(ModelBackend& backend,
     auto r = backend.AccumulateGradient(batch);
     if (!r.ok()) return r.status();
     if (backend.accumulated() < push_every) return absl::OkStatus();
+    if (!push.top_k.chunks.empty()) {
+      return backend.TakeTopK(push.top_k, &top_k_chunks);
+    }
     if (!floats) return backend.TakeOneBit(plan, absl::MakeSpan(bytes));
     return push.bf16 ? backend.TakeBf16(absl::MakeSpan(bf16))
                      : backend.TakeAverage(absl::MakeSpan(average));
@@ -268,22 +281,31 @@ absl::StatusOr<WorkerPush> WorkerPushPlan(const ModelSpec& spec) {
     push.bf16 = true;
     return push;
   }
-  if (encoding != "onebit") {
+  if (encoding != "onebit" && encoding != "topk") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--push_encoding=", encoding, ": want onebit, bf16 or float32"));
+        "--push_encoding=", encoding, ": want onebit, topk, bf16 or float32"));
+  }
+  const PushEncoding kind =
+      encoding == "topk" ? PushEncoding::kTopK : PushEncoding::kOneBit;
+  const double fraction = absl::GetFlag(FLAGS_top_k_fraction);
+  if (!(fraction > 0 && fraction <= 0.25)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--top_k_fraction=", fraction, ": want a share in (0, 0.25]"));
   }
   ASGD_ASSIGN_OR_RETURN(
       ModelLayout layout,
       ModelLayout::Create(ModelTensors(spec), absl::GetFlag(FLAGS_servers),
                           /*num_shards=*/2));
   PushEncoderOptions options;
-  options.push_encoding = PushEncoding::kOneBit;
+  options.push_encoding = kind;
+  options.top_k_fraction = fraction;
   options.max_chunk_elements = 1 << 20;
   options.compressed_chunk_elements = PushEncoder::CompressedChunkElements(
-      layout, PushEncoding::kOneBit, 0.01, kGradCodecMaxElements);
+      layout, kind, fraction, kGradCodecMaxElements);
   ASGD_ASSIGN_OR_RETURN(std::unique_ptr<PushEncoder> encoder,
                         PushEncoder::Create(layout, options));
   push.plan = encoder->one_bit_plan();
+  push.top_k = encoder->top_k_plan();
   return push;
 }
 

@@ -53,8 +53,9 @@ for model in dnn cnn lstm blstm; do
   fi
 done
 
-# The worker step on a resident model, 1-bit and float32 pushes.
-for enc in onebit float32; do
+# The worker step on a resident model, 1-bit, top-k, bfloat16 and float32
+# pushes.
+for enc in onebit topk bf16 float32; do
   wout=$("$bench" --backends=cpu --models=dnn,lstm --worker_step --push_every=2 \
     --push_encoding=$enc --hidden=16,16 --num_classes=7 --lstm_cells=8 \
     --lstm_layers=1 --lstm_projection=0 --batches=8 --sequences=2 --steps=3 \
@@ -67,6 +68,10 @@ done
 if "$bench" --backends=cpu --worker_step --push_encoding=gzip --iters=1 \
     --hidden=16 >/dev/null 2>&1; then
   fail "--push_encoding=gzip was accepted"
+fi
+if "$bench" --backends=cpu --worker_step --push_encoding=topk --iters=1 \
+    --top_k_fraction=0.5 --hidden=16 >/dev/null 2>&1; then
+  fail "--top_k_fraction=0.5 was accepted"
 fi
 
 # Bad flags are errors, not tables.

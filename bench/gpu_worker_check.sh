@@ -54,6 +54,7 @@ bench worker_onebit --models=dnn,cnn,lstm,blstm --worker_step --push_encoding=on
 bench worker_onebit_k4 --models=dnn --worker_step --push_encoding=onebit --push_every=4
 bench worker_float32 --models=dnn --worker_step --push_encoding=float32
 bench worker_bf16 --models=dnn --worker_step --push_encoding=bf16
+bench worker_topk --models=dnn --worker_step --push_encoding=topk
 timeout 120 $B/replay_bench --backend=cuda --threads=1,4,8 > $L/22_replay.txt 2>&1
 echo "replay_bench rc=$?"; grep -E "^\| |^# check" $L/22_replay.txt
 timeout 150 python3 $B/torch_dnn_step.py --models=dnn,cnn,lstm,blstm --iters=30 \
@@ -121,6 +122,7 @@ fi
 if has device_replay; then  # the exact copies on the GPU (--replay_on_device)
   SEED=2048,2048,2048,2048,2048 SEED_S=${SEED_S:-20}
   run_e2e seed1_bf16 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=bf16
+  run_e2e seed1_topk 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=topk
   run_e2e demo1_1bit_dev 1 3 512,512 --push_encoding=onebit --replay_on_device
   run_e2e demo4_1bit_dev 4 3 512,512 --push_encoding=onebit --replay_on_device
   run_e2e seed1_1bit_dev 1 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit --replay_on_device

@@ -15,6 +15,7 @@
 #include "common/bf16_bits.h"
 #include "common/status_macros.h"
 #include "compression/one_bit_plan.h"
+#include "compression/top_k_plan.h"
 
 namespace asgd {
 
@@ -161,6 +162,19 @@ absl::Status ModelBackend::TakeOneBit(const OneBitPlan& plan,
   const float scale =
       state->accumulated > 0 ? 1.0f / state->accumulated : 0.0f;
   absl::Status status = EncodeOneBitPlan(
+      plan, state->sum, scale, absl::MakeSpan(state->residual), out);
+  std::fill(state->sum.begin(), state->sum.end(), 0.0f);
+  state->accumulated = 0;
+  return status;
+}
+
+absl::Status ModelBackend::TakeTopK(const TopKPlan& plan,
+                                    std::vector<std::string>* out) {
+  ASGD_RETURN_IF_ERROR(plan.Validate(ParamCount(*this)));
+  ASGD_ASSIGN_OR_RETURN(ResidentState * state, State());
+  const float scale =
+      state->accumulated > 0 ? 1.0f / state->accumulated : 0.0f;
+  absl::Status status = EncodeTopKPlan(
       plan, state->sum, scale, absl::MakeSpan(state->residual), out);
   std::fill(state->sum.begin(), state->sum.end(), 0.0f);
   state->accumulated = 0;

@@ -41,12 +41,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "compression/one_bit_plan.h"
+#include "compression/top_k_plan.h"
 #include "model/exact_copy.h"
 #include "model/model_spec.h"
 
@@ -166,6 +169,19 @@ class ModelBackend {
   // means in another order than the reference: bits are identical, means
   // within a rounding of float32.
   virtual absl::Status TakeOneBit(const OneBitPlan& plan, absl::Span<char> out);
+
+  // The average as TakeAverage computes it, plus the residual (the one
+  // TakeOneBit keeps), top-k encoded chunk by chunk as
+  // compression/top_k_plan.h's EncodeTopKPlan does (the reference): `out`
+  // receives every chunk's grad_codec bytes, one string per chunk, the
+  // residual keeps what was not sent, and the sum is cleared. The CUDA
+  // backend selects on the device and downloads only the entries (8 bytes
+  // each), bit for bit the reference's. InvalidArgument for a plan that
+  // does not fit the model (nothing changes), and for a NaN or Inf in an
+  // encoded value (the sum is cleared, the residual and `out` are not
+  // written).
+  virtual absl::Status TakeTopK(const TopKPlan& plan,
+                                std::vector<std::string>* out);
 
   // residual[flat_begin + i] += values[i]: what a push that was not applied
   // carried goes back into the residual. InvalidArgument outside the model.

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "common/wire_codec.h"
 #include "compression/grad_codec.h"
+#include "compression/top_k_plan.h"
 #include "gtest/gtest.h"
 
 namespace asgd {
@@ -100,6 +101,67 @@ OneBitPlan VariedPlan(int64_t num_params) {
   return MakeOneBitPlan(std::move(chunks));
 }
 
+TopKPlan VariedTopKPlan(int64_t num_params) {
+  const int64_t counts[] = {1, 5000, 7, 300, 70000, 4097};
+  TopKPlan plan;
+  int64_t at = 0;
+  for (int i = 0; at < num_params; ++i) {
+    const int64_t count = std::min(counts[i % 6], num_params - at);
+    // k: all, none, one, 1%, half, then again from all.
+    const int64_t ks[] = {count, 0, 1, TopKCount(0.01, count), count / 2};
+    plan.chunks.push_back({at, count, ks[(i / 2) % 5]});
+    at += count;
+    if (i % 3 == 2 && at + 2 < num_params) at += 2;  // left out
+  }
+  return plan;
+}
+
+void ExpectTopKMatches(ModelBackend& backend,
+                       const std::vector<float>& params, uint64_t seed) {
+  const int64_t n = static_cast<int64_t>(params.size());
+  ASSERT_TRUE(backend.LoadModel(params).ok());
+  // Everything sent: the residual becomes zero.
+  TopKPlan all;
+  all.chunks = {{0, n, n}};
+  std::vector<std::string> got, want;
+  ASSERT_TRUE(backend.TakeTopK(all, &got).ok());
+  // Values of every kind: normal, few distinct levels (ties at the
+  // threshold), zeros of both signs, subnormal and large.
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  const float levels[] = {0.5f, -0.5f, 1.0f, -0.0f, 0.0f, 2.0f};
+  std::vector<float> values(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int kind = static_cast<int>(rng() % 10);
+    values[i] = kind < 5   ? normal(rng)
+                : kind < 8 ? levels[rng() % 6]
+                : kind < 9 ? 1e-40f * normal(rng)
+                           : 1e30f * normal(rng);
+  }
+  ASSERT_TRUE(backend.RestoreResidual(0, values).ok());
+  std::vector<float> ref_residual(n), residual(n);
+  ASSERT_TRUE(backend.ReadResidual(absl::MakeSpan(ref_residual)).ok());
+  const TopKPlan plan = VariedTopKPlan(n);
+  const std::vector<float> zeros(n, 0.0f);
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(backend.TakeTopK(plan, &got).ok());
+    ASSERT_TRUE(EncodeTopKPlan(plan, zeros, 0.0f, absl::MakeSpan(ref_residual),
+                               &want)
+                    .ok());
+    ASSERT_EQ(got.size(), want.size());
+    int chunks_off = 0;
+    for (size_t c = 0; c < got.size(); ++c) chunks_off += got[c] != want[c];
+    EXPECT_EQ(chunks_off, 0) << "round " << round << ": top-k chunks differ";
+    ASSERT_TRUE(backend.ReadResidual(absl::MakeSpan(residual)).ok());
+    EXPECT_EQ(std::memcmp(residual.data(), ref_residual.data(), 4 * n), 0)
+        << "round " << round << ": the residual differs";
+  }
+  TopKPlan past_the_end;
+  past_the_end.chunks = {{n - 1, 2, 1}};
+  EXPECT_EQ(backend.TakeTopK(past_the_end, &got).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 void ExpectNonFiniteResidualRefused(ModelBackend& b, int64_t at) {
   const int64_t n = ModelParamCount(b.spec());
   ASSERT_TRUE(
@@ -110,13 +172,24 @@ void ExpectNonFiniteResidualRefused(ModelBackend& b, int64_t at) {
   std::vector<char> out(plan.total_bytes, 'x');
   EXPECT_EQ(b.TakeOneBit(plan, absl::MakeSpan(out)).code(),
             absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(b.ReadResidual(absl::MakeSpan(after)).ok());
-  for (int64_t i = 0; i < n; ++i) {
-    if (i != at) ASSERT_EQ(before[i], after[i]) << i;
-  }
-  EXPECT_TRUE(std::isinf(after[at]));
+  auto expect_only_at = [&] {
+    ASSERT_TRUE(b.ReadResidual(absl::MakeSpan(after)).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      if (i != at) {
+        ASSERT_EQ(before[i], after[i]) << i;
+      }
+    }
+    EXPECT_TRUE(std::isinf(after[at]));
+  };
+  expect_only_at();
   for (char c : out) ASSERT_EQ(c, 'x');
   EXPECT_EQ(b.accumulated(), 0);  // the sum was dropped
+  // Top-k likewise.
+  std::vector<std::string> chunks = {"kept"};
+  EXPECT_EQ(b.TakeTopK(VariedTopKPlan(n), &chunks).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(chunks, std::vector<std::string>{"kept"});
+  expect_only_at();
 }
 
 void ExpectResidentMatches(ModelBackend& backend, ModelBackend& reference,

@@ -15,6 +15,11 @@
 //     when `exact`, else within one float32 unit), and the residual
 //     likewise; the second round starts from a non-zero residual;
 //  3. RestoreResidual adds to the residual what it is given.
+// ExpectTopKMatches checks TakeTopK exactly, whatever the backend's
+// gradients: with nothing accumulated, a = the residual, which
+// RestoreResidual sets to values of every kind (ties among them); two
+// rounds of VariedTopKPlan must give EncodeTopKPlan's bytes and residual
+// bit for bit.
 // The batches' gradients must be the same each time they are accumulated
 // (a deterministic backend).
 //
@@ -26,6 +31,7 @@
 #include <vector>
 
 #include "compression/one_bit_plan.h"
+#include "compression/top_k_plan.h"
 #include "model/backend.h"
 #include "model/model_spec.h"
 
@@ -48,11 +54,20 @@ std::vector<TestBatch> RandomBatches(const ModelSpec& spec, int count,
 // covers.
 OneBitPlan VariedPlan(int64_t num_params);
 
+// Top-k chunks over a model of `num_params` from its first element to its
+// last, of 1 to 70,000 elements, k from none to all, elements between
+// some of them that no chunk covers.
+TopKPlan VariedTopKPlan(int64_t num_params);
+
 // With a model loaded and minibatches in the sum: an Inf put into the
 // residual at element `at` makes TakeOneBit (of VariedPlan) refuse with
 // InvalidArgument, writing nothing to its output or the residual; the sum
-// is dropped.
+// is dropped; then TakeTopK (of VariedTopKPlan) refuses likewise.
 void ExpectNonFiniteResidualRefused(ModelBackend& backend, int64_t at);
+
+// See the file comment; `params` is loaded first.
+void ExpectTopKMatches(ModelBackend& backend, const std::vector<float>& params,
+                       uint64_t seed);
 
 void ExpectResidentMatches(ModelBackend& backend, ModelBackend& reference,
                            const std::vector<float>& params,

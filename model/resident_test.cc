@@ -39,6 +39,13 @@ TEST(ResidentModelTest, MatchesTheHostReferenceBitForBit) {
                         /*exact=*/true, 0.0);
 }
 
+TEST(ResidentModelTest, TopKIsTheReferenceBitForBit) {
+  const ModelSpec spec = Small();
+  auto backend = CreateCpuBackend(spec, 8);
+  ASSERT_TRUE(backend.ok());
+  ExpectTopKMatches(**backend, InitialParams(spec, 3), 21);
+}
+
 TEST(ResidentModelTest, RefusesCallsItCannotServe) {
   const ModelSpec spec = Small();
   auto backend = CreateCpuBackend(spec, 8);

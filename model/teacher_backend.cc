@@ -60,9 +60,16 @@ class TeacherBackend final : public ModelBackend {
   absl::Status TakeAverage(absl::Span<float> out) override {
     return student_->TakeAverage(out);
   }
+  absl::Status TakeBf16(absl::Span<uint16_t> out) override {
+    return student_->TakeBf16(out);
+  }
   absl::Status TakeOneBit(const OneBitPlan& plan,
                           absl::Span<char> out) override {
     return student_->TakeOneBit(plan, out);
+  }
+  absl::Status TakeTopK(const TopKPlan& plan,
+                        std::vector<std::string>* out) override {
+    return student_->TakeTopK(plan, out);
   }
   absl::Status RestoreResidual(int64_t flat_begin,
                                absl::Span<const float> values) override {

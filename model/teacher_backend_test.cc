@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/bf16_bits.h"
+#include "compression/top_k_plan.h"
 #include "gtest/gtest.h"
 #include "model/backend.h"
 #include "model/cpu_backend.h"
@@ -167,6 +170,29 @@ TEST(TeacherTest, WithTeacherHandsTheStudentTheTeachersPosteriors) {
   std::vector<float> average(student.size());
   ASSERT_TRUE((*wrapped)->TakeAverage(absl::MakeSpan(average)).ok());
   EXPECT_EQ(average, want_grad);
+  // Every encoding of the sum is the student's: bfloat16 and top-k (with
+  // its residual) of the same gradient.
+  ASSERT_TRUE((*wrapped)->AccumulateGradient(d.batch()).ok());
+  std::vector<uint16_t> bf16(student.size());
+  ASSERT_TRUE((*wrapped)->TakeBf16(absl::MakeSpan(bf16)).ok());
+  for (size_t i = 0; i < bf16.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &want_grad[i], 4);
+    ASSERT_EQ(bf16[i], Bf16FromFloatBits(bits)) << i;
+  }
+  ASSERT_TRUE((*wrapped)->AccumulateGradient(d.batch()).ok());
+  TopKPlan plan;
+  plan.chunks = {{0, static_cast<int64_t>(student.size()), 5}};
+  std::vector<std::string> got_chunks, want_chunks;
+  ASSERT_TRUE((*wrapped)->TakeTopK(plan, &got_chunks).ok());
+  std::vector<float> want_residual(student.size(), 0.0f);
+  ASSERT_TRUE(EncodeTopKPlan(plan, want_grad, 1.0f,
+                             absl::MakeSpan(want_residual), &want_chunks)
+                  .ok());
+  EXPECT_EQ(got_chunks, want_chunks);
+  std::vector<float> residual(student.size());
+  ASSERT_TRUE((*wrapped)->ReadResidual(absl::MakeSpan(residual)).ok());
+  EXPECT_EQ(residual, want_residual);
 }
 
 // From the data: the batch brings the teacher's log-posteriors (as read

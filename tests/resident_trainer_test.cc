@@ -69,6 +69,11 @@ class RecordingBackend final : public ModelBackend {
     ++bf16_takes;
     return ModelBackend::TakeBf16(out);
   }
+  absl::Status TakeTopK(const TopKPlan& plan,
+                        std::vector<std::string>* out) override {
+    ++top_k_takes;
+    return ModelBackend::TakeTopK(plan, out);
+  }
   absl::Status PinHostBuffer(absl::Span<const float> b) override {
     pinned.insert(b.data());
     ++pins;
@@ -86,6 +91,7 @@ class RecordingBackend final : public ModelBackend {
   int loads_from_pinned = 0;
   int mirrored_loads = 0;
   int bf16_takes = 0;
+  int top_k_takes = 0;
 
  private:
   std::unique_ptr<ModelBackend> inner_;
@@ -177,17 +183,21 @@ TEST_P(ResidentTrainerTest, SendsTheSamePushesAsHostGradients) {
   // And the run did move the model.
   const std::vector<float> initial = InitialParams(ToyModel("dnn"), 1);
   EXPECT_NE(host.model, initial);
-  // A bfloat16 push of the resident worker was rounded by its backend.
+  // A bfloat16 push of the resident worker was rounded by its backend, a
+  // top-k push selected there.
   EXPECT_EQ(resident.backend->bf16_takes,
             encoding == PushEncoding::kBfloat16 ? 12 / push_every : 0);
-  EXPECT_EQ(host.backend->bf16_takes, 0);
+  EXPECT_EQ(resident.backend->top_k_takes,
+            encoding == PushEncoding::kTopK ? 12 / push_every : 0);
+  EXPECT_EQ(host.backend->bf16_takes + host.backend->top_k_takes, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     EncodingsAndPushEvery, ResidentTrainerTest,
     ::testing::Combine(::testing::Values(PushEncoding::kFloat32,
                                          PushEncoding::kBfloat16,
-                                         PushEncoding::kOneBit),
+                                         PushEncoding::kOneBit,
+                                         PushEncoding::kTopK),
                        ::testing::Values(1, 3)),
     [](const auto& info) {
       return absl::StrCat(PushEncodingName(std::get<0>(info.param)), "Every",

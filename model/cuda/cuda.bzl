@@ -16,7 +16,8 @@ load("@asgd_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
 # the row-major GEMM), cuda_kernels.cu (the reduction kernels), one file per
 # layer type (cuda_dense.cu, cuda_conv.cu, cuda_lstm.cu, each running the
 # steps of its <kind>_impl.h with CudaExec) and their factory
-# (cuda_layer.cu), the resident model (cuda_resident*.cu), the device replay
+# (cuda_layer.cu), the resident model (cuda_resident*.cu, its top-k encoding
+# cuda_top_k.cu), the device replay
 # of delta-pull updates (cuda_replay.cu) and the mirrors of pulled models
 # (cuda_mirrors.cu), the teacher-student loss
 # (cuda_soft_targets.cu), a pipeline stage's layers (cuda_layer_range.cu)
@@ -37,6 +38,7 @@ _CU_SOURCES = [
     "cuda_lstm",
     "cuda_resident",
     "cuda_resident_model",
+    "cuda_top_k",
     "cuda_replay",
     "cuda_mirrors",
     "cuda_soft_targets",
@@ -64,11 +66,13 @@ _CU_HEADERS = [
     "loss_impl.h",
     "lstm_impl.h",
     "replay_impl.h",
+    "top_k_impl.h",
     "//common:bf16_bits.h",
     "//common:model_layout.h",
     "//common:status_macros.h",
     "//compression:grad_codec.h",
     "//compression:one_bit_plan.h",
+    "//compression:top_k_plan.h",
     "//model:backend.h",
     "//model:batch_check.h",
     "//model:exact_copy.h",
@@ -130,6 +134,7 @@ def asgd_cuda_targets():
             "//common:status_macros",
             "//compression:grad_codec",
             "//compression:one_bit_plan",
+            "//compression:top_k_plan",
             "//model:backend",
             "//model:batch_check",
             "//model:exact_copy",
@@ -178,6 +183,7 @@ def asgd_cuda_targets():
                 "//model:resident_check",
                 "//compression:grad_codec",
                 "//compression:one_bit_plan",
+                "//compression:top_k_plan",
                 "//step:compressed_apply",
                 "//step:optimizer",
                 "//step:replay_plan",

@@ -94,9 +94,7 @@ class CudaBackend final : public ModelBackend {
     ASGD_RETURN_IF_ERROR(CheckOutputCall(spec_, max_batch_, num_params_,
                                          params, batch, out.size(),
                                          spec_.output_dim()));
-    absl::Status status = RunLogPosteriors(params, batch, out);
-    if (!status.ok()) Drain();
-    return status;
+    return Checked(RunLogPosteriors(params, batch, out));
   }
 
   absl::Status Predict(absl::Span<const float> params, const Batch& batch,
@@ -104,9 +102,7 @@ class CudaBackend final : public ModelBackend {
     ASGD_RETURN_IF_ERROR(CheckOutputCall(spec_, max_batch_, num_params_,
                                          params, batch, out.size(),
                                          spec_.output_frames));
-    absl::Status status = RunPredict(params, batch, out);
-    if (!status.ok()) Drain();
-    return status;
+    return Checked(RunPredict(params, batch, out));
   }
 
   // The resident model: in device memory (cuda_resident_model.h), created
@@ -185,9 +181,14 @@ class CudaBackend final : public ModelBackend {
                           absl::Span<char> out) override {
     ASGD_RETURN_IF_ERROR(CheckOneBitCall(plan, num_params_, out.size()));
     ASGD_RETURN_IF_ERROR(NeedResident("TakeOneBit"));
-    absl::Status status = resident_->TakeOneBit(plan, d_grad_.get(), out);
-    if (absl::IsInvalidArgument(status)) return status;  // NaN/Inf: drained
-    return Checked(status);
+    return Checked(resident_->TakeOneBit(plan, d_grad_.get(), out));
+  }
+
+  absl::Status TakeTopK(const TopKPlan& plan,
+                        std::vector<std::string>* out) override {
+    ASGD_RETURN_IF_ERROR(plan.Validate(num_params_));
+    ASGD_RETURN_IF_ERROR(NeedResident("TakeTopK"));
+    return Checked(resident_->TakeTopK(plan, d_grad_.get(), out));
   }
 
   absl::Status RestoreResidual(int64_t flat_begin,

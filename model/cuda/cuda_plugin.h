@@ -32,7 +32,8 @@ namespace asgd {
 // 7: ModelSpec::output_frames (multi-frame models; refused by the plugin
 //    until its heads were computed, with the same ABI).
 // 8: create_range (a pipeline stage's layers, model/layer_range.h).
-inline constexpr int kCudaPluginAbiVersion = 8;
+// 9: ModelBackend::TakeTopK (top-k pushes encoded on the device).
+inline constexpr int kCudaPluginAbiVersion = 9;
 
 struct CudaPluginApi {
   int abi_version;

@@ -1,12 +1,14 @@
 // The kernels of the CUDA backend's resident model (model/backend.h
-// LoadModel .. TakeOneBit): the gradient sum, its finiteness check, the
-// average, and the 1-bit encoding with error feedback of a whole OneBitPlan
-// in three launches. Every float operation is rounded on its own
+// LoadModel .. TakeTopK): the gradient sum, its finiteness check, the
+// average, the 1-bit encoding with error feedback of a whole OneBitPlan in
+// three launches, and the top-k encoding of a whole TopKPlan (cuda_top_k.cu,
+// the steps of top_k_impl.h). Every float operation is rounded on its own
 // (__fmul_rn, __fadd_rn, __fsub_rn: no fused multiply-add), in the order of
-// the host reference (compression/one_bit_plan.h EncodeOneBitPlan), so the
-// averaged values and the bits are the reference's bit for bit; a group's
-// means are summed in double in another order than the host's, so they
-// agree after the rounding to float32 except, rarely, by one unit.
+// the host references (compression/one_bit_plan.h EncodeOneBitPlan,
+// compression/top_k_plan.h EncodeTopKPlan), so the averaged values, the
+// bits and the top-k entries are the references' bit for bit; a 1-bit
+// group's means are summed in double in another order than the host's, so
+// they agree after the rounding to float32 except, rarely, by one unit.
 //
 // Internal to the plugin. The launch functions enqueue on `stream` and
 // return the launch error; device pointers throughout.
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "compression/one_bit_plan.h"
+#include "model/cuda/top_k_impl.h"
 
 namespace asgd {
 namespace cuda_kernels {
@@ -74,6 +77,33 @@ cudaError_t LaunchOneBitEncode(const OneBitGroupJob* groups, int64_t num_groups,
                                int64_t max_chunk_count, const float* sum,
                                float scale, float* residual, float* a,
                                char* out, int* flag, cudaStream_t stream);
+
+// The device tables and scratch of a top-k encoding (cuda_top_k.cu):
+// num_chunks jobs, a state and kTopKMaxBins histogram bins per chunk,
+// `tiles` tiles of tile_size elements per chunk (enough for max_count),
+// and the entries of all chunks (the plan's total k).
+struct TopKTables {
+  const cuda_ops::TopKChunkJob* jobs = nullptr;
+  int num_chunks = 0;
+  int64_t max_count = 0;
+  cuda_ops::TopKChunkState* state = nullptr;
+  uint32_t* hist = nullptr;
+  int64_t tile_size = 0;
+  int64_t tiles = 0;
+  int64_t* greater = nullptr;  // num_chunks * tiles
+  int64_t* equal = nullptr;    // num_chunks * tiles
+  uint32_t* indices = nullptr;
+  float* values = nullptr;
+};
+
+// The top-k encoding of every chunk (top_k_impl.h's steps): a = sum * scale
+// + residual into `a` (model-sized scratch), *flag |= kTopKNonFinite on a
+// NaN/Inf (kTopKInconsistent: a count that cannot be); unless *flag, each
+// chunk's entries (chunk-relative indices, values) into the tables and
+// residual = a, or 0 where sent.
+cudaError_t LaunchTopKEncode(const TopKTables& tables, const float* sum,
+                             float scale, float* residual, float* a, int* flag,
+                             cudaStream_t stream);
 
 }  // namespace cuda_kernels
 }  // namespace asgd

@@ -37,6 +37,21 @@ void WriteOneBitHeader(const OneBitChunkPlan& c, char* p) {
   PutU32(static_cast<uint32_t>(c.first_group), p + 12);
 }
 
+bool SameTopKPlan(const TopKPlan& a, const TopKPlan& b) {
+  if (a.chunks.size() != b.chunks.size()) return false;
+  for (size_t c = 0; c < a.chunks.size(); ++c) {
+    const TopKChunkPlan& x = a.chunks[c];
+    const TopKChunkPlan& y = b.chunks[c];
+    if (x.flat_begin != y.flat_begin || x.count != y.count || x.k != y.k) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Elements per tile of the top-k counting and emitting threads.
+constexpr int64_t kTopKTile = 256;
+
 bool SamePlan(const OneBitPlan& a, const OneBitPlan& b) {
   if (a.chunks.size() != b.chunks.size() || a.total_bytes != b.total_bytes) {
     return false;
@@ -280,6 +295,106 @@ absl::Status ResidentModel::TakeOneBit(const OneBitPlan& plan, float* scratch,
     WriteOneBitHeader(plan.chunks[c], bytes + plan.offsets[c]);
   }
   std::memcpy(out.data(), bytes, plan.total_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status ResidentModel::PrepareTopKPlan(const TopKPlan& plan) {
+  if (top_k_ready_ && SameTopKPlan(plan, top_k_plan_)) {
+    return absl::OkStatus();
+  }
+  top_k_ready_ = false;
+  const int64_t num_chunks = static_cast<int64_t>(plan.chunks.size());
+  if (num_chunks > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TakeTopK: a plan of ", num_chunks, " chunks; at most 2^31 - 1"));
+  }
+  std::vector<cuda_ops::TopKChunkJob> jobs;
+  int64_t entries = 0;
+  for (const TopKChunkPlan& c : plan.chunks) {
+    jobs.push_back({c.flat_begin, c.count, c.k, entries});
+    entries += c.k;
+  }
+  const int64_t tiles = (plan.max_count() + kTopKTile - 1) / kTopKTile;
+  ASGD_ASSIGN_OR_RETURN(top_k_jobs_,
+                        DeviceBuffer<cuda_ops::TopKChunkJob>::Create(num_chunks));
+  ASGD_ASSIGN_OR_RETURN(
+      top_k_state_, DeviceBuffer<cuda_ops::TopKChunkState>::Create(num_chunks));
+  ASGD_ASSIGN_OR_RETURN(top_k_hist_, DeviceBuffer<uint32_t>::Create(
+                                         num_chunks * cuda_ops::kTopKMaxBins));
+  ASGD_ASSIGN_OR_RETURN(top_k_greater_,
+                        DeviceBuffer<int64_t>::Create(num_chunks * tiles));
+  ASGD_ASSIGN_OR_RETURN(top_k_equal_,
+                        DeviceBuffer<int64_t>::Create(num_chunks * tiles));
+  ASGD_ASSIGN_OR_RETURN(top_k_indices_, DeviceBuffer<uint32_t>::Create(entries));
+  ASGD_ASSIGN_OR_RETURN(top_k_values_, DeviceBuffer<float>::Create(entries));
+  ASGD_ASSIGN_OR_RETURN(host_indices_,
+                        PinnedHostBuffer<uint32_t>::Create(entries));
+  ASGD_ASSIGN_OR_RETURN(host_values_, PinnedHostBuffer<float>::Create(entries));
+  if (num_chunks > 0) {
+    ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        top_k_jobs_.get(), jobs.data(), jobs.size() * sizeof(jobs[0]),
+        cudaMemcpyHostToDevice, stream_));
+    ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  }
+  top_k_ = cuda_kernels::TopKTables{
+      top_k_jobs_.get(),    static_cast<int>(num_chunks),
+      plan.max_count(),     top_k_state_.get(),
+      top_k_hist_.get(),    kTopKTile,
+      tiles,                top_k_greater_.get(),
+      top_k_equal_.get(),   top_k_indices_.get(),
+      top_k_values_.get()};
+  top_k_plan_ = plan;
+  top_k_ready_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ResidentModel::TakeTopK(const TopKPlan& plan, float* scratch,
+                                     std::vector<std::string>* out) {
+  ASGD_RETURN_IF_ERROR(PrepareTopKPlan(plan));
+  const float scale = accumulated_ > 0 ? 1.0f / accumulated_ : 0.0f;
+  ASGD_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(flag_.get(), 0, sizeof(int), stream_));
+  ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchTopKEncode(
+      top_k_, sum_.get(), scale, residual_.get(), scratch, flag_.get(),
+      stream_));
+  ASGD_RETURN_IF_ERROR(ClearSum());
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_flag_.get(), flag_.get(),
+                                            sizeof(int), cudaMemcpyDeviceToHost,
+                                            stream_));
+  const int64_t entries = top_k_indices_.size();
+  if (entries > 0) {
+    ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        host_indices_.get(), top_k_indices_.get(), entries * sizeof(uint32_t),
+        cudaMemcpyDeviceToHost, stream_));
+    ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        host_values_.get(), top_k_values_.get(), entries * sizeof(float),
+        cudaMemcpyDeviceToHost, stream_));
+  }
+  ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  const int flag = *host_flag_.get();
+  if ((flag & cuda_ops::kTopKNonFinite) != 0) {
+    return absl::InvalidArgumentError(
+        "TakeTopK: the averaged gradient plus the residual has a NaN or Inf; "
+        "nothing was encoded");
+  }
+  if (flag != 0) {
+    return absl::InternalError(
+        "TakeTopK: the device's selection counted other than k entries");
+  }
+  std::vector<std::string> chunks(plan.chunks.size());
+  int64_t at = 0;
+  for (size_t c = 0; c < plan.chunks.size(); ++c) {
+    const TopKChunkPlan& p = plan.chunks[c];
+    const absl::Status s = TopKChunkBytes(
+        p.count, absl::MakeConstSpan(host_indices_.get() + at, p.k),
+        absl::MakeConstSpan(host_values_.get() + at, p.k), &chunks[c]);
+    if (!s.ok()) {
+      return absl::InternalError(absl::StrCat(
+          "TakeTopK: the device's entries of chunk ", c, ": ", s.message()));
+    }
+    at += p.k;
+  }
+  *out = std::move(chunks);
   return absl::OkStatus();
 }
 

@@ -17,12 +17,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "compression/one_bit_plan.h"
+#include "compression/top_k_plan.h"
 #include "model/cuda/cuda_resident.h"
 #include "model/cuda/cuda_util.h"
 
@@ -57,7 +59,7 @@ class ResidentModel {
   absl::StatusOr<bool> Accumulate(const float* grad);
   int accumulated() const { return accumulated_; }
 
-  // As ModelBackend::TakeAverage / TakeBf16 / TakeOneBit /
+  // As ModelBackend::TakeAverage / TakeBf16 / TakeOneBit / TakeTopK /
   // RestoreResidual / ReadResidual; `scratch` is a device buffer of
   // num_params floats that the call may overwrite (the backend's gradient
   // buffer).
@@ -65,6 +67,8 @@ class ResidentModel {
   absl::Status TakeBf16(float* scratch, absl::Span<uint16_t> out);
   absl::Status TakeOneBit(const OneBitPlan& plan, float* scratch,
                           absl::Span<char> out);
+  absl::Status TakeTopK(const TopKPlan& plan, float* scratch,
+                        std::vector<std::string>* out);
   absl::Status RestoreResidual(int64_t flat_begin,
                                absl::Span<const float> values, float* scratch);
   absl::Status ReadResidual(absl::Span<float> out);
@@ -74,6 +78,7 @@ class ResidentModel {
       : num_params_(num_params), stream_(stream) {}
   // Device-side tables of `plan` (kept while the plan stays the same).
   absl::Status PreparePlan(const OneBitPlan& plan);
+  absl::Status PrepareTopKPlan(const TopKPlan& plan);
   // Downloads `bytes` of device `src` into host `dst` via pinned memory,
   // then waits.
   absl::Status Download(const void* src, int64_t bytes, void* dst);
@@ -98,6 +103,19 @@ class ResidentModel {
   DeviceBuffer<cuda_kernels::OneBitChunkJob> chunks_;
   DeviceBuffer<char> bytes_;
   PinnedHostBuffer<char> host_bytes_;
+
+  // The plan of the last TakeTopK, its device tables (top_k_ points into
+  // them) and the pinned entries its bytes are written from.
+  TopKPlan top_k_plan_;
+  bool top_k_ready_ = false;
+  cuda_kernels::TopKTables top_k_;
+  DeviceBuffer<cuda_ops::TopKChunkJob> top_k_jobs_;
+  DeviceBuffer<cuda_ops::TopKChunkState> top_k_state_;
+  DeviceBuffer<uint32_t> top_k_hist_, top_k_indices_;
+  DeviceBuffer<int64_t> top_k_greater_, top_k_equal_;
+  DeviceBuffer<float> top_k_values_;
+  PinnedHostBuffer<uint32_t> host_indices_;
+  PinnedHostBuffer<float> host_values_;
 };
 
 }  // namespace cuda

@@ -41,6 +41,16 @@ TEST(CudaResidentTest, MatchesTheHostReference) {
                         /*exact=*/false, 1e-4);
 }
 
+// The device's top-k selection (cuda_top_k.cu) on values of every kind,
+// ties included: bit for bit the host reference's bytes and residual.
+TEST(CudaResidentTest, TopKIsTheHostReferenceBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  const ModelSpec spec = Dnn(300);
+  auto cuda = CreateCudaBackend(spec, 8);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  ExpectTopKMatches(**cuda, InitialParams(spec, 4), 22);
+}
+
 TEST(CudaResidentTest, RefusesAndFlagsAsTheDefaultDoes) {
   SKIP_WITHOUT_CUDA();
   const ModelSpec spec = Dnn(32);

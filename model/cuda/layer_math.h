@@ -57,6 +57,32 @@
 namespace asgd {
 namespace cuda_ops {
 
+// One float operation rounded on its own: on the device __fmul_rn,
+// __fadd_rn, __fsub_rn, which nvcc never contracts into a fused
+// multiply-add; on the host plain operations, so a host build that must
+// agree bit for bit is compiled without contraction (-ffp-contract=off).
+ASGD_HD inline float MulRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+ASGD_HD inline float AddRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+ASGD_HD inline float SubRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
 enum class Act : int { kIdentity = 0, kRelu = 1, kSigmoid = 2, kTanh = 3 };
 
 // A row-major GEMM, C [m, n] = op(A) op(B) + beta C with leading dimensions

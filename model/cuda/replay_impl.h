@@ -54,28 +54,6 @@ namespace cuda_ops {
 // step/optimizer.h's kMaxMagnitude, as a float (1e37 is below FLT_MAX).
 inline constexpr float kReplayMaxMagnitude = 1e37f;
 
-ASGD_HD inline float MulRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-ASGD_HD inline float AddRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-ASGD_HD inline float SubRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-
 // One update of a slice of `count` elements, pointers in the Exec's memory.
 // The slice is tiled by groups: group j covers [group_start[j],
 // group_start[j + 1]); group_start has num_groups + 1 entries, the first 0,

@@ -77,18 +77,30 @@ absl::StatusOr<std::unique_ptr<PushEncoder>> PushEncoder::Create(
     }
     out->servers_.push_back(std::move(server));
   }
-  if (encoding == PushEncoding::kOneBit) {
+  if (compressed) {
+    // The whole-model plans, server after server (Split* cut them back).
     std::vector<OneBitChunkPlan> chunks;
+    size_t planned = 0;
     for (const auto& server : out->servers_) {
-      out->first_chunk_.push_back(chunks.size());
+      out->first_chunk_.push_back(planned);
       absl::MutexLock lock(&server->mu);
       for (const ChunkRef& c : server->compressed_plan) {
-        const OneBitGroups g = server->encoder->GroupsOf(c);
-        chunks.push_back({c.flat_begin, c.count, g.group_size, g.first_group});
+        if (encoding == PushEncoding::kTopK) {
+          out->top_k_plan_.chunks.push_back(
+              {c.flat_begin, c.count,
+               TopKCount(options.top_k_fraction, c.count)});
+        } else {
+          const OneBitGroups g = server->encoder->GroupsOf(c);
+          chunks.push_back(
+              {c.flat_begin, c.count, g.group_size, g.first_group});
+        }
+        ++planned;
       }
     }
-    out->first_chunk_.push_back(chunks.size());
-    out->one_bit_plan_ = MakeOneBitPlan(std::move(chunks));
+    out->first_chunk_.push_back(planned);
+    if (encoding == PushEncoding::kOneBit) {
+      out->one_bit_plan_ = MakeOneBitPlan(std::move(chunks));
+    }
   }
   return out;
 }
@@ -113,6 +125,28 @@ absl::StatusOr<std::vector<ServerPush>> PushEncoder::SplitOneBit(
       push.chunks.push_back(
           {refs[k], {},
            std::string(bytes.data() + plan.offsets[c], plan.ChunkBytes(c))});
+    }
+  }
+  return pushes;
+}
+
+absl::StatusOr<std::vector<ServerPush>> PushEncoder::SplitTopK(
+    std::vector<std::string> chunks) const {
+  if (encoding_ != PushEncoding::kTopK ||
+      chunks.size() != top_k_plan_.chunks.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SplitTopK: ", chunks.size(),
+                     " chunks for a top-k plan of ", top_k_plan_.chunks.size()));
+  }
+  std::vector<ServerPush> pushes(servers_.size());
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    ServerPush& push = pushes[s];
+    push.kind = PushKind::kGradient;
+    push.encoding = PushEncoding::kTopK;
+    const std::vector<ChunkRef>& refs = servers_[s]->compressed_plan;
+    for (size_t k = 0; k < refs.size(); ++k) {
+      push.chunks.push_back(
+          {refs[k], {}, std::move(chunks[first_chunk_[s] + k])});
     }
   }
   return pushes;

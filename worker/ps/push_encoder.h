@@ -22,8 +22,8 @@
 //
 // Thread-safety: calls for different servers may run concurrently; for one
 // server, one call at a time (Encode then Settle of the same push).
-// one_bit_plan(), SplitOneBit, SplitBf16 and ForEachDecoded read only what
-// Create fixed: from any thread, at any time.
+// one_bit_plan(), top_k_plan(), SplitOneBit, SplitTopK, SplitBf16 and
+// ForEachDecoded read only what Create fixed: from any thread, at any time.
 #ifndef ASGD_WORKER_PS_PUSH_ENCODER_H_
 #define ASGD_WORKER_PS_PUSH_ENCODER_H_
 
@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,6 +43,7 @@
 #include "common/wire_codec.h"
 #include "compression/grad_encoder.h"
 #include "compression/one_bit_plan.h"
+#include "compression/top_k_plan.h"
 #include "worker/ps/encoded_push.h"
 
 namespace asgd {
@@ -107,6 +109,17 @@ class PushEncoder {
   absl::StatusOr<std::vector<ServerPush>> SplitOneBit(
       absl::Span<const char> bytes) const;
 
+  // The top-k chunks of every server's gradient pushes, in server order, as
+  // one plan (a backend's resident sum, model/backend.h TakeTopK): the
+  // chunks and k Encode uses. Empty unless gradient pushes are kTopK.
+  const TopKPlan& top_k_plan() const { return top_k_plan_; }
+
+  // Each server's push of `chunks`, an encoding of the whole top_k_plan()
+  // (one string per chunk, moved into the pushes). InvalidArgument for
+  // another number of chunks.
+  absl::StatusOr<std::vector<ServerPush>> SplitTopK(
+      std::vector<std::string> chunks) const;
+
   // Each server's bfloat16 gradient push of `values`, the whole model
   // already rounded to bfloat16 (a backend's resident sum, model/backend.h
   // TakeBf16): the chunks Encode uses, as views of `values`, which must
@@ -146,6 +159,7 @@ class PushEncoder {
   const PushEncoding encoding_;
   std::vector<std::unique_ptr<PerServer>> servers_;
   OneBitPlan one_bit_plan_;
+  TopKPlan top_k_plan_;
   std::vector<size_t> first_chunk_;  // per server: its first in the plan
   int64_t model_size_ = 0;
 };

@@ -1,5 +1,6 @@
 #include "worker/ps/resident_push.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,8 @@ ResidentPush::ResidentPush(ModelBackend* backend, ParamClient* client)
   if (encoder == nullptr) return;
   if ((encoder->encoding() == PushEncoding::kOneBit &&
        !encoder->one_bit_plan().chunks.empty()) ||
+      (encoder->encoding() == PushEncoding::kTopK &&
+       !encoder->top_k_plan().chunks.empty()) ||
       encoder->encoding() == PushEncoding::kBfloat16) {
     encoder_ = encoder;
   }
@@ -31,6 +34,12 @@ absl::Status ResidentPush::Take(int num_minibatches) {
     bf16_.resize(client_->layout().total_size());
     ASGD_RETURN_IF_ERROR(backend_->TakeBf16(absl::MakeSpan(bf16_)));
     ASGD_ASSIGN_OR_RETURN(parts_, encoder_->SplitBf16(bf16_));
+    return absl::OkStatus();
+  }
+  if (encoder_->encoding() == PushEncoding::kTopK) {
+    std::vector<std::string> chunks;
+    ASGD_RETURN_IF_ERROR(backend_->TakeTopK(encoder_->top_k_plan(), &chunks));
+    ASGD_ASSIGN_OR_RETURN(parts_, encoder_->SplitTopK(std::move(chunks)));
     return absl::OkStatus();
   }
   const OneBitPlan& plan = encoder_->one_bit_plan();

@@ -9,6 +9,10 @@
 //    (PushEncoded); a part a server did not apply goes back into the
 //    backend's residual (Restore), as the client's encoder does with its
 //    own residual for a host push;
+//  * top-k gradient pushes likewise, by PushEncoder::top_k_plan (the
+//    chunks and k of a host push): the backend selects the entries with
+//    its residual and only they come down (TakeTopK); a part no server
+//    applied goes back into the residual;
 //  * bfloat16 gradient pushes: the average rounded to bfloat16 on the
 //    backend (TakeBf16), so half the bytes of float32 come down and the
 //    host does no conversion pass; Send hands each server its chunks
@@ -43,7 +47,7 @@ class ResidentPush {
   // Both must outlive this.
   ResidentPush(ModelBackend* backend, ParamClient* client);
 
-  // True when pushes are encoded on the backend (1-bit or bfloat16
+  // True when pushes are encoded on the backend (1-bit, top-k or bfloat16
   // gradient pushes, and a client that says how: ParamClient::push_encoder).
   bool encodes() const { return encoder_ != nullptr; }
 
@@ -59,7 +63,7 @@ class ResidentPush {
                                    int num_minibatches);
 
   // After Send: the parts no server applied go back into the backend's
-  // residual (1-bit only; nothing to do otherwise).
+  // residual (1-bit and top-k; nothing to do otherwise).
   absl::Status Restore();
 
  private:

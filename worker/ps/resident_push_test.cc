@@ -168,6 +168,63 @@ TEST_F(ResidentPushTest, WhatAServerDidNotApplyGoesBackIntoTheResidual) {
   EXPECT_GT(lost_nonzero, 0);
 }
 
+TEST_F(ResidentPushTest, TopKPushesAreTheHostEncodersAndComeBackWhenDropped) {
+  FakeClient client(spec_, PushEncoding::kTopK);
+  ModelBackend& b = *backend_;
+  ASSERT_TRUE(b.AccumulateGradient(batch_).ok());
+  const int64_t n = client.layout().total_size();
+  std::vector<float> average(n);
+  {  // the same gradient again, to read its average
+    auto twin = CreateCpuBackend(spec_, 8);
+    ASSERT_TRUE((*twin)->LoadModel(InitialParams(spec_, 3)).ok());
+    ASSERT_TRUE((*twin)->AccumulateGradient(batch_).ok());
+    ASSERT_TRUE((*twin)->TakeAverage(absl::MakeSpan(average)).ok());
+  }
+  ResidentPush push(&b, &client);
+  ASSERT_TRUE(push.encodes());
+  ASSERT_TRUE(push.Take(1).ok());
+  EXPECT_EQ(b.accumulated(), 0);
+  auto outcome = push.Send({4, 5}, 1);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->applied, 1);
+  ASSERT_EQ(client.sent.size(), 2u);
+  // Each server's part is what a host push of the average sends: the same
+  // chunks, the same entries, byte for byte.
+  FakeClient host(spec_, PushEncoding::kTopK);
+  PushEncoder& encoder = const_cast<PushEncoder&>(*host.push_encoder());
+  int64_t sent_by_0 = 0;
+  for (int s = 0; s < 2; ++s) {
+    auto want = encoder.Encode(s, average, PushKind::kGradient);
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ(client.sent[s].encoding, PushEncoding::kTopK);
+    ASSERT_EQ(client.sent[s].chunks.size(), want->chunks.size());
+    for (size_t c = 0; c < want->chunks.size(); ++c) {
+      EXPECT_EQ(client.sent[s].chunks[c].ref.flat_begin,
+                want->chunks[c].ref.flat_begin);
+      EXPECT_EQ(client.sent[s].chunks[c].bytes, want->chunks[c].bytes)
+          << "server " << s << " chunk " << c;
+      if (s == 0) {
+        sent_by_0 += TopKCount(0.01, want->chunks[c].ref.count);
+      }
+    }
+  }
+  ASSERT_TRUE(push.Restore().ok());
+  std::vector<float> residual(n);
+  ASSERT_TRUE(b.ReadResidual(absl::MakeSpan(residual)).ok());
+  // Server 0 applied: its sent entries left the residual, the rest stayed.
+  // Server 1 did not: its residual is the whole average again.
+  const FlatRange dropped = client.layout().ServerRange(1);
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i < dropped.begin && residual[i] == 0.0f && average[i] != 0.0f) {
+      ++zeros;  // sent (the largest entries: none of them is zero)
+    } else {
+      ASSERT_EQ(residual[i], average[i]) << i;
+    }
+  }
+  EXPECT_EQ(zeros, sent_by_0);
+}
+
 TEST_F(ResidentPushTest, FloatPushesSendTheAverageThroughTheClient) {
   const ModelSpec& spec = spec_;
   const Batch& batch = batch_;
