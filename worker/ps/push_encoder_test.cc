@@ -75,6 +75,43 @@ TEST_F(PushEncoderTest, FloatPushesAreViewsOfTheGradientTilingEachRange) {
   }
 }
 
+TEST_F(PushEncoderTest, TheTopKPlanHasEncodesChunksAndSplitsBackIntoThem) {
+  auto encoder = Encoder(PushEncoding::kTopK);
+  const TopKPlan& plan = encoder->top_k_plan();
+  EXPECT_TRUE(encoder->one_bit_plan().chunks.empty());
+  EXPECT_TRUE(plan.Validate(layout_.total_size()).ok());
+  // The whole model encoded by the plan is, split, what Encode sends.
+  const std::vector<float> g = Gradient(1.0f);
+  std::vector<float> residual(g.size(), 0.0f);
+  std::vector<std::string> chunks;
+  ASSERT_TRUE(
+      EncodeTopKPlan(plan, g, 1.0f, absl::MakeSpan(residual), &chunks).ok());
+  auto parts = encoder->SplitTopK(chunks);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_EQ(parts->size(), 2u);
+  size_t planned = 0;
+  for (int s = 0; s < 2; ++s) {
+    auto want = encoder->Encode(s, g, PushKind::kGradient);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const ServerPush& got = (*parts)[s];
+    EXPECT_EQ(got.encoding, PushEncoding::kTopK);
+    ASSERT_EQ(got.chunks.size(), want->chunks.size());
+    for (size_t c = 0; c < got.chunks.size(); ++c, ++planned) {
+      EXPECT_EQ(got.chunks[c].ref.flat_begin, want->chunks[c].ref.flat_begin);
+      EXPECT_EQ(plan.chunks[planned].k,
+                TopKCount(0.25, got.chunks[c].ref.count));
+      EXPECT_EQ(got.chunks[c].bytes, want->chunks[c].bytes);
+    }
+  }
+  EXPECT_EQ(planned, plan.chunks.size());
+  chunks.pop_back();
+  EXPECT_EQ(encoder->SplitTopK(chunks).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Encoder(PushEncoding::kOneBit)->SplitTopK({}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Encoder(PushEncoding::kOneBit)->top_k_plan().chunks.empty());
+}
+
 TEST_F(PushEncoderTest, AnAppliedPushKeepsWhatItLostAndTheNextCarriesIt) {
   for (PushEncoding e : {PushEncoding::kOneBit, PushEncoding::kTopK}) {
     auto encoder = Encoder(e);
