@@ -104,6 +104,16 @@ class ResidentPushTest : public ::testing::Test {
     batch_ = Batch{rows, 1, inputs_, labels_};
   }
 
+  // The average of the same gradient, from a twin of the backend.
+  void TwinAverage(std::vector<float>* average) {
+    average->resize(ModelParamCount(spec_));
+    auto twin = CreateCpuBackend(spec_, 8);
+    ASSERT_TRUE(twin.ok());
+    ASSERT_TRUE((*twin)->LoadModel(InitialParams(spec_, 3)).ok());
+    ASSERT_TRUE((*twin)->AccumulateGradient(batch_).ok());
+    ASSERT_TRUE((*twin)->TakeAverage(absl::MakeSpan(*average)).ok());
+  }
+
   const ModelSpec spec_ = Spec();
   std::unique_ptr<ModelBackend> backend_;
   std::vector<float> inputs_;
@@ -118,13 +128,8 @@ TEST_F(ResidentPushTest, WhatAServerDidNotApplyGoesBackIntoTheResidual) {
   ModelBackend& b = *backend_;
   ASSERT_TRUE(b.AccumulateGradient(batch).ok());
   const int64_t n = client.layout().total_size();
-  std::vector<float> average(n);
-  {  // the same gradient again, to read its average
-    auto twin = CreateCpuBackend(spec, 8);
-    ASSERT_TRUE((*twin)->LoadModel(InitialParams(spec, 3)).ok());
-    ASSERT_TRUE((*twin)->AccumulateGradient(batch).ok());
-    ASSERT_TRUE((*twin)->TakeAverage(absl::MakeSpan(average)).ok());
-  }
+  std::vector<float> average;
+  ASSERT_NO_FATAL_FAILURE(TwinAverage(&average));
 
   ResidentPush push(&b, &client);
   ASSERT_TRUE(push.encodes());
@@ -173,13 +178,8 @@ TEST_F(ResidentPushTest, TopKPushesAreTheHostEncodersAndComeBackWhenDropped) {
   ModelBackend& b = *backend_;
   ASSERT_TRUE(b.AccumulateGradient(batch_).ok());
   const int64_t n = client.layout().total_size();
-  std::vector<float> average(n);
-  {  // the same gradient again, to read its average
-    auto twin = CreateCpuBackend(spec_, 8);
-    ASSERT_TRUE((*twin)->LoadModel(InitialParams(spec_, 3)).ok());
-    ASSERT_TRUE((*twin)->AccumulateGradient(batch_).ok());
-    ASSERT_TRUE((*twin)->TakeAverage(absl::MakeSpan(average)).ok());
-  }
+  std::vector<float> average;
+  ASSERT_NO_FATAL_FAILURE(TwinAverage(&average));
   ResidentPush push(&b, &client);
   ASSERT_TRUE(push.encodes());
   ASSERT_TRUE(push.Take(1).ok());
