@@ -74,9 +74,8 @@ absl::Status EncodeTopKPlan(const TopKPlan& plan, absl::Span<const float> sum,
     }
     new_residual[c].assign(residual.begin() + p.flat_begin,
                            residual.begin() + p.flat_begin + p.count);
-    if (absl::Status s = EncodeTopK(average, p.k,
-                                    absl::MakeSpan(new_residual[c]),
-                                    &encoded[c]);
+    if (absl::Status s = EncodeTopK(
+            average, p.k, absl::MakeSpan(new_residual[c]), &encoded[c]);
         !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("top-k plan: chunk ", c, ": ", s.message()));
@@ -104,10 +103,10 @@ absl::Status TopKChunkBytes(int64_t count, absl::Span<const uint32_t> indices,
     if (static_cast<int64_t>(indices[j]) <= previous ||
         indices[j] >= static_cast<uint64_t>(count) ||
         !std::isfinite(values[j])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "top-k chunk of ", count, " elements: entry ", j, " (index ",
-          indices[j], ", value ", values[j],
-          ") is not finite or not after the one before"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("top-k chunk of ", count, " elements: entry ", j,
+                       " (index ", indices[j], ", value ", values[j],
+                       ") is not finite or not after the one before"));
     }
     previous = indices[j];
   }

@@ -43,8 +43,11 @@ TEST(TopKPlanTest, EncodesEveryChunkAsEncodeTopKDoes) {
   for (int64_t i = 2600; i < 2700; ++i) sum[i] = residual[i] = 0.0f;
   // Chunks with gaps between them; k from none to all.
   TopKPlan plan;
-  plan.chunks = {{0, 1000, 10}, {1000, 1, 1},    {1010, 500, 0},
-                 {1600, 700, 700}, {2400, 600, 450}};
+  plan.chunks = {{0, 1000, 10},
+                 {1000, 1, 1},
+                 {1010, 500, 0},
+                 {1600, 700, 700},
+                 {2400, 600, 450}};
   EXPECT_EQ(plan.total_k(), 1161);
   EXPECT_EQ(plan.max_count(), 1000);
   const float scale = 1.0f / 3;
@@ -62,11 +65,11 @@ TEST(TopKPlanTest, EncodesEveryChunkAsEncodeTopKDoes) {
       average[i] = sum[p.flat_begin + i] * scale;
     }
     std::string bytes;
-    ASSERT_TRUE(EncodeTopK(average, p.k,
-                           absl::MakeSpan(want_residual)
-                               .subspan(p.flat_begin, p.count),
-                           &bytes)
-                    .ok());
+    ASSERT_TRUE(
+        EncodeTopK(average, p.k,
+                   absl::MakeSpan(want_residual).subspan(p.flat_begin, p.count),
+                   &bytes)
+            .ok());
     EXPECT_EQ(out[c], bytes) << "chunk " << c;
   }
   EXPECT_EQ(got_residual, want_residual);
@@ -94,13 +97,13 @@ TEST(TopKPlanTest, RefusesPlansThatDoNotFit) {
   good.chunks = {{0, 50, 50}, {50, 50, 0}};
   EXPECT_TRUE(good.Validate(n).ok());
   const std::vector<std::vector<TopKChunkPlan>> bad = {
-      {{90, 20, 1}},               // past the end
-      {{-1, 5, 1}},                // before the start
-      {{0, 0, 0}},                 // empty
-      {{0, 10, 11}},               // k > count
-      {{0, 10, -1}},               // negative k
-      {{0, 10, 1}, {5, 10, 1}},    // overlapping
-      {{50, 10, 1}, {0, 10, 1}},   // out of order
+      {{90, 20, 1}},              // past the end
+      {{-1, 5, 1}},               // before the start
+      {{0, 0, 0}},                // empty
+      {{0, 10, 11}},              // k > count
+      {{0, 10, -1}},              // negative k
+      {{0, 10, 1}, {5, 10, 1}},   // overlapping
+      {{50, 10, 1}, {0, 10, 1}},  // out of order
   };
   for (const auto& chunks : bad) {
     TopKPlan plan;
@@ -124,14 +127,12 @@ TEST(TopKPlanTest, ChunkBytesFromTheEntriesAreTheEncodersBytes) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   // Gaps up to 2^21 (varints of 1 to 4 bytes), k = 0 and k = count.
-  for (const auto& [count, k] :
-       std::vector<std::pair<int64_t, int64_t>>{
+  for (const auto& [count, k] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 1}, {300, 0}, {300, 300}, {5000, 37}, {1 << 22, 3}}) {
     std::vector<float> gradient(count), residual(count, 0.0f);
     for (float& v : gradient) v = normal(rng);
     std::string want;
-    ASSERT_TRUE(
-        EncodeTopK(gradient, k, absl::MakeSpan(residual), &want).ok());
+    ASSERT_TRUE(EncodeTopK(gradient, k, absl::MakeSpan(residual), &want).ok());
     std::vector<uint32_t> indices;
     std::vector<float> values;
     EntriesOf(want, &indices, &values);

@@ -315,8 +315,8 @@ absl::Status ResidentModel::PrepareTopKPlan(const TopKPlan& plan) {
     entries += c.k;
   }
   const int64_t tiles = (plan.max_count() + kTopKTile - 1) / kTopKTile;
-  ASGD_ASSIGN_OR_RETURN(top_k_jobs_,
-                        DeviceBuffer<cuda_ops::TopKChunkJob>::Create(num_chunks));
+  ASGD_ASSIGN_OR_RETURN(
+      top_k_jobs_, DeviceBuffer<cuda_ops::TopKChunkJob>::Create(num_chunks));
   ASGD_ASSIGN_OR_RETURN(
       top_k_state_, DeviceBuffer<cuda_ops::TopKChunkState>::Create(num_chunks));
   ASGD_ASSIGN_OR_RETURN(top_k_hist_, DeviceBuffer<uint32_t>::Create(
@@ -325,7 +325,8 @@ absl::Status ResidentModel::PrepareTopKPlan(const TopKPlan& plan) {
                         DeviceBuffer<int64_t>::Create(num_chunks * tiles));
   ASGD_ASSIGN_OR_RETURN(top_k_equal_,
                         DeviceBuffer<int64_t>::Create(num_chunks * tiles));
-  ASGD_ASSIGN_OR_RETURN(top_k_indices_, DeviceBuffer<uint32_t>::Create(entries));
+  ASGD_ASSIGN_OR_RETURN(top_k_indices_,
+                        DeviceBuffer<uint32_t>::Create(entries));
   ASGD_ASSIGN_OR_RETURN(top_k_values_, DeviceBuffer<float>::Create(entries));
   ASGD_ASSIGN_OR_RETURN(host_indices_,
                         PinnedHostBuffer<uint32_t>::Create(entries));

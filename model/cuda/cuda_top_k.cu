@@ -68,10 +68,9 @@ __global__ void TopKSelectKernel(const TopKChunkJob* jobs, int num_chunks,
 
 // Grid (x, chunk - first): one thread per tile.
 __global__ void TopKTileCountKernel(const TopKChunkJob* jobs, int first,
-                                    const TopKChunkState* state,
-                                    const float* a, int64_t tile_size,
-                                    int64_t tiles, int64_t* greater,
-                                    int64_t* equal) {
+                                    const TopKChunkState* state, const float* a,
+                                    int64_t tile_size, int64_t tiles,
+                                    int64_t* greater, int64_t* equal) {
   const int c = first + static_cast<int>(blockIdx.y);
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= tiles) return;
@@ -89,8 +88,8 @@ __global__ void TopKTileOffsetsKernel(const TopKChunkJob* jobs, int num_chunks,
   if (c >= num_chunks) return;
   int bad = 0;
   const int64_t at = static_cast<int64_t>(c) * tiles;
-  cuda_ops::TopKTileOffsets(jobs[c], state[c], tiles, greater + at,
-                            equal + at, &bad);
+  cuda_ops::TopKTileOffsets(jobs[c], state[c], tiles, greater + at, equal + at,
+                            &bad);
   if (bad != 0) atomicOr(flag, bad);
 }
 
@@ -99,9 +98,9 @@ __global__ void TopKTileEmitKernel(const TopKChunkJob* jobs, int first,
                                    const TopKChunkState* state, const float* a,
                                    int64_t tile_size, int64_t tiles,
                                    const int64_t* offset,
-                                   const int64_t* equal_before,
-                                   const int* flag, float* residual,
-                                   uint32_t* indices, float* values) {
+                                   const int64_t* equal_before, const int* flag,
+                                   float* residual, uint32_t* indices,
+                                   float* values) {
   if (*flag != 0) return;
   const int c = first + static_cast<int>(blockIdx.y);
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -118,8 +117,8 @@ unsigned Blocks(int64_t threads, int64_t per_block, int64_t cap) {
 
 }  // namespace
 
-cudaError_t LaunchTopKEncode(const TopKTables& t, const float* sum,
-                             float scale, float* residual, float* a, int* flag,
+cudaError_t LaunchTopKEncode(const TopKTables& t, const float* sum, float scale,
+                             float* residual, float* a, int* flag,
                              cudaStream_t stream) {
   if (t.num_chunks == 0) return cudaSuccess;
   cudaError_t error = cudaSuccess;
@@ -129,15 +128,13 @@ cudaError_t LaunchTopKEncode(const TopKTables& t, const float* sum,
   const unsigned hist_x = Blocks(t.max_count, kElementwiseBlock * 16, 1024);
   const unsigned tile_x = Blocks(t.tiles, kElementwiseBlock, 1 << 30);
   for (int round = 0; round < cuda_ops::kTopKRounds; ++round) {
-    error = cudaMemsetAsync(t.hist, 0,
-                            sizeof(uint32_t) * kTopKMaxBins * t.num_chunks,
-                            stream);
+    error = cudaMemsetAsync(
+        t.hist, 0, sizeof(uint32_t) * kTopKMaxBins * t.num_chunks, stream);
     if (error != cudaSuccess) return error;
     for (int first = 0; first < t.num_chunks; first += kMaxGridY) {
       const dim3 grid(hist_x, std::min(kMaxGridY, t.num_chunks - first));
       TopKHistogramKernel<<<grid, kElementwiseBlock, 0, stream>>>(
-          t.jobs, first, round, t.state, sum, scale, residual, a, t.hist,
-          flag);
+          t.jobs, first, round, t.state, sum, scale, residual, a, t.hist, flag);
       if ((error = cudaGetLastError()) != cudaSuccess) return error;
     }
     TopKSelectKernel<<<chunk_blocks, kChunkThreads, 0, stream>>>(

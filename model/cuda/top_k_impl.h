@@ -60,10 +60,10 @@ struct TopKChunkJob {
 
 // What the select rounds found for a chunk.
 struct TopKChunkState {
-  int64_t need;         // keys still to take at the current prefix
-  uint32_t prefix;      // the high bits of T found so far
-  uint32_t threshold;   // T (after the last round)
-  int64_t equal_left;   // keys == T to take (after the last round)
+  int64_t need;        // keys still to take at the current prefix
+  uint32_t prefix;     // the high bits of T found so far
+  uint32_t threshold;  // T (after the last round)
+  int64_t equal_left;  // keys == T to take (after the last round)
 };
 
 ASGD_HD inline int TopKRoundShift(int round) {
@@ -85,8 +85,8 @@ ASGD_HD inline uint32_t TopKKeyOf(float v) {
 // its key; raises kTopKNonFinite for a NaN or Inf (*bad |= ...: the caller's
 // atomic or plain or).
 ASGD_HD inline uint32_t TopKAverage(const float* sum, float scale,
-                                    const float* residual, int64_t e,
-                                    float* a, int* bad_bits) {
+                                    const float* residual, int64_t e, float* a,
+                                    int* bad_bits) {
   const float v = AddRn(MulRn(sum[e], scale), residual[e]);
   a[e] = v;
   const uint32_t key = TopKKeyOf(v);

@@ -92,16 +92,16 @@ void ExpectSameAsReference(const TopKPlan& plan, const std::vector<float>& sum,
                            const std::vector<float>& residual, float scale) {
   std::vector<float> want_residual = residual;
   std::vector<std::string> want;
-  ASSERT_TRUE(EncodeTopKPlan(plan, sum, scale, absl::MakeSpan(want_residual),
-                             &want)
-                  .ok());
+  ASSERT_TRUE(
+      EncodeTopKPlan(plan, sum, scale, absl::MakeSpan(want_residual), &want)
+          .ok());
   for (int64_t tile_size : {1, 7, 256, 4096}) {
     for (bool backward : {false, true}) {
       std::vector<float> got_residual = residual;
       std::vector<std::string> got;
-      ASSERT_EQ(RunSteps(plan, sum, scale, &got_residual, tile_size, backward,
-                         &got),
-                0);
+      ASSERT_EQ(
+          RunSteps(plan, sum, scale, &got_residual, tile_size, backward, &got),
+          0);
       ASSERT_EQ(got.size(), want.size());
       for (size_t c = 0; c < want.size(); ++c) {
         EXPECT_EQ(got[c], want[c]) << "chunk " << c << ", tiles of "

@@ -134,9 +134,9 @@ absl::StatusOr<std::vector<ServerPush>> PushEncoder::SplitTopK(
     std::vector<std::string> chunks) const {
   if (encoding_ != PushEncoding::kTopK ||
       chunks.size() != top_k_plan_.chunks.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SplitTopK: ", chunks.size(),
-                     " chunks for a top-k plan of ", top_k_plan_.chunks.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SplitTopK: ", chunks.size(), " chunks for a top-k plan of ",
+        top_k_plan_.chunks.size()));
   }
   std::vector<ServerPush> pushes(servers_.size());
   for (size_t s = 0; s < servers_.size(); ++s) {
