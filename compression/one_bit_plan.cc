@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compression/grad_codec.h"
+#include "compression/plan_encode.h"
 
 namespace asgd {
 
@@ -81,33 +82,21 @@ absl::Status EncodeOneBitPlan(const OneBitPlan& plan,
       !s.ok()) {
     return s;
   }
-  // The averaged values of every chunk, then every chunk encoded on a copy
-  // of its residual: nothing is written until all chunks encoded.
-  std::vector<std::string> encoded(plan.chunks.size());
-  std::vector<std::vector<float>> new_residual(plan.chunks.size());
-  std::vector<float> average;
-  for (size_t c = 0; c < plan.chunks.size(); ++c) {
-    const OneBitChunkPlan& p = plan.chunks[c];
-    average.resize(p.count);
-    for (int64_t i = 0; i < p.count; ++i) {
-      average[i] = sum[p.flat_begin + i] * scale;
-    }
-    new_residual[c].assign(residual.begin() + p.flat_begin,
-                           residual.begin() + p.flat_begin + p.count);
-    if (absl::Status s = EncodeOneBit(average, p.group_size, p.first_group,
-                                      absl::MakeSpan(new_residual[c]),
-                                      &encoded[c]);
-        !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("one-bit plan: chunk ", c, ": ", s.message()));
-    }
+  std::vector<std::string> encoded;
+  if (absl::Status s = plan_encode_internal::EncodeChunksOrNothing(
+          "one-bit plan", plan.chunks, sum, scale, residual,
+          [](const OneBitChunkPlan& p, absl::Span<const float> average,
+             absl::Span<float> chunk_residual, std::string* bytes) {
+            return EncodeOneBit(average, p.group_size, p.first_group,
+                                chunk_residual, bytes);
+          },
+          &encoded);
+      !s.ok()) {
+    return s;
   }
   for (size_t c = 0; c < plan.chunks.size(); ++c) {
-    const OneBitChunkPlan& p = plan.chunks[c];
     std::memcpy(out.data() + plan.offsets[c], encoded[c].data(),
                 encoded[c].size());
-    std::copy(new_residual[c].begin(), new_residual[c].end(),
-              residual.begin() + p.flat_begin);
   }
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compression/grad_codec.h"
+#include "compression/plan_encode.h"
 
 namespace asgd {
 namespace {
@@ -61,32 +62,13 @@ absl::Status EncodeTopKPlan(const TopKPlan& plan, absl::Span<const float> sum,
       !s.ok()) {
     return s;
   }
-  // Every chunk encoded on a copy of its residual: nothing is written until
-  // all chunks encoded.
-  std::vector<std::string> encoded(plan.chunks.size());
-  std::vector<std::vector<float>> new_residual(plan.chunks.size());
-  std::vector<float> average;
-  for (size_t c = 0; c < plan.chunks.size(); ++c) {
-    const TopKChunkPlan& p = plan.chunks[c];
-    average.resize(p.count);
-    for (int64_t i = 0; i < p.count; ++i) {
-      average[i] = sum[p.flat_begin + i] * scale;
-    }
-    new_residual[c].assign(residual.begin() + p.flat_begin,
-                           residual.begin() + p.flat_begin + p.count);
-    if (absl::Status s = EncodeTopK(
-            average, p.k, absl::MakeSpan(new_residual[c]), &encoded[c]);
-        !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("top-k plan: chunk ", c, ": ", s.message()));
-    }
-  }
-  for (size_t c = 0; c < plan.chunks.size(); ++c) {
-    std::copy(new_residual[c].begin(), new_residual[c].end(),
-              residual.begin() + plan.chunks[c].flat_begin);
-  }
-  *out = std::move(encoded);
-  return absl::OkStatus();
+  return plan_encode_internal::EncodeChunksOrNothing(
+      "top-k plan", plan.chunks, sum, scale, residual,
+      [](const TopKChunkPlan& p, absl::Span<const float> average,
+         absl::Span<float> chunk_residual, std::string* bytes) {
+        return EncodeTopK(average, p.k, chunk_residual, bytes);
+      },
+      out);
 }
 
 absl::Status TopKChunkBytes(int64_t count, absl::Span<const uint32_t> indices,

@@ -48,6 +48,7 @@ class FakeClient final : public ParamClient {
     return attributes_;
   }
   const PushEncoder* push_encoder() const override { return encoder_.get(); }
+  PushEncoder& encoder() { return *encoder_; }
   absl::Status Pull(PullSink*, std::vector<uint64_t>*) override {
     return absl::UnimplementedError("no pulls here");
   }
@@ -114,6 +115,23 @@ class ResidentPushTest : public ::testing::Test {
     ASSERT_TRUE((*twin)->TakeAverage(absl::MakeSpan(*average)).ok());
   }
 
+  // The batch accumulated on the backend (*average: its average, from a
+  // twin), taken by `push` (which must encode on the backend) and sent to
+  // both servers: server 0 applies it.
+  void PushOneBatch(FakeClient* client, ResidentPush* push,
+                    std::vector<float>* average, PushOutcome* outcome) {
+    ASSERT_TRUE(backend_->AccumulateGradient(batch_).ok());
+    ASSERT_NO_FATAL_FAILURE(TwinAverage(average));
+    ASSERT_TRUE(push->encodes());
+    ASSERT_TRUE(push->Take(1).ok());
+    EXPECT_EQ(backend_->accumulated(), 0);
+    auto sent = push->Send({4, 5}, 1);
+    ASSERT_TRUE(sent.ok()) << sent.status();
+    EXPECT_EQ(sent->applied, 1);
+    ASSERT_EQ(client->sent.size(), 2u);
+    *outcome = *sent;
+  }
+
   const ModelSpec spec_ = Spec();
   std::unique_ptr<ModelBackend> backend_;
   std::vector<float> inputs_;
@@ -123,24 +141,15 @@ class ResidentPushTest : public ::testing::Test {
 
 TEST_F(ResidentPushTest, WhatAServerDidNotApplyGoesBackIntoTheResidual) {
   const ModelSpec& spec = spec_;
-  const Batch& batch = batch_;
   FakeClient client(spec, PushEncoding::kOneBit);
   ModelBackend& b = *backend_;
-  ASSERT_TRUE(b.AccumulateGradient(batch).ok());
   const int64_t n = client.layout().total_size();
   std::vector<float> average;
-  ASSERT_NO_FATAL_FAILURE(TwinAverage(&average));
-
   ResidentPush push(&b, &client);
-  ASSERT_TRUE(push.encodes());
-  ASSERT_TRUE(push.Take(1).ok());
-  EXPECT_EQ(b.accumulated(), 0);
-  auto outcome = push.Send({4, 5}, 1);
-  ASSERT_TRUE(outcome.ok()) << outcome.status();
-  EXPECT_EQ(outcome->applied, 1);
-  EXPECT_EQ(outcome->dropped, 1);
-  EXPECT_EQ(outcome->max_staleness, 9u);
-  ASSERT_EQ(client.sent.size(), 2u);
+  PushOutcome outcome;
+  ASSERT_NO_FATAL_FAILURE(PushOneBatch(&client, &push, &average, &outcome));
+  EXPECT_EQ(outcome.dropped, 1);
+  EXPECT_EQ(outcome.max_staleness, 9u);
   // Each server's part covers its range with the encoder's chunks.
   for (int s = 0; s < 2; ++s) {
     const FlatRange range = client.layout().ServerRange(s);
@@ -176,22 +185,15 @@ TEST_F(ResidentPushTest, WhatAServerDidNotApplyGoesBackIntoTheResidual) {
 TEST_F(ResidentPushTest, TopKPushesAreTheHostEncodersAndComeBackWhenDropped) {
   FakeClient client(spec_, PushEncoding::kTopK);
   ModelBackend& b = *backend_;
-  ASSERT_TRUE(b.AccumulateGradient(batch_).ok());
   const int64_t n = client.layout().total_size();
   std::vector<float> average;
-  ASSERT_NO_FATAL_FAILURE(TwinAverage(&average));
   ResidentPush push(&b, &client);
-  ASSERT_TRUE(push.encodes());
-  ASSERT_TRUE(push.Take(1).ok());
-  EXPECT_EQ(b.accumulated(), 0);
-  auto outcome = push.Send({4, 5}, 1);
-  ASSERT_TRUE(outcome.ok()) << outcome.status();
-  EXPECT_EQ(outcome->applied, 1);
-  ASSERT_EQ(client.sent.size(), 2u);
+  PushOutcome outcome;
+  ASSERT_NO_FATAL_FAILURE(PushOneBatch(&client, &push, &average, &outcome));
   // Each server's part is what a host push of the average sends: the same
   // chunks, the same entries, byte for byte.
   FakeClient host(spec_, PushEncoding::kTopK);
-  PushEncoder& encoder = const_cast<PushEncoder&>(*host.push_encoder());
+  PushEncoder& encoder = host.encoder();
   int64_t sent_by_0 = 0;
   for (int s = 0; s < 2; ++s) {
     auto want = encoder.Encode(s, average, PushKind::kGradient);
