@@ -1,5 +1,5 @@
-# Shell helpers shared by scripts/demo.sh and scripts/experiment.sh: build,
-# start a server pool on 127.0.0.1, and stop everything started, also on
+# Shell helpers shared by the scripts in scripts/: build, start a server
+# pool on 127.0.0.1, train through it, and stop everything started, also on
 # Ctrl-C. Source it from a script that runs with `set -euo pipefail`.
 
 ASGD_PIDS=()
@@ -73,3 +73,41 @@ asgd_start_servers() {
   done
   SERVERS=$(IFS=,; echo "${addresses[*]}")
 }
+
+# asgd_train NAME EPOCHS LR "WORKER FLAGS" [server flags...]: trains through
+# 2 servers (2 shards each, learning rate LR) with 2 workers on $CORPUS for
+# EPOCHS epochs; prints the wall time in seconds and leaves the final model
+# of the worker that finished last (it pulled the model after every push) in
+# $WORKDIR/models/NAME.mdl, the logs in $WORKDIR/logs/NAME.
+asgd_train() {
+  local name=$1 epochs=$2 lr=$3 worker_flags=$4 w pids=() start
+  shift 4
+  mkdir -p "$WORKDIR/models"
+  asgd_start_servers 2 "$WORKDIR/logs/$name" --num_shards=2 \
+    --learning_rate="$lr" --log_every_s=0 "$@"
+  start=$(date +%s.%N)
+  for w in 0 1; do
+    "$BIN/worker/asgd_worker" --servers="$SERVERS" --corpus="$CORPUS" \
+      --worker_index=$w --num_workers=2 --epochs="$epochs" --log_every=0 \
+      --save_model="$WORKDIR/models/$name.w$w.mdl" $worker_flags \
+      >"$WORKDIR/logs/$name/worker-$w.log" 2>&1 &
+    pids+=($!)
+  done
+  for w in 0 1; do
+    wait "${pids[$w]}" || { cat "$WORKDIR/logs/$name/worker-$w.log" >&2; exit 1; }
+  done
+  asgd_calc "$(date +%s.%N) - $start"
+  asgd_cleanup
+  cp "$(ls -t "$WORKDIR/models/$name".w*.mdl | head -1)" "$WORKDIR/models/$name.mdl"
+}
+
+# asgd_accuracy_of: the held-out accuracy in % that asgd_eval printed (its
+# output on stdin); asgd_accuracy MODEL: MODEL's held-out accuracy on
+# $CORPUS in %.
+asgd_accuracy_of() { sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p'; }
+asgd_accuracy() {
+  "$BIN/worker/asgd_eval" --model="$1" --corpus="$CORPUS" | asgd_accuracy_of
+}
+
+# asgd_calc EXPR: a number to two decimals.
+asgd_calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }

@@ -84,40 +84,8 @@ mkdir -p "$OUT" "$WORKDIR/logs" "$WORKDIR/models"
 CORPUS="$WORKDIR/corpus"
 asgd_corpus "$CORPUS"
 
-# train NAME EPOCHS LR "WORKER FLAGS" [server flags...]: 2 servers, 2
-# workers; prints the wall time in seconds and leaves the last worker's final
-# model in $WORKDIR/models/NAME.mdl.
-train() {
-  local name=$1 epochs=$2 lr=$3 worker_flags=$4 w pids=() start
-  shift 4
-  asgd_start_servers 2 "$WORKDIR/logs/$name" --num_shards=2 \
-    --learning_rate="$lr" --log_every_s=0 "$@"
-  start=$(date +%s.%N)
-  for w in 0 1; do
-    "$BIN/worker/asgd_worker" --servers="$SERVERS" --corpus="$CORPUS" \
-      --worker_index=$w --num_workers=2 --epochs="$epochs" --log_every=0 \
-      --save_model="$WORKDIR/models/$name.w$w.mdl" $worker_flags \
-      >"$WORKDIR/logs/$name/worker-$w.log" 2>&1 &
-    pids+=($!)
-  done
-  for w in 0 1; do
-    wait "${pids[$w]}" || { cat "$WORKDIR/logs/$name/worker-$w.log" >&2; exit 1; }
-  done
-  calc "$(date +%s.%N) - $start"
-  asgd_cleanup
-  # The worker that finished last pulled the model after every push.
-  cp "$(ls -t "$WORKDIR/models/$name".w*.mdl | head -1)" "$WORKDIR/models/$name.mdl"
-}
-
-# accuracy_of / fps_of: the held-out accuracy in % / the forward frames/s
-# that asgd_eval printed (its output on stdin).
-accuracy_of() { sed -n 's/^held-out frame accuracy: \([0-9.]*\)%$/\1/p'; }
+# fps_of: the forward frames/s that asgd_eval printed (its output on stdin).
 fps_of() { sed -n 's/^forward passes: [0-9.]* s, \([0-9]*\) frames\/s.*/\1/p'; }
-
-# accuracy MODEL: its held-out accuracy in %.
-accuracy() {
-  "$BIN/worker/asgd_eval" --model="$1" --corpus="$CORPUS" | accuracy_of
-}
 
 # speed MODEL: its forward frames/s on one core (one run).
 speed() {
@@ -126,8 +94,6 @@ speed() {
 
 # params MODEL: its number of parameters (the file's "data N" line).
 params() { grep -a -m1 '^data ' "$1" | cut -d' ' -f2; }
-# calc EXPR: a number to two decimals.
-calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }
 
 # phase NAME: whether NAME is in $PHASES.
 phase() { [[ " $PHASES " == *" $1 "* ]]; }
@@ -135,13 +101,13 @@ FULL="$WORKDIR/models/full.mdl"
 
 if phase shrink; then
   echo "== training the full model ($HIDDEN, $EPOCHS epochs)"
-  train full "$EPOCHS" "$LEARNING_RATE" "" --hidden="$HIDDEN" >/dev/null
+  asgd_train full "$EPOCHS" "$LEARNING_RATE" "" --hidden="$HIDDEN" >/dev/null
   full_params=$(params "$FULL")
-  acc=$(accuracy "$FULL")
+  acc=$(asgd_accuracy "$FULL")
   echo "== full model: $full_params parameters, $acc%; retraining it too"
-  secs=$(train full-retrained "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" --init_model="$FULL")
+  secs=$(asgd_train full-retrained "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" --init_model="$FULL")
   echo "setting,params,params_pct,nonzero_pct,acc_before,acc_after,retrain_s" >"$OUT/shrink.csv"
-  echo "full model,$full_params,100.00,100.00,$acc,$(accuracy "$WORKDIR/models/full-retrained.mdl"),$secs" >>"$OUT/shrink.csv"
+  echo "full model,$full_params,100.00,100.00,$acc,$(asgd_accuracy "$WORKDIR/models/full-retrained.mdl"),$secs" >>"$OUT/shrink.csv"
   IFS=';' read -ra sets <<<"$SETTINGS"
   i=0
   for setting in "${sets[@]}"; do
@@ -151,11 +117,11 @@ if phase shrink; then
     "$BIN/shrink/asgd_shrink" --model="$FULL" --out="$small" $setting | tee "$WORKDIR/logs/shrink$i.log"
     p=$(params "$small")
     nz=$(sed -n 's/.*: \([0-9]*\) non-zero (.*/\1/p' "$WORKDIR/logs/shrink$i.log")
-    acc=$(accuracy "$small")
-    secs=$(train "retrained$i" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" --init_model="$small")
-    acc2=$(accuracy "$WORKDIR/models/retrained$i.mdl")
+    acc=$(asgd_accuracy "$small")
+    secs=$(asgd_train "retrained$i" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" --init_model="$small")
+    acc2=$(asgd_accuracy "$WORKDIR/models/retrained$i.mdl")
     echo "== $setting: $p parameters ($nz non-zero), $acc% -> $acc2% after retraining ($secs s)"
-    echo "$setting,$p,$(calc "100 * $p / $full_params"),$(calc "100 * $nz / $full_params"),$acc,$acc2,$secs" >>"$OUT/shrink.csv"
+    echo "$setting,$p,$(asgd_calc "100 * $p / $full_params"),$(asgd_calc "100 * $nz / $full_params"),$acc,$acc2,$secs" >>"$OUT/shrink.csv"
   done
 fi
 full_params=$(params "$FULL")
@@ -163,16 +129,16 @@ full_params=$(params "$FULL")
 if phase students; then
   echo "== teacher-student: $STUDENT_HIDDEN alone and taught by the full model ($EPOCHS epochs)"
   echo "student,params,params_pct,accuracy,train_s" >"$OUT/students.csv"
-  secs=$(train student-alone "$EPOCHS" "$LEARNING_RATE" "" --hidden="$STUDENT_HIDDEN")
+  secs=$(asgd_train student-alone "$EPOCHS" "$LEARNING_RATE" "" --hidden="$STUDENT_HIDDEN")
   sp=$(params "$WORKDIR/models/student-alone.mdl")
-  echo "alone,$sp,$(calc "100 * $sp / $full_params"),$(accuracy "$WORKDIR/models/student-alone.mdl"),$secs" >>"$OUT/students.csv"
+  echo "alone,$sp,$(asgd_calc "100 * $sp / $full_params"),$(asgd_accuracy "$WORKDIR/models/student-alone.mdl"),$secs" >>"$OUT/students.csv"
   IFS=';' read -ra teachers <<<"$TEACHER_SETTINGS"
   for t in "${teachers[@]}"; do
-    secs=$(train student-taught "$EPOCHS" "$LEARNING_RATE" "--teacher_model=$FULL $t" \
+    secs=$(asgd_train student-taught "$EPOCHS" "$LEARNING_RATE" "--teacher_model=$FULL $t" \
       --hidden="$STUDENT_HIDDEN")
-    echo "taught ($t),$sp,$(calc "100 * $sp / $full_params"),$(accuracy "$WORKDIR/models/student-taught.mdl"),$secs" >>"$OUT/students.csv"
+    echo "taught ($t),$sp,$(asgd_calc "100 * $sp / $full_params"),$(asgd_accuracy "$WORKDIR/models/student-taught.mdl"),$secs" >>"$OUT/students.csv"
   done
-  echo "teacher (the full model),$full_params,100.00,$(accuracy "$FULL"),-" >>"$OUT/students.csv"
+  echo "teacher (the full model),$full_params,100.00,$(asgd_accuracy "$FULL"),-" >>"$OUT/students.csv"
   cat "$OUT/students.csv"
 fi
 
@@ -192,7 +158,7 @@ if phase speed; then
   echo "$(head -1 "$OUT/shrink.csv"),frames_per_s,speedup" >"$OUT/runs.csv"
   j=0
   tail -n +2 "$OUT/shrink.csv" | while IFS= read -r row; do
-    echo "$row,${best[$j]},$(calc "${best[$j]} / ${best[0]}")"
+    echo "$row,${best[$j]},$(asgd_calc "${best[$j]} / ${best[0]}")"
     j=$((j + 1))
   done >>"$OUT/runs.csv"
 fi
@@ -217,7 +183,7 @@ if phase decode; then
         f=$(fps_of <<<"$log")
         [ "$f" -gt "$best" ] && best=$f
       done
-      a=$(accuracy_of <<<"$log")
+      a=$(asgd_accuracy_of <<<"$log")
       echo "${decode_names[$j]},$k,$a,$best" >>"$OUT/decode.csv"
     done
   done
@@ -233,7 +199,7 @@ if phase multi; then
     models+=("$full" "$WORKDIR/models/multi$k.mdl")
     flags+=("--frame_skip=$k" "")
     ks+=("$k" "$k")
-    secs+=("-" "$(train "multi$k" "$epochs" "$LEARNING_RATE" "" --hidden="$HIDDEN" \
+    secs+=("-" "$(asgd_train "multi$k" "$epochs" "$LEARNING_RATE" "" --hidden="$HIDDEN" \
       --output_frames="$k")")
     # Warm-started: the full model's output layer copied to k heads
     # (asgd_shrink), retrained like the smaller models.
@@ -243,7 +209,7 @@ if phase multi; then
     models+=("$WORKDIR/models/multiwarm$k.mdl")
     flags+=("")
     ks+=("$k")
-    secs+=("$(train "multiwarm$k" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" \
+    secs+=("$(asgd_train "multiwarm$k" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" \
       --init_model="$WORKDIR/models/multiwarm$k-start.mdl")")
   done
   # Smaller and multi-frame at once: from the full model, retrained alike.
@@ -255,7 +221,7 @@ if phase multi; then
     models+=("$WORKDIR/models/combo$c.mdl")
     flags+=("")
     ks+=("$(sed -n 's/.*--output_frames=\([0-9]*\).*/\1/p' <<<"${combos[$c]}")")
-    secs+=("$(train "combo$c" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" \
+    secs+=("$(asgd_train "combo$c" "$RETRAIN_EPOCHS" "$RETRAIN_LR" "" \
       --init_model="$WORKDIR/models/combo$c-start.mdl")")
   done
   # One core, the models in turn, the best of $SPEED_ROUNDS rounds.
@@ -267,7 +233,7 @@ if phase multi; then
         --corpus="$CORPUS" ${flags[$j]})
       f=$(fps_of <<<"$log")
       [ "$f" -gt "${best[$j]}" ] && best[$j]=$f
-      acc[$j]=$(accuracy_of <<<"$log")
+      acc[$j]=$(asgd_accuracy_of <<<"$log")
     done
   done
   echo "model,frames_per_row,params,accuracy,frames_per_s,train_s" >"$OUT/multi.csv"
@@ -302,7 +268,7 @@ if phase onnx; then
   done
   echo "model,asgd_frames_per_s,onnx_frames_per_s,onnx_vs_asgd,onnx_vs_full_onnx" >"$OUT/onnx.csv"
   for ((j = 0; j < ${#models[@]}; j++)); do
-    echo "${names[$j]},${asgd_best[$j]},${onnx_best[$j]},$(calc "${onnx_best[$j]} / ${asgd_best[$j]}"),$(calc "${onnx_best[$j]} / ${onnx_best[0]}")"
+    echo "${names[$j]},${asgd_best[$j]},${onnx_best[$j]},$(asgd_calc "${onnx_best[$j]} / ${asgd_best[$j]}"),$(asgd_calc "${onnx_best[$j]} / ${onnx_best[0]}")"
   done >>"$OUT/onnx.csv"
   cat "$OUT/onnx.csv"
 fi

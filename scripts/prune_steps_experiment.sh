@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Pruning a trained model in steps, retrained through the servers
+# (docs/results/compression-seed-gradual/). From $MODEL, each step of $STEPS
+# prunes the previous step's model further (asgd_shrink --prune: a pruned
+# model keeps its zeros, the smallest of the rest are pruned), evaluates it,
+# retrains it through 2 servers (2 shards each) and 2 workers on $CORPUS
+# (asgd_server --init_model; the servers keep every pruned weight at 0) and
+# evaluates it again.
+#
+#   MODEL=full.mdl STEPS="0.5:1:0.05 0.7:1:0.05 -:4:0.025" \
+#     scripts/prune_steps_experiment.sh      # about 3 minutes per epoch of
+#                                            # a 5 x 2,048 DNN on 2 cores
+#
+# Writes $OUT/steps.csv (one row per step: sparsity, epochs, learning rate,
+# held-out accuracy pruned and retrained, non-zero parameters, seconds); the
+# models are $WORKDIR/models/stepN.mdl (the retrained model of step N) and
+# stepN-pruned.mdl (its input).
+#
+# Environment:
+#   MODEL         the trained model to start from (required)
+#   STEPS         SPARSITY:EPOCHS:LR per step, separated by spaces; a
+#                 sparsity of "-" retrains without pruning (default
+#                 "0.5:1:0.05 0.7:1:0.05 -:4:0.025")
+#   CORPUS        the corpus (default: the built-in one, made in
+#                 $WORKDIR/corpus unless it is there)
+#   OUT           where steps.csv goes (default $WORKDIR)
+#   WORKDIR       logs and models (default /tmp/asgd-prune-steps)
+#   SERVER_FLAGS  more asgd_server flags for every step, e.g. a learning
+#                 rate schedule "--lr_schedule=exponential --lr_gamma=0.5
+#                 --lr_step_size=1130"
+#   WORKER_FLAGS  more asgd_worker flags for every step, e.g. a teacher
+#                 "--teacher_model=full.mdl --teacher_temperature=2"
+#   PRUNE_FLAGS   more asgd_shrink flags for every pruning, e.g.
+#                 "--prune_scope=tensor"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
+[ -n "${MODEL:-}" ] || { echo "MODEL (the trained model to prune) is required; --help says more" >&2; exit 2; }
+[ -f "$MODEL" ] || { echo "MODEL $MODEL: no such file" >&2; exit 2; }
+MODEL=$(realpath "$MODEL")
+STEPS=${STEPS:-"0.5:1:0.05 0.7:1:0.05 -:4:0.025"}
+WORKDIR=${WORKDIR:-/tmp/asgd-prune-steps}
+OUT=${OUT:-$WORKDIR}
+SERVER_FLAGS=${SERVER_FLAGS:-}
+WORKER_FLAGS=${WORKER_FLAGS:-}
+PRUNE_FLAGS=${PRUNE_FLAGS:-}
+for step in $STEPS; do
+  [[ "$step" =~ ^(-|0?\.[0-9]+|0):[1-9][0-9]*:[0-9.eE+-]+$ ]] ||
+    { echo "step '$step' is not SPARSITY:EPOCHS:LR (sparsity in [0,1) or -)" >&2; exit 2; }
+done
+
+source scripts/lib.sh
+asgd_build
+bazel build --noshow_progress //shrink:asgd_shrink 2>&1 |
+  grep -vE '^(INFO|Loading|Analyzing)' || true
+mkdir -p "$OUT" "$WORKDIR/logs" "$WORKDIR/models"
+if [ -z "${CORPUS:-}" ]; then
+  CORPUS="$WORKDIR/corpus"
+  asgd_corpus "$CORPUS"
+fi
+
+# nonzero MODEL: its non-zero parameters (model/model_file.h: header lines,
+# "data N", then N little-endian float32 values).
+nonzero() {
+  python3 - "$1" <<'PY'
+import array, sys
+raw = open(sys.argv[1], "rb").read()
+at = raw.index(b"\ndata ") + 1
+end = raw.index(b"\n", at)
+n = int(raw[at + 5:end])
+values = array.array("f", raw[end + 1:end + 1 + 4 * n])
+if sys.byteorder != "little":
+    values.byteswap()
+print(sum(1 for v in values if v != 0))
+PY
+}
+
+echo "step,sparsity,epochs,learning_rate,accuracy_pruned,accuracy_retrained,nonzero_params,seconds" >"$OUT/steps.csv"
+prev=$MODEL
+echo "== $(basename "$MODEL"): $(asgd_accuracy "$MODEL")% held-out"
+i=0
+for step in $STEPS; do
+  i=$((i + 1))
+  IFS=: read -r sparsity epochs lr <<<"$step"
+  input=$prev
+  pruned_acc=
+  if [ "$sparsity" != "-" ]; then
+    input="$WORKDIR/models/step$i-pruned.mdl"
+    "$BIN/shrink/asgd_shrink" --model="$prev" --out="$input" \
+      --prune="$sparsity" $PRUNE_FLAGS >"$WORKDIR/logs/shrink$i.txt"
+    pruned_acc=$(asgd_accuracy "$input")
+  fi
+  echo "== step $i: sparsity ${sparsity/-/unchanged}${pruned_acc:+ ($pruned_acc% held-out)}, $epochs epochs at $lr"
+  secs=$(asgd_train "step$i" "$epochs" "$lr" "$WORKER_FLAGS" \
+           --init_model="$input" $SERVER_FLAGS)
+  prev="$WORKDIR/models/step$i.mdl"
+  acc=$(asgd_accuracy "$prev")
+  nz=$(nonzero "$prev")
+  echo "   retrained: $acc% held-out, $nz non-zero parameters, $secs s"
+  echo "$i,$sparsity,$epochs,$lr,$pruned_acc,$acc,$nz,$secs" >>"$OUT/steps.csv"
+done
+echo "== $OUT/steps.csv; the last model: $prev"
