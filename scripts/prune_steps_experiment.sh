@@ -33,7 +33,6 @@
 #   PRUNE_FLAGS   more asgd_shrink flags for every pruning, e.g.
 #                 "--prune_scope=tensor"
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -41,15 +40,18 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
 fi
 [ -n "${MODEL:-}" ] || { echo "MODEL (the trained model to prune) is required; --help says more" >&2; exit 2; }
 [ -f "$MODEL" ] || { echo "MODEL $MODEL: no such file" >&2; exit 2; }
+# Paths as the caller gave them, before the cd to the repository.
 MODEL=$(realpath "$MODEL")
+WORKDIR=$(realpath -m "${WORKDIR:-/tmp/asgd-prune-steps}")
+OUT=$(realpath -m "${OUT:-$WORKDIR}")
+[ -z "${CORPUS:-}" ] || CORPUS=$(realpath "$CORPUS")
 STEPS=${STEPS:-"0.5:1:0.05 0.7:1:0.05 -:4:0.025"}
-WORKDIR=${WORKDIR:-/tmp/asgd-prune-steps}
-OUT=${OUT:-$WORKDIR}
 SERVER_FLAGS=${SERVER_FLAGS:-}
 WORKER_FLAGS=${WORKER_FLAGS:-}
 PRUNE_FLAGS=${PRUNE_FLAGS:-}
+cd "$(dirname "$0")/.."
 for step in $STEPS; do
-  [[ "$step" =~ ^(-|0?\.[0-9]+|0):[1-9][0-9]*:[0-9.eE+-]+$ ]] ||
+  [[ "$step" =~ ^(-|0?\.[0-9]+):[1-9][0-9]*:[0-9.eE+-]+$ ]] ||
     { echo "step '$step' is not SPARSITY:EPOCHS:LR (sparsity in [0,1) or -)" >&2; exit 2; }
 done
 
