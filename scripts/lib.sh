@@ -82,6 +82,9 @@ asgd_start_servers() {
 asgd_train() {
   local name=$1 epochs=$2 lr=$3 worker_flags=$4 w pids=() start
   shift 4
+  # Called as $(asgd_train ...) it runs in a subshell, which does not
+  # inherit the EXIT trap: stop its servers also when it fails.
+  trap asgd_cleanup EXIT
   mkdir -p "$WORKDIR/models"
   asgd_start_servers 2 "$WORKDIR/logs/$name" --num_shards=2 \
     --learning_rate="$lr" --log_every_s=0 "$@"
