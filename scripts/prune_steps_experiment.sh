@@ -10,6 +10,8 @@
 #   MODEL=full.mdl STEPS="0.5:1:0.05 0.7:1:0.05 -:4:0.025" \
 #     scripts/prune_steps_experiment.sh      # about 3 minutes per epoch of
 #                                            # a 5 x 2,048 DNN on 2 cores
+#   HIDDEN=2048,2048,2048,2048,2048 STEPS="-:8:0.05 -:2:0.05" \
+#     scripts/prune_steps_experiment.sh      # the dense model to prune
 #
 # Writes $OUT/steps.csv (one row per step: sparsity, epochs, learning rate,
 # held-out accuracy pruned and retrained, non-zero parameters, seconds); the
@@ -17,7 +19,11 @@
 # stepN-pruned.mdl (its input).
 #
 # Environment:
-#   MODEL         the trained model to start from (required)
+#   MODEL         the trained model to start from; without it, HIDDEN
+#   HIDDEN        the dense layers of a new model (e.g. 2048,2048), which
+#                 step 1 (a "-" step) trains from the servers' random start:
+#                 the dense model itself, in steps that can be resumed
+#                 (MODEL=$WORKDIR/models/stepN.mdl continues from step N)
 #   STEPS         SPARSITY:EPOCHS:LR per step, separated by spaces; a
 #                 sparsity of "-" retrains without pruning (default
 #                 "0.5:1:0.05 0.7:1:0.05 -:4:0.025")
@@ -38,10 +44,17 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
   exit 0
 fi
-[ -n "${MODEL:-}" ] || { echo "MODEL (the trained model to prune) is required; --help says more" >&2; exit 2; }
-[ -f "$MODEL" ] || { echo "MODEL $MODEL: no such file" >&2; exit 2; }
-# Paths as the caller gave them, before the cd to the repository.
-MODEL=$(realpath "$MODEL")
+HIDDEN=${HIDDEN:-}
+if [ -n "${MODEL:-}" ]; then
+  [ -z "$HIDDEN" ] || { echo "MODEL and HIDDEN: give one (a model to start from, or the layers of a new one)" >&2; exit 2; }
+  [ -f "$MODEL" ] || { echo "MODEL $MODEL: no such file" >&2; exit 2; }
+  # Paths as the caller gave them, before the cd to the repository.
+  MODEL=$(realpath "$MODEL")
+else
+  [ -n "$HIDDEN" ] || { echo "MODEL (the trained model to prune) or HIDDEN (the layers of a new one) is required; --help says more" >&2; exit 2; }
+  [[ "$HIDDEN" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || { echo "HIDDEN '$HIDDEN' is not comma-separated layer sizes" >&2; exit 2; }
+  [[ "${STEPS:-}" == -:* ]] || { echo "a new model (HIDDEN) is trained before it is pruned: STEPS must start with a '-' step" >&2; exit 2; }
+fi
 WORKDIR=$(realpath -m "${WORKDIR:-/tmp/asgd-prune-steps}")
 OUT=$(realpath -m "${OUT:-$WORKDIR}")
 [ -z "${CORPUS:-}" ] || CORPUS=$(realpath "$CORPUS")
@@ -82,8 +95,12 @@ PY
 }
 
 echo "step,sparsity,epochs,learning_rate,accuracy_pruned,accuracy_retrained,nonzero_params,seconds" >"$OUT/steps.csv"
-prev=$MODEL
-echo "== $(basename "$MODEL"): $(asgd_accuracy "$MODEL")% held-out"
+prev=${MODEL:-}
+if [ -n "$prev" ]; then
+  echo "== $(basename "$prev"): $(asgd_accuracy "$prev")% held-out"
+else
+  echo "== a new model of dense layers $HIDDEN"
+fi
 i=0
 for step in $STEPS; do
   i=$((i + 1))
@@ -97,8 +114,9 @@ for step in $STEPS; do
     pruned_acc=$(asgd_accuracy "$input")
   fi
   echo "== step $i: sparsity ${sparsity/-/unchanged}${pruned_acc:+ ($pruned_acc% held-out)}, $epochs epochs at $lr"
+  if [ -n "$input" ]; then start=(--init_model="$input"); else start=(--hidden="$HIDDEN"); fi
   secs=$(asgd_train "step$i" "$epochs" "$lr" "$WORKER_FLAGS" \
-           --init_model="$input" $SERVER_FLAGS)
+           "${start[@]}" $SERVER_FLAGS)
   prev="$WORKDIR/models/step$i.mdl"
   acc=$(asgd_accuracy "$prev")
   nz=$(nonzero "$prev")
