@@ -23,7 +23,9 @@
 #   HIDDEN        the dense layers of a new model (e.g. 2048,2048), which
 #                 step 1 (a "-" step) trains from the servers' random start:
 #                 the dense model itself, in steps that can be resumed
-#                 (MODEL=$WORKDIR/models/stepN.mdl continues from step N)
+#                 (MODEL=$WORKDIR/models/stepN.mdl continues from step N;
+#                 give the continuation another WORKDIR: each run writes
+#                 its own steps.csv and step1.mdl, step2.mdl, ...)
 #   STEPS         SPARSITY:EPOCHS:LR per step, separated by spaces; a
 #                 sparsity of "-" retrains without pruning (default
 #                 "0.5:1:0.05 0.7:1:0.05 -:4:0.025")
