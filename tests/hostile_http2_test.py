@@ -337,14 +337,24 @@ class Peak:
         return self.peak
 
 
-def describe(port):
-    c = Conn(port)
-    sid = c.open("DescribeModel", [b""])
-    c.flush()
-    deadline = time.time() + 10
-    while sid not in c.ended and time.time() < deadline:
-        c.poll(0.05)
-    c.close()
+def describe(port, busy_for_s=10):
+    """The server's DescribeModel answer as a dict, or None. A server-wide
+    refusal (UNAVAILABLE, SERVER_LIMIT: every --max_calls slot in flight,
+    as right after thousands of reset calls, until the server has retired
+    them) is retried after a 0.1 s backoff, as the refusal asks, for up to
+    busy_for_s seconds."""
+    deadline = time.time() + busy_for_s
+    while True:
+        c = Conn(port)
+        sid = c.open("DescribeModel", [b""])
+        c.flush()
+        answer_by = time.time() + 10
+        while sid not in c.ended and time.time() < answer_by:
+            c.poll(0.05)
+        c.close()
+        if c.ended.get(sid) != (14, "SERVER_LIMIT") or time.time() > deadline:
+            break
+        time.sleep(0.1)  # the backoff the refusal asks for
     msgs = grpc_messages(c.data.get(sid, b""))
     if not msgs:
         return None
@@ -371,11 +381,18 @@ def describe(port):
     return model
 
 
-def healthy(probe, port):
-    r = subprocess.run([probe, f"--health_probe=127.0.0.1:{port}"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=30)
-    return r.returncode == 0
+def healthy(probe, port, tries=5):
+    """True when the server's health service answers one of `tries` probes
+    (each waits up to 3 s): a server still working off an attack on a
+    loaded 2-core machine may miss one probe; a dead or hung one misses all
+    (a refused connection fails each probe at once)."""
+    for _ in range(tries):
+        r = subprocess.run([probe, f"--health_probe=127.0.0.1:{port}"],
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30)
+        if r.returncode == 0:
+            return True
+    return False
 
 
 class Server:
