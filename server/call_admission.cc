@@ -2,20 +2,35 @@
 
 namespace asgd {
 
-bool CallAdmission::Enter() {
-  if (limits_.total <= 0) {
-    alive_.fetch_add(1, std::memory_order_acq_rel);
-    return true;
+Entry CallAdmission::Enter(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  if (limits_.total > 0 &&
+      alive_.load(std::memory_order_relaxed) >= limits_.total) {
+    return Entry::kServerFull;
   }
-  int now = alive_.load(std::memory_order_acquire);
-  do {
-    if (now >= limits_.total) return false;
-  } while (!alive_.compare_exchange_weak(now, now + 1,
-                                         std::memory_order_acq_rel));
-  return true;
+  int& from_address = alive_per_address_[address];
+  if (limits_.per_address_alive > 0 &&
+      from_address >= limits_.per_address_alive) {
+    return Entry::kAddressFull;  // from_address > 0: the entry stays
+  }
+  ++from_address;
+  alive_.fetch_add(1, std::memory_order_acq_rel);
+  return Entry::kEntered;
 }
 
-void CallAdmission::Leave() { alive_.fetch_sub(1, std::memory_order_acq_rel); }
+void CallAdmission::Leave(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto it = alive_per_address_.find(address);
+  if (it == alive_per_address_.end()) return;
+  if (--it->second <= 0) alive_per_address_.erase(it);
+  alive_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+int CallAdmission::alive(const std::string& address) const {
+  absl::MutexLock lock(&mu_);
+  auto it = alive_per_address_.find(address);
+  return it == alive_per_address_.end() ? 0 : it->second;
+}
 
 bool CallAdmission::Admit(CallKind kind, const std::string& address) {
   absl::MutexLock lock(&mu_);

@@ -3,7 +3,7 @@
 // goes through it before the server does any work for it (no gRPC here; the
 // adapter, grpc_service.cc, asks it).
 //
-// Two bounds:
+// Three bounds:
 //  * per address and kind (`per_peer`): pushes (a Push call or a PushStream),
 //    pull streams, per-call pulls and other calls (DescribeModel,
 //    FetchBatches) in flight from one client IP (any port). A call holds its
@@ -16,15 +16,24 @@
 //    its last message, queued for a client that does not read), so this
 //    bound counts until then, and is what bounds the server's memory when
 //    clients come from many addresses.
-// Refused calls are not counted by either: a burst of calls that are
-// refused, opened and reset as fast as a client can (HTTP/2 "rapid reset"),
-// costs the server a refusal each and holds nothing.
+//  * calls alive from one address (`per_address_alive`), counted like
+//    `total`: a call whose status was sent holds no place of its kind, but
+//    until gRPC is done with it it is still alive, so calls opened and reset
+//    as fast as a client can (HTTP/2 "rapid reset") could otherwise fill
+//    every `total` place from one address, and every other client would be
+//    refused until the server had retired them. With it, one address holds
+//    at most its share and the others are admitted as before.
+// Refused calls are not counted by any: a burst of refused calls costs the
+// server a refusal each and holds nothing.
 //
-//   CallAdmission admission({.per_peer = 16, .total = 512});
-//   if (!admission.Enter()) { ... refuse: SERVER_LIMIT ... }
-//   switch (admission.Admit(CallKind::kPullStream, PeerAddress(context->peer()))) ...
+//   CallAdmission admission({.per_peer = 16, .total = 512,
+//                            .per_address_alive = 128});
+//   const std::string address = PeerAddress(context->peer());
+//   switch (admission.Enter(address)) ... refuse on kServerFull (SERVER_LIMIT)
+//                                     ... or kAddressFull (PEER_LIMIT)
+//   if (!admission.Admit(CallKind::kPullStream, address)) ... PEER_LIMIT
 //   ... admission.Release(kind, address) when the status is sent,
-//   ... admission.Leave() in OnDone.
+//   ... admission.Leave(address) in OnDone.
 //
 // Thread-safety: thread-safe.
 #ifndef ASGD_SERVER_CALL_ADMISSION_H_
@@ -50,16 +59,26 @@ struct CallLimits {
   int per_peer = 16;
   // Calls alive on the server; 0: no limit.
   int total = 512;
+  // Calls alive from one address; 0: no limit.
+  int per_address_alive = 128;
+};
+
+// Enter()'s answer.
+enum class Entry {
+  kEntered,
+  kServerFull,   // `total` calls alive
+  kAddressFull,  // `per_address_alive` calls alive from this address
 };
 
 class CallAdmission {
  public:
   explicit CallAdmission(CallLimits limits) : limits_(limits) {}
 
-  // A call is made: false (not counted) when `total` calls are alive.
-  bool Enter();
-  // gRPC is done with a call that Enter() counted.
-  void Leave();
+  // A call from `address` is made: kEntered (counted), or why it is refused
+  // (not counted).
+  Entry Enter(const std::string& address);
+  // gRPC is done with a call from `address` that Enter() counted.
+  void Leave(const std::string& address);
 
   // A place among `address`'s calls of `kind`: false (not counted) when it
   // has per_peer of them in flight.
@@ -71,6 +90,8 @@ class CallAdmission {
   int open(CallKind kind) const;
   // Calls alive (Enter() without Leave()).
   int alive() const { return alive_.load(std::memory_order_acquire); }
+  // Calls alive from `address`.
+  int alive(const std::string& address) const;
   // Addresses with a call admitted now.
   int addresses() const;
 
@@ -84,6 +105,9 @@ class CallAdmission {
   absl::flat_hash_map<std::pair<int, std::string>, int> per_peer_
       ABSL_GUARDED_BY(mu_);
   std::array<int, kNumCallKinds> open_ ABSL_GUARDED_BY(mu_) = {};
+  // Calls alive per address; entries at 0 are erased. alive_ is their sum,
+  // written under mu_ and readable without it.
+  absl::flat_hash_map<std::string, int> alive_per_address_ ABSL_GUARDED_BY(mu_);
 };
 
 // The client address of a gRPC peer string without its port

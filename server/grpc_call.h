@@ -6,15 +6,16 @@
 // Admission, for every call and stream before any work is done for it: at
 // most max_calls calls alive on the server (until gRPC is done with them),
 // else UNAVAILABLE with Refusal SERVER_LIMIT at once; at most
+// max_calls_per_peer of them from one client address, and at most
 // max_pushes_per_peer calls of each kind (pushes, pull streams, pulls, other
 // calls) in flight from one client address, else UNAVAILABLE with Refusal
 // PEER_LIMIT at once. A refusal holds nothing, so a client that opens and
 // resets calls as fast as it can (HTTP/2 "rapid reset") makes the server
-// refuse them, not hold them. A call the server ends because its client reads
-// nothing is also cancelled (RST_STREAM), since its status could never reach
-// that client; and any call that gRPC still holds push_progress_timeout after
-// its status was sent is cancelled, so that what a client that stops reading
-// leaves queued is freed.
+// refuse them, not hold them, and never takes the other clients' places. A
+// call the server ends because its client reads nothing is also cancelled
+// (RST_STREAM), since its status could never reach that client; and any call
+// that gRPC still holds push_progress_timeout after its status was sent is
+// cancelled, so that what a client that stops reading leaves queued is freed.
 //
 // Thread-safety: a CallPlace and an RpcTimer are used under their reactor's
 // lock; a Canceller's methods are called under the reactor's lock, and it
@@ -65,9 +66,10 @@ class RpcTimer {
 };
 
 // A call's place in the server's admission (call_admission.h): among the
-// calls alive from its reactor's construction to its deletion (OnDone), and
-// among its client address's calls of its kind from Take() until Release(),
-// when its status is sent. Used under its reactor's lock.
+// calls alive, in all and from its address, from its reactor's construction
+// to its deletion (OnDone), and among its client address's calls of its kind
+// from Take() until Release(), when its status is sent. Used under its
+// reactor's lock.
 class CallPlace {
  public:
   CallPlace(CallAdmission* admission, CallKind kind, const std::string& peer)
@@ -76,18 +78,30 @@ class CallPlace {
   CallPlace& operator=(const CallPlace&) = delete;
   ~CallPlace() {
     Release();
-    if (entered_) admission_->Leave();
+    if (entered_) admission_->Leave(address_);
   }
 
   // OK, or the refusal to finish the call with (nothing counted).
   absl::Status Take() {
-    if (!admission_->Enter()) {
-      return WithRefusal(
-          absl::UnavailableError(absl::StrCat(
-              "server busy: it has the most calls in flight it takes (",
-              admission_->limits().total,
-              ", --max_calls) from all clients; retry after a backoff")),
-          Refusal::kServerLimit);
+    switch (admission_->Enter(address_)) {
+      case Entry::kEntered:
+        break;
+      case Entry::kServerFull:
+        return WithRefusal(
+            absl::UnavailableError(absl::StrCat(
+                "server busy: it has the most calls in flight it takes (",
+                admission_->limits().total,
+                ", --max_calls) from all clients; retry after a backoff")),
+            Refusal::kServerLimit);
+      case Entry::kAddressFull:
+        return WithRefusal(
+            absl::UnavailableError(absl::StrCat(
+                "server busy: this client address has the most calls alive "
+                "it may hold (",
+                admission_->limits().per_address_alive,
+                ", --max_calls_per_peer; a call counts until the server has "
+                "retired it); retry after a backoff")),
+            Refusal::kPeerLimit);
     }
     entered_ = true;
     if (!admission_->Admit(kind_, address_)) {

@@ -24,7 +24,8 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
                 /*start_thread=*/options.clock == nullptr),
       idle_watchdog_(options.stream_idle_timeout, options.clock,
                      /*start_thread=*/options.clock == nullptr),
-      admission_(CallLimits{options.max_pushes_per_peer, options.max_calls}) {
+      admission_(CallLimits{options.max_pushes_per_peer, options.max_calls,
+                            options.max_calls_per_peer}) {
   const ModelLayout& layout = store->layout();
   for (size_t t = 0; t < layout.tensors().size(); ++t) {
     auto* info = description_.add_tensors();

@@ -68,6 +68,10 @@ struct GrpcServiceOptions {
   // Calls alive on the server from all clients; more are refused at once.
   // 0: no limit.
   int max_calls = 512;
+  // Calls alive on the server from one client address (the same count, per
+  // address), so that one client can not hold every max_calls place; more
+  // are refused at once. 0: no limit.
+  int max_calls_per_peer = 128;
   // gRPC's own limits, set by GrpcServer: HTTP/2 streams open per client
   // connection, and the memory gRPC's transport may take (resource quota).
   int max_streams_per_connection = 128;

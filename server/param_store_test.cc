@@ -792,7 +792,9 @@ TEST(ParamStoreTest, PrunedWeightsStayZeroUnderEveryPush) {
                   .applied);
   w = (*restarted)->Snapshot();
   for (int64_t i = 0; i < r.size(); ++i) {
-    if ((*keep)[r.begin + i] == 0) ASSERT_EQ(w[i], 0.0f) << i;
+    if ((*keep)[r.begin + i] == 0) {
+      ASSERT_EQ(w[i], 0.0f) << i;
+    }
   }
 
   o.keep = std::make_shared<std::vector<uint8_t>>(100);  // not the model's

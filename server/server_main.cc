@@ -145,6 +145,12 @@ ABSL_FLAG(int, max_calls, 512,
           "Calls and streams open on this server from all clients together; "
           "more are refused at once (UNAVAILABLE, SERVER_LIMIT). A call counts "
           "until gRPC has released it. 0: no limit.");
+ABSL_FLAG(int, max_calls_per_peer, 128,
+          "Calls and streams alive on this server from one client address "
+          "(IP), counted as for --max_calls, so that one client (one that "
+          "opens and resets calls as fast as it can, say) can not take every "
+          "--max_calls place; more are refused at once (UNAVAILABLE, "
+          "PEER_LIMIT). 0: no limit.");
 ABSL_FLAG(int, max_streams_per_connection, 128,
           "HTTP/2 streams one client connection may have open at once "
           "(gRPC's MAX_CONCURRENT_STREAMS).");
@@ -297,10 +303,12 @@ absl::Status LimitsFromFlags(ParamStoreOptions* options,
   const int64_t grpc_memory_mb = absl::GetFlag(FLAGS_grpc_memory_mb);
   if (!(max_change >= 0 && std::isfinite(max_change)) ||
       absl::GetFlag(FLAGS_max_calls) < 0 ||
+      absl::GetFlag(FLAGS_max_calls_per_peer) < 0 ||
       absl::GetFlag(FLAGS_max_streams_per_connection) < 1 ||
       grpc_memory_mb < 64 || grpc_memory_mb > (int64_t{1} << 30)) {
     return absl::InvalidArgumentError(
-        "--max_change must be finite and >= 0, --max_calls >= 0, "
+        "--max_change must be finite and >= 0, --max_calls and "
+        "--max_calls_per_peer >= 0, "
         "--max_streams_per_connection >= 1 and --grpc_memory_mb >= 64");
   }
   options->max_change = max_change;
@@ -314,6 +322,8 @@ absl::Status LimitsFromFlags(ParamStoreOptions* options,
   service_options->max_pushes_per_peer =
       absl::GetFlag(FLAGS_max_pushes_per_peer);
   service_options->max_calls = absl::GetFlag(FLAGS_max_calls);
+  service_options->max_calls_per_peer =
+      absl::GetFlag(FLAGS_max_calls_per_peer);
   service_options->max_streams_per_connection =
       absl::GetFlag(FLAGS_max_streams_per_connection);
   service_options->grpc_memory_bytes = grpc_memory_mb << 20;

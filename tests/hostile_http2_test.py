@@ -5,7 +5,9 @@ with the bound that holds it: the server's memory (VmRSS), how its calls end,
 and whether it still answers and still applies honest pushes.
 
   1. rapid reset: N PullStream calls opened and reset at once on one
-     connection (HTTP/2 "rapid reset"); the same on DescribeModel and on the
+     connection (HTTP/2 "rapid reset") from 127.0.0.2, while DescribeModel
+     calls from 127.0.0.1 are all answered (the attacker holds at most
+     --max_calls_per_peer places); the same on DescribeModel and on the
      retired per-call Pull (answered UNIMPLEMENTED).
   2. zero window: M pull streams (one request each) on connections that
      grant no flow-control
@@ -337,25 +339,33 @@ class Peak:
         return self.peak
 
 
-def describe(port, busy_for_s=10):
-    """The server's DescribeModel answer as a dict, or None. A server-wide
-    refusal (UNAVAILABLE, SERVER_LIMIT: every --max_calls slot in flight,
-    as right after thousands of reset calls, until the server has retired
-    them) is retried after a 0.1 s backoff, as the refusal asks, for up to
-    busy_for_s seconds."""
+def describe_call(port, source="127.0.0.1"):
+    """One DescribeModel call from `source`: (grpc-status, refusal) and the
+    bytes received; (-1, "") when no status came within 10 s."""
+    c = Conn(port, source=source)
+    sid = c.open("DescribeModel", [b""])
+    c.flush()
+    answer_by = time.time() + 10
+    while sid not in c.ended and time.time() < answer_by:
+        c.poll(0.01)
+    c.close()
+    return c.ended.get(sid, (-1, "")), c.data.get(sid, b"")
+
+
+def describe(port, busy_for_s=10, source="127.0.0.1"):
+    """The server's DescribeModel answer as a dict, or None. A refusal for
+    calls in flight (UNAVAILABLE with SERVER_LIMIT or PEER_LIMIT, as right
+    after thousands of reset calls, until the server has retired them) is
+    retried after a 0.1 s backoff, as the refusal asks, for up to busy_for_s
+    seconds."""
     deadline = time.time() + busy_for_s
     while True:
-        c = Conn(port)
-        sid = c.open("DescribeModel", [b""])
-        c.flush()
-        answer_by = time.time() + 10
-        while sid not in c.ended and time.time() < answer_by:
-            c.poll(0.05)
-        c.close()
-        if c.ended.get(sid) != (14, "SERVER_LIMIT") or time.time() > deadline:
+        ended, data = describe_call(port, source)
+        if ended not in ((14, "SERVER_LIMIT"), (14, "PEER_LIMIT")) or \
+                time.time() > deadline:
             break
         time.sleep(0.1)  # the backoff the refusal asks for
-    msgs = grpc_messages(c.data.get(sid, b""))
+    msgs = grpc_messages(data)
     if not msgs:
         return None
     model = {"tensors": [], "max_chunk": 256 * 1024, "version": 0}
@@ -437,28 +447,45 @@ def settle(server, seconds=PROGRESS_TIMEOUT_S * 2 + 2):
 
 # --- The attacks -------------------------------------------------------------
 
-def rapid_reset(server, method, n, messages):
-    """n calls of `method` opened and reset at once on one connection."""
+def rapid_reset(server, method, n, messages, source="127.0.0.1",
+                probe_from=None):
+    """n calls of `method` opened and reset at once on one connection from
+    `source`. With `probe_from`, DescribeModel calls from that address go on
+    while the attack runs and for a second after it: returns the server's
+    growth, their (grpc-status, refusal) outcomes and when the last reset
+    was sent."""
     base = server.rss()
     peak = Peak(server.proc.pid)
-    c = Conn(server.port)
-    t0 = time.time()
-    for i in range(n):
-        sid = c.open(method, messages)
-        c.rst(sid)
-        if i % 200 == 199:
-            c.flush()
-            c.poll()
-    c.flush()
-    sent_s = time.time() - t0
-    c.poll(0.5)
-    c.close()
+    sent = {}
+
+    def attack():
+        c = Conn(server.port, source=source)
+        t0 = time.time()
+        for i in range(n):
+            sid = c.open(method, messages)
+            c.rst(sid)
+            if i % 200 == 199:
+                c.flush()
+                c.poll()
+        c.flush()
+        sent["at"] = time.time()
+        sent["s"] = sent["at"] - t0
+        c.poll(0.5)
+        c.close()
+
+    thread = threading.Thread(target=attack)
+    thread.start()
+    probes = []
+    while probe_from and (thread.is_alive() or time.time() < sent["at"] + 1):
+        probes.append(describe_call(server.port, probe_from)[0])
+        time.sleep(0.02)
+    thread.join()
     after = settle(server)
     grown = peak.done() - base
-    print(f"{n} {method} calls opened and reset on one connection in "
-          f"{sent_s:.1f} s: server RSS {base:.0f} MB -> peak +{grown:.0f} MB, "
-          f"{after - base:+.0f} MB after")
-    return grown
+    print(f"{n} {method} calls opened and reset on one connection from "
+          f"{source} in {sent['s']:.1f} s: server RSS {base:.0f} MB -> peak "
+          f"+{grown:.0f} MB, {after - base:+.0f} MB after")
+    return grown, probes, sent["at"]
 
 
 def zero_window_pulls(server, n, sources):
@@ -608,14 +635,29 @@ def main():
                     [f"--push_memory_mb={push_memory_mb}"], legacy)
     try:
         # 1. Rapid reset.
-        grown = rapid_reset(server, "PullStream", resets, [pull_request()])
+        grown, probes, last_reset = rapid_reset(
+            server, "PullStream", resets, [pull_request()],
+            source="127.0.0.2", probe_from="127.0.0.1")
+        back_s = -1
+        if describe(server.port, source="127.0.0.2") is not None:
+            back_s = time.time() - last_reset
         check(f"{resets} reset PullStream calls hold < {GROWTH_BOUND_MB} MB "
               f"more", grown < GROWTH_BOUND_MB, f"+{grown:.0f} MB")
-        check("the server answers after the PullStream resets",
-              healthy(path, server.port) and describe(server.port) is not None)
+        refused = [p for p in probes if p != (0, "")]
+        print(f"DescribeModel from 127.0.0.1 during the attack: "
+              f"{len(probes) - len(refused)} of {len(probes)} answered; "
+              f"127.0.0.2 answered again {back_s:.1f} s after its last reset")
+        check("another address is answered during and right after the "
+              "attack (one address can not take every --max_calls place)",
+              bool(probes) and not refused,
+              f"{len(refused)} of {len(probes)} refused: "
+              f"{sorted(set(refused))}")
+        check("the server answers after the PullStream resets, the "
+              "attacking address too", healthy(path, server.port) and
+              describe(server.port) is not None and back_s >= 0)
         for method, msgs in (("DescribeModel", [b""]),
                              ("Pull", [pull_request()])):
-            g = rapid_reset(server, method, resets // 5, msgs)
+            g = rapid_reset(server, method, resets // 5, msgs)[0]
             check(f"{resets // 5} reset {method} calls hold < "
                   f"{GROWTH_BOUND_MB} MB more", g < GROWTH_BOUND_MB,
                   f"+{g:.0f} MB")
