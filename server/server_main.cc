@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "common/cli.h"
+#include "common/freed_memory.h"
 #include "common/main_preamble.h"
 #include "common/security_flags.h"
 #include "common/status_macros.h"
@@ -408,19 +409,23 @@ void PrintStatus(const ParamStore& store, int server_index) {
 }
 
 // Waits for SIGINT or SIGTERM (blocked in main() before any thread started),
-// waking up to print status every `log_every` seconds and to run
-// `checkpoint` every `checkpoint_every` seconds (0: never).
+// waking up to print status every `log_every` seconds, to run `checkpoint`
+// every `checkpoint_every` seconds (0: never), and every few seconds to give
+// memory freed after a burst of calls back to the system (freed_memory.h).
 void ServeUntilSignal(const ParamStore& store, int server_index, int log_every,
                       int checkpoint_every,
                       const std::function<void()>& checkpoint) {
   absl::Time next_checkpoint = absl::Now() + absl::Seconds(checkpoint_every);
   absl::Time next_log = absl::Now() + absl::Seconds(log_every);
+  constexpr absl::Duration kTrimEvery = absl::Seconds(2);
+  FreedMemoryReturner returner(int64_t{64} << 20);
+  absl::Time next_trim = absl::Now() + kTrimEvery;
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   for (;;) {
-    absl::Time wake = absl::Now() + absl::Hours(1);
+    absl::Time wake = next_trim;
     if (log_every > 0) wake = std::min(wake, next_log);
     if (checkpoint_every > 0) wake = std::min(wake, next_checkpoint);
     const timespec timeout =
@@ -438,6 +443,15 @@ void ServeUntilSignal(const ParamStore& store, int server_index, int log_every,
     if (log_every > 0 && absl::Now() >= next_log) {
       next_log = absl::Now() + absl::Seconds(log_every);
       PrintStatus(store, server_index);
+    }
+    if (absl::Now() >= next_trim) {
+      next_trim = absl::Now() + kTrimEvery;
+      if (const int64_t bytes = returner.MaybeReturn(); bytes > 0) {
+        std::printf("asgd_server %d: gave %lld MiB of memory freed after a "
+                    "burst of calls back to the system\n",
+                    server_index, static_cast<long long>(bytes >> 20));
+        std::fflush(stdout);
+      }
     }
   }
 }

@@ -1,0 +1,96 @@
+#include "common/freed_memory.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace asgd {
+namespace {
+
+constexpr size_t kBlock = 64 << 10;  // below malloc's mmap threshold: heap
+constexpr int kBlocks = 2048;        // 128 MiB
+
+// kBlocks blocks, written to (resident), then every other one freed: half
+// of them free inside malloc, between blocks still in use, so that free()
+// can not hand them back by shrinking the heap.
+std::vector<void*> Fragment() {
+  std::vector<void*> blocks(kBlocks);
+  for (void*& b : blocks) {
+    b = std::malloc(kBlock);
+    std::memset(b, 1, kBlock);
+  }
+  for (int i = 0; i < kBlocks; i += 2) {
+    std::free(blocks[i]);
+    blocks[i] = nullptr;
+  }
+  return blocks;
+}
+
+void FreeAll(std::vector<void*>& blocks) {
+  for (void*& b : blocks) {
+    std::free(b);
+    b = nullptr;
+  }
+}
+
+TEST(FreedMemoryTest, ABurstIsGivenBackOnce) {
+#if !defined(__GLIBC__)
+  GTEST_SKIP() << "malloc_trim is glibc's";
+#endif
+  ASSERT_GT(ResidentBytes(), 0);
+  FreedMemoryReturner returner(int64_t{16} << 20);
+  std::vector<void*> blocks = Fragment();
+  EXPECT_GE(FreedMemoryHeld(), int64_t{60} << 20);
+  const int64_t returned = returner.MaybeReturn();
+  EXPECT_EQ(returner.trims(), 1);
+  // 64 MiB were free; malloc keeps each free block's first page.
+  EXPECT_GE(returned, int64_t{32} << 20);
+  // Nothing grew since: asked again, it does not trim.
+  EXPECT_EQ(returner.MaybeReturn(), 0);
+  EXPECT_EQ(returner.trims(), 1);
+  FreeAll(blocks);
+}
+
+TEST(FreedMemoryTest, MemoryReusedStepAfterStepIsNeverTrimmed) {
+#if !defined(__GLIBC__)
+  GTEST_SKIP() << "malloc_trim is glibc's";
+#endif
+  std::vector<void*> blocks = Fragment();
+  FreedMemoryReturner returner(int64_t{16} << 20);
+  for (int step = 0; step < 20; ++step) {
+    // The freed half taken again and freed again: resident memory does not
+    // grow, although 64 MiB are free in malloc after every step.
+    for (int i = 0; i < kBlocks; i += 2) {
+      blocks[i] = std::malloc(kBlock);
+      std::memset(blocks[i], 2, kBlock);
+    }
+    for (int i = 0; i < kBlocks; i += 2) {
+      std::free(blocks[i]);
+      blocks[i] = nullptr;
+    }
+    EXPECT_EQ(returner.MaybeReturn(), 0) << "step " << step;
+  }
+  EXPECT_EQ(returner.trims(), 0);
+  FreeAll(blocks);
+}
+
+TEST(FreedMemoryTest, GrowthThatIsNotFreeIsNotTrimmed) {
+#if !defined(__GLIBC__)
+  GTEST_SKIP() << "malloc_trim is glibc's";
+#endif
+  FreedMemoryReturner returner(int64_t{16} << 20);
+  std::vector<void*> blocks(kBlocks);
+  for (void*& b : blocks) {
+    b = std::malloc(kBlock);
+    std::memset(b, 3, kBlock);
+  }
+  // 128 MiB more resident, all of it in use.
+  EXPECT_EQ(returner.MaybeReturn(), 0);
+  EXPECT_EQ(returner.trims(), 0);
+  FreeAll(blocks);
+}
+
+}  // namespace
+}  // namespace asgd
