@@ -447,8 +447,8 @@ void ServeUntilSignal(const ParamStore& store, int server_index, int log_every,
     if (absl::Now() >= next_trim) {
       next_trim = absl::Now() + kTrimEvery;
       if (const int64_t bytes = returner.MaybeReturn(); bytes > 0) {
-        std::printf("asgd_server %d: gave %lld MiB of memory freed after a "
-                    "burst of calls back to the system\n",
+        std::printf("asgd_server %d: gave %lld MiB of freed memory (a burst "
+                    "of calls, say) back to the system\n",
                     server_index, static_cast<long long>(bytes >> 20));
         std::fflush(stdout);
       }
