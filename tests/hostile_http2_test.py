@@ -655,10 +655,10 @@ def main():
         check(f"and the server gives it back: < {KEPT_BOUND_MB} MB more "
               f"after", kept < KEPT_BOUND_MB, f"+{kept:.0f} MB")
         refused = [p for p in probes if p != (0, "")]
+        back = "never" if back_s is None else f"{back_s:.1f} s"
         print(f"DescribeModel from 127.0.0.1 during the attack: "
               f"{len(probes) - len(refused)} of {len(probes)} answered; "
-              f"127.0.0.2 answered again {back_s if back_s is None else round(back_s, 1)} s "
-              f"after its last reset")
+              f"127.0.0.2 answered again {back} after its last reset")
         check("another address is answered during and right after the "
               "attack (one address can not take every --max_calls place)",
               bool(probes) and not refused,
