@@ -84,7 +84,9 @@ void ExpectSame(const Model& got, const Model& want, bool state) {
     ASSERT_EQ(std::memcmp(&got.w[i], &want.w[i], sizeof(float)), 0) << i;
     if (!got.keep[i]) {
       ASSERT_EQ(got.w[i], 0.0f) << i;
-      if (state) ASSERT_EQ(got.v[i], 0.0f) << i;
+      if (state) {
+        ASSERT_EQ(got.v[i], 0.0f) << i;
+      }
     }
     if (state) {
       ASSERT_EQ(std::memcmp(&got.v[i], &want.v[i], sizeof(float)), 0) << i;
