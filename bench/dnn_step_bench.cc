@@ -32,7 +32,9 @@
 // --worker_step times what a GPU worker does per minibatch with its model
 // resident on the backend (model/backend.h; the worker's
 // --resident_model): upload the batch, compute, add the gradient to the
-// backend's sum (AccumulateGradient) and, every --push_every minibatches,
+// backend's sum (AccumulateGradient; with --stage_batches, the default, the
+// next minibatch announced first, so that the CUDA backend uploads it while
+// this one computes, as in the worker) and, every --push_every minibatches,
 // take the push: --push_encoding=onebit encodes the average with error
 // feedback on the backend and downloads only the bytes (TakeOneBit, by the
 // chunk plan of a pool of --servers servers, PushEncoder::one_bit_plan);
@@ -121,6 +123,11 @@ ABSL_FLAG(bool, worker_step, false,
           "TakeAverage) "
           "instead of ComputeGradient.");
 ABSL_FLAG(int, push_every, 1, "--worker_step: minibatches per push.");
+ABSL_FLAG(bool, stage_batches, true,
+          "--worker_step: two minibatches in turn, each announced to the "
+          "backend a step ahead (ModelBackend::StageNext), as the worker's "
+          "trainer does; false: nothing announced (the backend column says "
+          "<backend>+worker-unstaged).");
 ABSL_FLAG(std::string, push_encoding, "onebit",
           "--worker_step: onebit or topk (encoded on the backend), bf16 "
           "(rounded on the backend) or float32.");
@@ -249,8 +256,20 @@ absl::StatusOr<double> TimeWorkerSteps(ModelBackend& backend,
                1e3 * std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - load_start)
                          .count());
+  // Two minibatches (the same values in two buffers) in turn, as the
+  // trainer's look-ahead hands them: the next one announced before each step.
+  const bool stage = absl::GetFlag(FLAGS_stage_batches);
+  const std::vector<float> inputs2(batch.inputs.begin(), batch.inputs.end());
+  const std::vector<int32_t> labels2(batch.labels.begin(), batch.labels.end());
+  Batch other = batch;
+  other.inputs = inputs2;
+  other.labels = labels2;
+  const Batch* turns[2] = {&batch, &other};
+  int turn = 0;
   auto step = [&]() -> absl::Status {
-    auto r = backend.AccumulateGradient(batch);
+    if (stage) backend.StageNext(*turns[1 - turn]);
+    auto r = backend.AccumulateGradient(*turns[turn]);
+    turn = 1 - turn;
     if (!r.ok()) return r.status();
     if (backend.accumulated() < push_every) return absl::OkStatus();
     if (!push.top_k.chunks.empty()) {
@@ -445,11 +464,14 @@ int Run() {
                                     iters)
                   : TimeSteps(**backend, params, batch, warmup, iters);
           if (!seconds.ok()) return Fail(seconds.status());
-          rows.push_back({kind,
-                          absl::GetFlag(FLAGS_worker_step)
-                              ? backend_name + "+worker"
-                              : backend_name,
-                          math, count, model_steps, iters, *seconds, macs});
+          rows.push_back(
+              {kind,
+               absl::GetFlag(FLAGS_worker_step)
+                   ? backend_name + (absl::GetFlag(FLAGS_stage_batches)
+                                         ? "+worker"
+                                         : "+worker-unstaged")
+                   : backend_name,
+               math, count, model_steps, iters, *seconds, macs});
         }
         if (backend_name == "cpu") break;  // "auto" fell back: one mode only
       }

@@ -65,6 +65,13 @@ for enc in onebit topk bf16 float32; do
       fail "no worker-step row for $model ($enc): $wout"
   done
 done
+# Without the next minibatch announced: its own backend label.
+wout=$("$bench" --backends=cpu --models=dnn --worker_step --stage_batches=false \
+  --hidden=16,16 --num_classes=7 --batches=8 --warmup=1 --iters=2 2>&1) ||
+  fail "--worker_step --stage_batches=false failed: $wout"
+grep -q "^| dnn | cpu+worker-unstaged | fp32 | " <<<"$wout" ||
+  fail "no unstaged worker-step row: $wout"
+
 if "$bench" --backends=cpu --worker_step --push_encoding=gzip --iters=1 \
     --hidden=16 >/dev/null 2>&1; then
   fail "--push_encoding=gzip was accepted"

@@ -51,6 +51,7 @@ bench() {  # name flags...
 }
 bench gradient --models=dnn,cnn,lstm,blstm
 bench worker_onebit --models=dnn,cnn,lstm,blstm --worker_step --push_encoding=onebit
+bench worker_onebit_unstaged --models=dnn,lstm --worker_step --push_encoding=onebit --stage_batches=false
 bench worker_onebit_k4 --models=dnn --worker_step --push_encoding=onebit --push_every=4
 bench worker_float32 --models=dnn --worker_step --push_encoding=float32
 bench worker_bf16 --models=dnn --worker_step --push_encoding=bf16

@@ -124,6 +124,10 @@ int ModelBackend::accumulated() const {
   return resident_ == nullptr ? 0 : resident_->accumulated;
 }
 
+bool ModelBackend::stages_batches() const { return false; }
+
+void ModelBackend::StageNext(const Batch&) {}
+
 absl::Status ModelBackend::TakeAverage(absl::Span<float> out) {
   ASGD_RETURN_IF_ERROR(
       CheckModelSized("TakeAverage", out.size(), ParamCount(*this)));

@@ -146,6 +146,25 @@ class ModelBackend {
   // Minibatches in the sum since it was last taken.
   virtual int accumulated() const;
 
+  // ---- The next minibatch, moved while this one computes ----
+
+  // True for a backend that uses StageNext (the CUDA backend); a training
+  // loop then draws its minibatches one ahead and announces each.
+  virtual bool stages_batches() const;
+
+  // Announces the batch a coming gradient call (AccumulateGradient or
+  // ComputeGradient) will most likely be given, usually the one after next:
+  // a staging backend copies it to where it computes during its next
+  // gradient call, while that call's own minibatch computes. A later call given
+  // a batch with the same spans (the same memory and sizes, same sequences and
+  // steps) reads the staged copy; any other batch is moved as without
+  // StageNext, so a wrong guess costs only the copy. `next`'s memory must stay
+  // allocated and unchanged until the gradient call that reads it returns (the
+  // caller owns it: a staged copy is not a snapshot the caller may overwrite).
+  // Checks nothing (the gradient call checks the batch); the default does
+  // nothing.
+  virtual void StageNext(const Batch& next);
+
   // out = sum * (1 / accumulated()) (each element rounded once; zeros for
   // an empty sum), and the sum is cleared. InvalidArgument for a size other
   // than the model's.

@@ -57,6 +57,10 @@ class TeacherBackend final : public ModelBackend {
     return student_->AccumulateGradient(taught);
   }
   int accumulated() const override { return student_->accumulated(); }
+  // The student stages the rows and labels; the teacher's posteriors of a
+  // batch are computed when its gradient call comes.
+  bool stages_batches() const override { return student_->stages_batches(); }
+  void StageNext(const Batch& next) override { student_->StageNext(next); }
   absl::Status TakeAverage(absl::Span<float> out) override {
     return student_->TakeAverage(out);
   }

@@ -31,8 +31,10 @@ ABSL_FLAG(int, max_overlapped_steps, 1,
 ABSL_FLAG(int, prefetch_batches, 2,
           "This worker's own minibatches (not the shared pool's) are "
           "prepared this many ahead on a thread of their own, while the "
-          "current one computes; the same minibatches in the same order. 0: "
-          "each when it is needed. At most 16.");
+          "current one computes; the same minibatches in the same order. A "
+          "CUDA backend also gets each one a step ahead and uploads it while "
+          "the one before computes. 0: each when it is needed (nothing "
+          "uploaded ahead). At most 16.");
 ABSL_FLAG(std::string, pool_run_id_file, "",
           "With --minibatch_pool (required there): a file holding this run's "
           "id, 16 to 256 bytes (surrounding whitespace ignored), the same for "

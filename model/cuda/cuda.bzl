@@ -20,8 +20,9 @@ load("@asgd_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
 # cuda_top_k.cu), the device replay
 # of delta-pull updates (cuda_replay.cu) and the mirrors of pulled models
 # (cuda_mirrors.cu), the teacher-student loss
-# (cuda_soft_targets.cu), a pipeline stage's layers (cuda_layer_range.cu)
-# and the backend class (cuda_backend.cu). All build sm_80
+# (cuda_soft_targets.cu), a pipeline stage's layers (cuda_layer_range.cu),
+# the minibatches' two device slots (cuda_batch_stager.cu) and the backend
+# class (cuda_backend.cu). All build sm_80
 # (A100) and sm_90 (H100/H200) machine code plus compute_90 PTX that newer
 # GPUs can JIT-compile. Every object lists every header of the plugin (and
 # the model headers they include) in its srcs, so that a change to one
@@ -43,12 +44,15 @@ _CU_SOURCES = [
     "cuda_mirrors",
     "cuda_soft_targets",
     "cuda_layer_range",
+    "cuda_batch_stager",
     "cuda_backend",
 ]
 
 _CU_HEADERS = [
+    "batch_staging.h",
     "conv_impl.h",
     "cuda_backend.h",
+    "cuda_batch_stager.h",
     "cuda_device.cuh",
     "cuda_exec.cuh",
     "cuda_kernels.h",

@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "model/batch_check.h"
 #include "model/cuda/cuda_backend.h"
+#include "model/cuda/cuda_batch_stager.h"
 #include "model/cuda/cuda_kernels.h"
 #include "model/cuda/cuda_layer.h"
 #include "model/cuda/cuda_mirrors.h"
@@ -44,16 +45,21 @@ constexpr int64_t kChunkFloats = int64_t{1} << 20;
 // The backend: the layers of cuda_layer.h in order, as model/cpu_backend.cc
 // runs those of model/layers/, then the softmax with cross-entropy.
 //
-// Streams: compute_ runs GEMMs and kernels; copy_ runs every host<->device
-// copy. Per call:
-//   copy_:    inputs, labels, layer 0 params  -> params_ready_[0]
+// Streams: compute_ runs GEMMs and kernels; copy_ runs the parameters' and
+// gradients' host<->device copies; the stager's own stream the minibatches'.
+// Per call:
+//   stager_:  inputs, labels (unless staged by the call before: see
+//             cuda_batch_stager.h); compute_ waits for them
+//   copy_:    layer 0 params                   -> params_ready_[0]
 //             layer 1 params                   -> params_ready_[1] ...
 //   compute_: wait params_ready_[l]; forward layer l   (l = 0..L)
 //             softmax/loss; backward layer l -> grad_computed_[l] (l = L..0)
 //   copy_:    wait grad_computed_[l]; download layer l's gradient in chunks,
 //             each chunk -> its grad_downloaded_ event
-//   host:     waits for each chunk's event and copies it out of pinned memory
-//             while later layers are still being computed and downloaded.
+//   host:     copies the announced next batch (StageNext) into the stager's
+//             other slot and enqueues its upload; waits for each chunk's
+//             event and copies it out of pinned memory while later layers are
+//             still being computed and downloaded.
 class CudaBackend final : public ModelBackend {
  public:
   static absl::StatusOr<std::unique_ptr<ModelBackend>> Create(
@@ -165,6 +171,10 @@ class CudaBackend final : public ModelBackend {
     return resident_ == nullptr ? 0 : resident_->accumulated();
   }
 
+  // The next minibatch moves while this one computes (cuda_batch_stager.h).
+  bool stages_batches() const override { return true; }
+  void StageNext(const Batch& next) override { stager_.Announce(next); }
+
   absl::Status TakeAverage(absl::Span<float> out) override {
     ASGD_RETURN_IF_ERROR(CheckModelSized("TakeAverage", out.size()));
     ASGD_RETURN_IF_ERROR(NeedResident("TakeAverage"));
@@ -270,9 +280,8 @@ class CudaBackend final : public ModelBackend {
     }
     ASGD_ASSIGN_OR_RETURN(d_params_, DeviceBuffer<float>::Create(num_params_));
     ASGD_ASSIGN_OR_RETURN(d_grad_, DeviceBuffer<float>::Create(num_params_));
-    ASGD_ASSIGN_OR_RETURN(
-        d_inputs_, DeviceBuffer<float>::Create(batch * spec_.input_dim()));
-    ASGD_ASSIGN_OR_RETURN(d_labels_, DeviceBuffer<int32_t>::Create(heads));
+    ASGD_ASSIGN_OR_RETURN(stager_, cuda::BatchStager::Create(
+                                       batch, spec_.input_dim(), heads));
     for (int l = 0; l < layers; ++l) {
       ASGD_ASSIGN_OR_RETURN(
           DeviceBuffer<float> acts,
@@ -287,10 +296,7 @@ class CudaBackend final : public ModelBackend {
     ASGD_ASSIGN_OR_RETURN(d_row_int_, DeviceBuffer<int32_t>::Create(heads));
 
     ASGD_ASSIGN_OR_RETURN(
-        h_inputs_, PinnedHostBuffer<float>::Create(batch * spec_.input_dim()));
-    ASGD_ASSIGN_OR_RETURN(
         h_logits_, PinnedHostBuffer<float>::Create(heads * spec_.num_classes));
-    ASGD_ASSIGN_OR_RETURN(h_labels_, PinnedHostBuffer<int32_t>::Create(heads));
     ASGD_ASSIGN_OR_RETURN(h_row_loss_, PinnedHostBuffer<float>::Create(heads));
     ASGD_ASSIGN_OR_RETURN(h_row_int_, PinnedHostBuffer<int32_t>::Create(heads));
     return absl::OkStatus();
@@ -328,6 +334,7 @@ class CudaBackend final : public ModelBackend {
   void Drain() {
     if (copy_) cudaStreamSynchronize(copy_.get());
     if (compute_) cudaStreamSynchronize(compute_.get());
+    stager_.Drain();
     cudaGetLastError();
   }
 
@@ -344,10 +351,11 @@ class CudaBackend final : public ModelBackend {
 
   // The input of layer l on the device.
   const float* LayerInput(int l) const {
-    return l == 0 ? d_inputs_.get() : d_acts_[l - 1].get();
+    return l == 0 ? inputs_ : d_acts_[l - 1].get();
   }
 
-  // Uploads the inputs (and labels, if `with_labels`) and every layer's
+  // Makes the inputs (and labels, if `with_labels`) ready on the device
+  // (inputs_, labels_: staged, or uploaded now), uploads every layer's
   // parameters, and enqueues the forward pass, layer by layer, so that layer
   // l can start while later layers' parameters are still being copied. On
   // the device, d_acts_[l] then holds layer l's output for l < L and the
@@ -361,28 +369,11 @@ class CudaBackend final : public ModelBackend {
       ASGD_ASSIGN_OR_RETURN(h_params_,
                             PinnedHostBuffer<float>::Create(num_params_));
     }
-    const int n = batch.rows();
-    const int64_t input_floats = int64_t{n} * spec_.input_dim();
-    std::memcpy(h_inputs_.get(), batch.inputs.data(),
-                input_floats * sizeof(float));
-    ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        d_inputs_.get(), h_inputs_.get(), input_floats * sizeof(float),
-        cudaMemcpyHostToDevice, copy_.get()));
-    if (with_labels) {  // one per head
-      const size_t bytes = batch.labels.size() * sizeof(int32_t);
-      std::memcpy(h_labels_.get(), batch.labels.data(), bytes);
-      ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_labels_.get(),
-                                                h_labels_.get(), bytes,
-                                                cudaMemcpyHostToDevice,
-                                                copy_.get()));
-    }
-
-    if (resident != nullptr) {  // the batch must have arrived
-      ASGD_CUDA_RETURN_IF_ERROR(
-          cudaEventRecord(params_ready_[0].get(), copy_.get()));
-      ASGD_CUDA_RETURN_IF_ERROR(
-          cudaStreamWaitEvent(compute_.get(), params_ready_[0].get(), 0));
-    }
+    ASGD_ASSIGN_OR_RETURN(
+        const cuda::BatchStager::Slot slot,
+        stager_.Acquire(batch, with_labels, compute_.get()));
+    inputs_ = slot.inputs;
+    labels_ = slot.labels;  // one per head
     const float* model = resident != nullptr ? resident : d_params_.get();
     for (int l = 0; l < num_layers(); ++l) {
       if (resident == nullptr) {
@@ -427,12 +418,12 @@ class CudaBackend final : public ModelBackend {
     float* din = d_delta_prev_.get();
     const float inv = labelled > 0 ? 1.0f / labelled : 0.0f;
     ASGD_CUDA_RETURN_IF_ERROR(cuda_kernels::LaunchSoftmaxCrossEntropy(
-        d_acts_[last].get(), d_labels_.get(), n, spec_.num_classes, inv, dout,
+        d_acts_[last].get(), labels_, n, spec_.num_classes, inv, dout,
         d_row_loss_.get(), d_row_int_.get(), compute_.get()));
     if (!batch.teacher.empty()) {  // teacher-student: cuda_soft_targets.h
       ASGD_RETURN_IF_ERROR(soft_targets_.Run(
           ctx_, batch, n, max_batch_ * spec_.output_frames, spec_.num_classes,
-          d_acts_[last].get(), d_labels_.get(), inv, dout, d_row_loss_.get()));
+          d_acts_[last].get(), labels_, inv, dout, d_row_loss_.get()));
     }
 
     for (int l = last; l >= 0; --l) {
@@ -467,6 +458,8 @@ class CudaBackend final : public ModelBackend {
       }
       std::swap(dout, din);
     }
+    // While the device computes: the next minibatch, if one was announced.
+    ASGD_RETURN_IF_ERROR(stager_.StageAnnounced());
 
     // Copy each chunk out of pinned memory as soon as it has arrived.
     for (int l = last; resident == nullptr && l >= 0; --l) {
@@ -480,6 +473,7 @@ class CudaBackend final : public ModelBackend {
     }
     ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy_.get()));
     ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_.get()));
+    ASGD_RETURN_IF_ERROR(stager_.Finish());
 
     BatchResult result;
     result.labelled = labelled;
@@ -561,8 +555,10 @@ class CudaBackend final : public ModelBackend {
 
   std::vector<std::unique_ptr<CudaLayer>> layers_;  // hidden, then output
   DeviceBuffer<float> d_params_, d_grad_;           // [num_params]
-  DeviceBuffer<float> d_inputs_;                    // [max_batch, input_dim]
-  DeviceBuffer<int32_t> d_labels_;                  // [heads]
+  cuda::BatchStager stager_;  // the minibatches' inputs and labels
+  // Where the current call's batch is (in one of stager_'s slots).
+  const float* inputs_ = nullptr;
+  const int32_t* labels_ = nullptr;
   std::vector<DeviceBuffer<float>> d_acts_;         // [layer][max_batch, out]
   DeviceBuffer<float> d_delta_, d_delta_prev_;      // [max_batch, widest]
   DeviceBuffer<float> d_row_loss_;                  // [heads]
@@ -571,9 +567,7 @@ class CudaBackend final : public ModelBackend {
 
   // Model-sized: made by the first call with host parameters (gradients).
   PinnedHostBuffer<float> h_params_, h_grad_;
-  PinnedHostBuffer<float> h_inputs_;
   PinnedHostBuffer<float> h_logits_;  // [heads, num_classes]
-  PinnedHostBuffer<int32_t> h_labels_;
   PinnedHostBuffer<float> h_row_loss_;
   PinnedHostBuffer<int32_t> h_row_int_;
 

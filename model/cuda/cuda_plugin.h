@@ -33,7 +33,9 @@ namespace asgd {
 //    until its heads were computed, with the same ABI).
 // 8: create_range (a pipeline stage's layers, model/layer_range.h).
 // 9: ModelBackend::TakeTopK (top-k pushes encoded on the device).
-inline constexpr int kCudaPluginAbiVersion = 9;
+// 10: ModelBackend::stages_batches, StageNext (the next minibatch uploaded
+//     while this one computes).
+inline constexpr int kCudaPluginAbiVersion = 10;
 
 struct CudaPluginApi {
   int abi_version;

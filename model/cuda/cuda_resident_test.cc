@@ -109,5 +109,80 @@ TEST(CudaResidentTest, APinnedBufferLoadsTheSameModel) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The next minibatch staged while this one computes (StageNext,
+// cuda_batch_stager.h): the same gradients bit for bit as without it, for
+// announcements that come true, a wrong guess, a forward call in between and
+// a shorter batch; and the staged copy is taken during the call before
+// (seen by overwriting the announced memory after that call, which a caller
+// must not do: the gradient is still the original batch's).
+TEST(CudaResidentTest, StagedMinibatchesGiveTheSameGradientsBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  const ModelSpec spec = Dnn(96);
+  CudaOptions options;
+  options.math = CudaOptions::MathMode::kFp32;
+  auto plain = CreateCudaBackend(spec, 32, options);
+  auto staged = CreateCudaBackend(spec, 32, options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  ASSERT_TRUE((*staged)->stages_batches());
+  const std::vector<float> params = InitialParams(spec, 8);
+  ASSERT_TRUE((*plain)->LoadModel(params).ok());
+  ASSERT_TRUE((*staged)->LoadModel(params).ok());
+  std::vector<TestBatch> batches = RandomBatches(spec, 6, 32, 3);
+  TestBatch shorter = batches[5];
+  shorter.inputs.resize(7 * spec.input_dim());
+  shorter.labels.resize(7);
+  const int64_t n = static_cast<int64_t>(params.size());
+
+  // Step i computes `order[i]` and first announces `guess[i]` (-1: none).
+  const std::vector<int> order = {0, 1, 2, 3, 4, 1};
+  const std::vector<int> guess = {1, 2, 4, 4, 1, -1};  // 3 was not expected
+  std::vector<float> a(n), b(n);
+  for (size_t i = 0; i < order.size(); ++i) {
+    SCOPED_TRACE(i);
+    if (guess[i] >= 0) (*staged)->StageNext(batches[guess[i]].batch());
+    auto r1 = (*plain)->AccumulateGradient(batches[order[i]].batch());
+    auto r2 = (*staged)->AccumulateGradient(batches[order[i]].batch());
+    ASSERT_TRUE(r1.ok()) << r1.status();
+    ASSERT_TRUE(r2.ok()) << r2.status();
+    EXPECT_EQ(r1->loss, r2->loss);
+    EXPECT_EQ(r1->correct, r2->correct);
+    ASSERT_TRUE((*plain)->TakeAverage(absl::MakeSpan(a)).ok());
+    ASSERT_TRUE((*staged)->TakeAverage(absl::MakeSpan(b)).ok());
+    EXPECT_EQ(a, b);
+    if (i == 2) {  // a forward call between staging 4 and computing 3
+      std::vector<int32_t> p1(32), p2(32);
+      ASSERT_TRUE((*plain)
+                      ->Predict(params, batches[5].batch(), absl::MakeSpan(p1))
+                      .ok());
+      ASSERT_TRUE((*staged)
+                      ->Predict(params, batches[5].batch(), absl::MakeSpan(p2))
+                      .ok());
+      EXPECT_EQ(p1, p2);
+    }
+  }
+  // A shorter batch staged, then computed.
+  (*staged)->StageNext(shorter.batch());
+  ASSERT_TRUE((*staged)->AccumulateGradient(batches[0].batch()).ok());
+  ASSERT_TRUE((*staged)->TakeAverage(absl::MakeSpan(b)).ok());
+  ASSERT_TRUE((*staged)->AccumulateGradient(shorter.batch()).ok());
+  ASSERT_TRUE((*plain)->AccumulateGradient(shorter.batch()).ok());
+  ASSERT_TRUE((*plain)->TakeAverage(absl::MakeSpan(a)).ok());
+  ASSERT_TRUE((*staged)->TakeAverage(absl::MakeSpan(b)).ok());
+  EXPECT_EQ(a, b);
+
+  // The copy is taken during the call before: overwrite batch 2's memory
+  // after it was staged; its gradient is still the original's.
+  ASSERT_TRUE((*plain)->AccumulateGradient(batches[2].batch()).ok());
+  ASSERT_TRUE((*plain)->TakeAverage(absl::MakeSpan(a)).ok());
+  (*staged)->StageNext(batches[2].batch());
+  ASSERT_TRUE((*staged)->AccumulateGradient(batches[0].batch()).ok());
+  ASSERT_TRUE((*staged)->TakeAverage(absl::MakeSpan(b)).ok());
+  for (float& v : batches[2].inputs) v = 0.0f;
+  ASSERT_TRUE((*staged)->AccumulateGradient(batches[2].batch()).ok());
+  ASSERT_TRUE((*staged)->TakeAverage(absl::MakeSpan(b)).ok());
+  EXPECT_EQ(a, b) << "the staged copy was not used";
+}
+
 }  // namespace
 }  // namespace asgd

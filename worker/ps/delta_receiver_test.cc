@@ -288,7 +288,9 @@ TEST(DeltaReceiverPartsTest, PartsLeaveTheSameBitsAsOneThread) {
 
   auto replay = [&](PartRunner* runner, ExactCopy* device = nullptr) {
     std::vector<float> copy = initial;
-    if (device != nullptr) EXPECT_TRUE(device->Upload(initial).ok());
+    if (device != nullptr) {
+      EXPECT_TRUE(device->Upload(initial).ok());
+    }
     DeltaReceiver r(&layout, layout.ServerRange(0), 1024, 1 << 20,
                     copy.data(), 20, runner, device);
     uint64_t chunks = 0;

@@ -129,7 +129,10 @@ struct TrainerOptions {
   // This worker's own minibatches (not the pool's) are drawn this many
   // ahead on a thread of their own (worker/data/prefetch_source.h), so that
   // preparing one overlaps the computation of the one before; the same
-  // minibatches in the same order. 0: drawn when needed.
+  // minibatches in the same order; with a backend that stages minibatches
+  // (ModelBackend::stages_batches: the CUDA backend), each is also handed
+  // to it one step ahead (worker/data/look_ahead_source.h) and uploaded
+  // while the one before computes. 0: drawn when needed, nothing staged.
   int prefetch_batches = 0;
   // When set (not with use_pool), the main loop's and the warm start's
   // minibatches come from sources it opens (e.g. a StreamSource over a

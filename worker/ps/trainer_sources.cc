@@ -1,15 +1,16 @@
 // The trainer's minibatches (trainer.h): its own data, drawn ahead on a
-// thread of its own (prefetch_batches), or the servers' shared pool.
-#include "worker/ps/trainer.h"
-
+// thread of its own (prefetch_batches) and, for a backend that stages them,
+// handed to it one ahead (LookAheadSource), or the servers' shared pool.
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/data/look_ahead_source.h"
 #include "worker/data/make_examples.h"
 #include "worker/data/prefetch_source.h"
 #include "worker/ps/pool_source.h"
+#include "worker/ps/trainer.h"
 
 namespace asgd {
 
@@ -23,10 +24,16 @@ absl::StatusOr<std::unique_ptr<BatchSource>> Trainer::OpenSource(
   }
   if (options_.prefetch_batches <= 0) return source;
   const BatchShape shape = ShapeOfBatch(*train_, options_.loop.batch_size);
-  return std::unique_ptr<BatchSource>(std::make_unique<PrefetchSource>(
-      std::move(source), options_.prefetch_batches,
-      BatchBuffer(shape.examples, shape.steps, train_->input_dim(),
-                  train_->labels_per_row())));
+  const BatchBuffer prototype(shape.examples, shape.steps, train_->input_dim(),
+                              train_->labels_per_row());
+  source = std::make_unique<PrefetchSource>(
+      std::move(source), options_.prefetch_batches, prototype);
+  if (!backend_->stages_batches()) return source;
+  // The next minibatch goes to the device while this one computes.
+  ModelBackend* backend = backend_;
+  return std::unique_ptr<BatchSource>(std::make_unique<LookAheadSource>(
+      std::move(source),
+      [backend](const Batch& next) { backend->StageNext(next); }, prototype));
 }
 
 absl::StatusOr<PoolGrant> Trainer::FetchWithRetry(uint64_t num_frames,

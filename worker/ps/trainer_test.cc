@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <future>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -895,6 +896,123 @@ TEST(TrainerTest, PrefetchedMinibatchesTrainTheSameModel) {
     EXPECT_EQ(Train(&pool, o).status().code(),
               absl::StatusCode::kInvalidArgument)
         << bad;
+  }
+}
+
+// A backend that stages minibatches (as the CUDA backend does), over the
+// CPU backend: records what StageNext announced (where, and a checksum of
+// the values then), takes it as the CUDA backend does during the next
+// gradient call, and counts the gradient calls after that which compute the
+// batch taken, with the same values.
+class StagingSpy final : public ModelBackend {
+ public:
+  explicit StagingSpy(std::unique_ptr<ModelBackend> inner)
+      : inner_(std::move(inner)) {}
+  absl::string_view name() const override { return "staging-spy"; }
+  const ModelSpec& spec() const override { return inner_->spec(); }
+  int max_rows() const override { return inner_->max_rows(); }
+  absl::StatusOr<BatchResult> ComputeGradient(absl::Span<const float> params,
+                                              const Batch& batch,
+                                              absl::Span<float> grad) override {
+    ++calls;
+    if (staged_.has_value() && batch.inputs.data() == staged_->inputs &&
+        batch.labels.data() == staged_->labels &&
+        batch.inputs.size() == staged_->input_count) {
+      ++staged_calls;
+      if (Checksum(batch) != staged_->checksum) ++changed_since_announced;
+    }
+    staged_ = std::move(announced_);
+    announced_.reset();
+    return inner_->ComputeGradient(params, batch, grad);
+  }
+  absl::Status LogPosteriors(absl::Span<const float> params, const Batch& batch,
+                             absl::Span<float> out) override {
+    return inner_->LogPosteriors(params, batch, out);
+  }
+  absl::Status Predict(absl::Span<const float> params, const Batch& batch,
+                       absl::Span<int32_t> out) override {
+    return inner_->Predict(params, batch, out);
+  }
+  bool stages_batches() const override { return true; }
+  void StageNext(const Batch& next) override {
+    ++announcements;
+    announced_ = Announced{next.inputs.data(), next.labels.data(),
+                           next.inputs.size(), Checksum(next)};
+  }
+
+  int calls = 0, staged_calls = 0, announcements = 0;
+  int changed_since_announced = 0;
+
+ private:
+  static double Checksum(const Batch& b) {
+    double sum = 0;
+    for (size_t i = 0; i < b.inputs.size(); ++i) sum += b.inputs[i] * (i + 1);
+    for (size_t i = 0; i < b.labels.size(); ++i) sum += b.labels[i] * (i + 7);
+    return sum;
+  }
+  struct Announced {
+    const float* inputs;
+    const int32_t* labels;
+    size_t input_count;
+    double checksum;
+  };
+  const std::unique_ptr<ModelBackend> inner_;
+  std::optional<Announced> announced_;  // since the last gradient call
+  std::optional<Announced> staged_;     // taken by the last gradient call
+};
+
+// With a backend that stages minibatches, the trainer hands it each one a
+// step ahead (worker/data/look_ahead_source.h): every gradient call but the
+// first computes the batch announced, unchanged since, and the model is the
+// one trained without staging (and with nothing drawn ahead: prefetch 0).
+TEST(TrainerTest, AStagingBackendGetsEachMinibatchAStepAhead) {
+  const Utterances train_utts = ToyUtterances(1);
+  const ModelSpec spec = SmallSpec();
+  auto train = MakeExamples(spec, &train_utts, ToyDataOptions());
+  auto heldout = MakeExamples(spec, &train_utts, ToyDataOptions());
+  ASSERT_TRUE(train.ok() && heldout.ok());
+  for (TrainMode mode : {TrainMode::kSgd, TrainMode::kAsgd}) {
+    SCOPED_TRACE(mode == TrainMode::kSgd ? "sgd" : "asgd, resident model");
+    std::vector<TrainResult> results;
+    for (int prefetch : {0, 2}) {
+      for (bool staging : {false, true}) {
+        FakeClock clock;
+        FakePool pool;
+        TrainerOptions o = BaseOptions(&clock);
+        o.mode = mode;
+        o.resident_model = mode == TrainMode::kAsgd;
+        o.loop.max_steps = 30;
+        o.prefetch_batches = prefetch;
+        const int rows = ShapeOfBatch(**train, o.loop.batch_size).rows();
+        auto cpu = CreateCpuBackend(spec, rows);
+        ASSERT_TRUE(cpu.ok());
+        std::unique_ptr<ModelBackend> backend = *std::move(cpu);
+        StagingSpy* spy = nullptr;
+        if (staging) {
+          auto owned = std::make_unique<StagingSpy>(std::move(backend));
+          spy = owned.get();
+          backend = std::move(owned);
+        }
+        Trainer trainer(&pool, backend.get(), train->get(), heldout->get(), o,
+                        nullptr);
+        auto result = trainer.Run();
+        ASSERT_TRUE(result.ok()) << result.status();
+        EXPECT_EQ(result->steps, 30);
+        results.push_back(*std::move(result));
+        if (spy == nullptr) continue;
+        EXPECT_EQ(spy->calls, 30);
+        EXPECT_EQ(spy->changed_since_announced, 0);
+        if (prefetch == 0) {  // nothing drawn ahead, nothing announced
+          EXPECT_EQ(spy->announcements, 0);
+        } else {
+          EXPECT_EQ(spy->staged_calls, 29);
+          EXPECT_EQ(spy->announcements, 30);  // one drawn ahead, unused
+        }
+      }
+    }
+    for (size_t i = 1; i < results.size(); ++i) {
+      EXPECT_EQ(results[i].params, results[0].params) << "run " << i;
+    }
   }
 }
 
