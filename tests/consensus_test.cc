@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
+#include "model/staging_spy.h"
 #include "server/grpc_server.h"
 #include "server/model_options.h"
 #include "tests/test_pool.h"
@@ -99,46 +100,63 @@ class Batches {
   BatchBuffer batch_;
 };
 
+// Also with a backend that stages minibatches (as the CUDA backend does):
+// each one after the first is handed to it a step ahead, and the result is
+// the same.
 TEST(ConsensusTest, EasgdOneWorkerEqualsTheReference) {
-  const ModelSpec spec = ToyModel("dnn");
-  auto pool = StartTestPool(spec, 2, 2, kLearningRate);
-  ASSERT_TRUE(pool.ok()) << pool.status();
-  auto worker = MakeWorker(*pool, 0, 1, 16);
-  ASSERT_NE(worker, nullptr);
-  ConsensusOptions o = Options(ConsensusRule::kEasgd, 0);
-  o.every = 3;
-  o.alpha = 0.375f;
-  o.loop.max_steps = 7;  // two rounds of 3, then a last one of 1
-  const std::vector<float> z0 = PoolModel(pool->servers);
+  for (bool staging : {false, true}) {
+    SCOPED_TRACE(staging ? "staging backend" : "CPU backend");
+    const ModelSpec spec = ToyModel("dnn");
+    auto pool = StartTestPool(spec, 2, 2, kLearningRate);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    auto worker = MakeWorker(*pool, 0, 1, 16);
+    ASSERT_NE(worker, nullptr);
+    StagingSpy* spy = nullptr;
+    if (staging) {
+      auto owned = std::make_unique<StagingSpy>(std::move(worker->backend));
+      spy = owned.get();
+      worker->backend = std::move(owned);
+    }
+    ConsensusOptions o = Options(ConsensusRule::kEasgd, 0);
+    o.every = 3;
+    o.alpha = 0.375f;
+    o.loop.max_steps = 7;  // two rounds of 3, then a last one of 1
+    const std::vector<float> z0 = PoolModel(pool->servers);
 
-  auto result = Train(*worker, o);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->train.steps, 7);
-  EXPECT_EQ(result->rounds, 3);
-  EXPECT_EQ(result->train.pushes, 3);
-  EXPECT_EQ(result->parts_dropped, 0);
+    auto result = Train(*worker, o);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->train.steps, 7);
+    EXPECT_EQ(result->rounds, 3);
+    EXPECT_EQ(result->train.pushes, 3);
+    EXPECT_EQ(result->parts_dropped, 0);
 
-  // The reference: local SGD; every 3 steps and at the end the elastic
-  // difference moves the servers' model by +e and the worker's by -e.
-  auto backend = CreateCpuBackend(spec, worker->backend->max_rows());
-  ASSERT_TRUE(backend.ok());
-  Batches batches(worker->train.get(), o);
-  std::vector<float> x = z0, z = z0;
-  for (int step = 1; step <= 7; ++step) {
-    const std::vector<float> g = batches.Gradient(backend->get(), x);
-    for (size_t i = 0; i < x.size(); ++i) x[i] -= kLearningRate * g[i];
-    if (step % 3 == 0 || step == 7) {
-      for (size_t i = 0; i < x.size(); ++i) {
-        const float e = 0.375f * (x[i] - z[i]);
-        z[i] += e;
-        x[i] -= e;
+    // The reference: local SGD; every 3 steps and at the end the elastic
+    // difference moves the servers' model by +e and the worker's by -e.
+    auto backend = CreateCpuBackend(spec, worker->backend->max_rows());
+    ASSERT_TRUE(backend.ok());
+    Batches batches(worker->train.get(), o);
+    std::vector<float> x = z0, z = z0;
+    for (int step = 1; step <= 7; ++step) {
+      const std::vector<float> g = batches.Gradient(backend->get(), x);
+      for (size_t i = 0; i < x.size(); ++i) x[i] -= kLearningRate * g[i];
+      if (step % 3 == 0 || step == 7) {
+        for (size_t i = 0; i < x.size(); ++i) {
+          const float e = 0.375f * (x[i] - z[i]);
+          z[i] += e;
+          x[i] -= e;
+        }
       }
     }
+    EXPECT_NE(z, z0);
+    EXPECT_EQ(PoolModel(pool->servers), z);
+    EXPECT_EQ(result->train.params, z);
+    EXPECT_EQ(result->local, x);
+    if (spy != nullptr) {
+      EXPECT_EQ(spy->calls, 7);
+      EXPECT_EQ(spy->staged_calls, 6);
+      EXPECT_EQ(spy->changed_since_announced, 0);
+    }
   }
-  EXPECT_NE(z, z0);
-  EXPECT_EQ(PoolModel(pool->servers), z);
-  EXPECT_EQ(result->train.params, z);
-  EXPECT_EQ(result->local, x);
 }
 
 TEST(ConsensusTest, AdmmOneWorkerEqualsTheReference) {

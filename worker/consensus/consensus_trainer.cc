@@ -11,6 +11,7 @@
 #include "common/refusal.h"
 #include "common/status_macros.h"
 #include "worker/consensus/consensus_rules.h"
+#include "worker/data/look_ahead_source.h"
 #include "worker/data/make_examples.h"
 #include "worker/peer/peer_model.h"
 #include "worker/ps/push_encoder.h"
@@ -219,6 +220,8 @@ absl::StatusOr<ConsensusResult> ConsensusTrainer::Run() {
   }
   BatchBuffer batch(shape.examples, shape.steps, train_->input_dim(),
                     train_->labels_per_row());
+  // A GPU backend uploads the next minibatch while this one computes.
+  source = StageAhead(std::move(source), backend_, batch);
   int since_round = 0;
   while (!reporter_.Done(r.steps)) {
     const absl::Time t0 = clock->Now();

@@ -26,4 +26,13 @@ absl::StatusOr<bool> LookAheadSource::Next(BatchBuffer* batch) {
   return true;
 }
 
+std::unique_ptr<BatchSource> StageAhead(std::unique_ptr<BatchSource> source,
+                                        ModelBackend* backend,
+                                        const BatchBuffer& prototype) {
+  if (!backend->stages_batches()) return source;
+  return std::make_unique<LookAheadSource>(
+      std::move(source),
+      [backend](const Batch& next) { backend->StageNext(next); }, prototype);
+}
+
 }  // namespace asgd

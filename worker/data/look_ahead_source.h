@@ -59,6 +59,13 @@ class LookAheadSource final : public BatchSource {
   double epochs_ = 0;
 };
 
+// `source` wrapped so that `backend` gets each minibatch a step ahead, when
+// it stages minibatches (ModelBackend::stages_batches); otherwise `source`
+// itself. `backend` must outlive the source returned.
+std::unique_ptr<BatchSource> StageAhead(std::unique_ptr<BatchSource> source,
+                                        ModelBackend* backend,
+                                        const BatchBuffer& prototype);
+
 }  // namespace asgd
 
 #endif  // ASGD_WORKER_DATA_LOOK_AHEAD_SOURCE_H_

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "worker/data/look_ahead_source.h"
 #include "worker/data/make_examples.h"
 
 namespace asgd {
@@ -118,6 +119,8 @@ absl::StatusOr<DecentralizedResult> DecentralizedTrainer::Run() {
   bool have_pending = false;
   BatchBuffer batch(shape.examples, shape.steps, train_->input_dim(),
                     train_->labels_per_row());
+  // A GPU backend uploads the next minibatch while this one computes.
+  source = StageAhead(std::move(source), backend_, batch);
 
   auto flush_log = [&] {
     for (const std::string& line : averager.TakeLogLines()) {

@@ -11,6 +11,7 @@
 #include "common/metrics_testing.h"
 #include "gtest/gtest.h"
 #include "model/cpu_backend.h"
+#include "model/staging_spy.h"
 #include "prometheus/registry.h"
 #include "worker/data/frame_examples.h"
 #include "worker/data/stream_source.h"
@@ -67,6 +68,48 @@ TEST(DelayByOneTest, AppliesEachGradientOneStepLate) {
   for (size_t i = 0; i < x.size(); ++i) x[i] -= lr * (1.0f * grads.back()[i]);
   // Steps 0 and 1 computed their gradients on x_0 itself.
   EXPECT_EQ(result->train.params, x);
+}
+
+// With a backend that stages minibatches (as the CUDA backend does), each
+// one after the first is handed to it a step ahead, unchanged until it
+// computes, and the model is the same.
+TEST(DelayByOneTest, AStagingBackendGetsEachMinibatchAStepAhead) {
+  const Utterances utts = ToyUtterances(2, 0, 1, 24, 0.5f, 1.0f);
+  FrameExamples train(&utts, 1);
+  const std::vector<float> x0 = InitialParams(SmallSpec(), 3);
+  std::vector<std::vector<float>> results;
+  for (bool staging : {false, true}) {
+    auto dnn = CreateCpuBackend(SmallSpec(), 32);
+    ASSERT_TRUE(dnn.ok());
+    std::unique_ptr<ModelBackend> backend = *std::move(dnn);
+    StagingSpy* spy = nullptr;
+    if (staging) {
+      auto owned = std::make_unique<StagingSpy>(std::move(backend));
+      spy = owned.get();
+      backend = std::move(owned);
+    }
+    PeerModel model(x0);
+    NoPeers peers;
+    DecentralizedOptions options;
+    options.loop.batch_size = 32;
+    options.loop.max_steps = 6;
+    options.loop.epochs = 0;
+    options.loop.seed = 5;
+    options.learning_rate = 0.1f;
+    options.delay_by_one = true;
+    DecentralizedTrainer trainer(&model, &peers, nullptr, backend.get(), &train,
+                                 nullptr, options, nullptr);
+    auto result = trainer.Run();
+    ASSERT_TRUE(result.ok()) << result.status();
+    results.push_back(result->train.params);
+    if (spy != nullptr) {
+      EXPECT_EQ(spy->calls, 6);
+      EXPECT_EQ(spy->staged_calls, 5);
+      EXPECT_EQ(spy->changed_since_announced, 0);
+    }
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_NE(results[0], x0);
 }
 
 // Minibatches streamed from disk-sized data (open_source): a lone adpsgd

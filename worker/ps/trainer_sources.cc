@@ -28,12 +28,8 @@ absl::StatusOr<std::unique_ptr<BatchSource>> Trainer::OpenSource(
                               train_->labels_per_row());
   source = std::make_unique<PrefetchSource>(
       std::move(source), options_.prefetch_batches, prototype);
-  if (!backend_->stages_batches()) return source;
   // The next minibatch goes to the device while this one computes.
-  ModelBackend* backend = backend_;
-  return std::unique_ptr<BatchSource>(std::make_unique<LookAheadSource>(
-      std::move(source),
-      [backend](const Batch& next) { backend->StageNext(next); }, prototype));
+  return StageAhead(std::move(source), backend_, prototype);
 }
 
 absl::StatusOr<PoolGrant> Trainer::FetchWithRetry(uint64_t num_frames,
