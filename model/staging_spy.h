@@ -78,6 +78,17 @@ class StagingSpy final : public ModelBackend {
   std::optional<Announced> staged_;     // taken by the last gradient call
 };
 
+// `backend` itself, or with `staging` wrapped in a StagingSpy, which *spy
+// then points to (nullptr otherwise).
+inline std::unique_ptr<ModelBackend> MaybeStaging(
+    std::unique_ptr<ModelBackend> backend, bool staging, StagingSpy** spy) {
+  *spy = nullptr;
+  if (!staging) return backend;
+  auto owned = std::make_unique<StagingSpy>(std::move(backend));
+  *spy = owned.get();
+  return owned;
+}
+
 }  // namespace asgd
 
 #endif  // ASGD_MODEL_STAGING_SPY_H_

@@ -111,12 +111,8 @@ TEST(ConsensusTest, EasgdOneWorkerEqualsTheReference) {
     ASSERT_TRUE(pool.ok()) << pool.status();
     auto worker = MakeWorker(*pool, 0, 1, 16);
     ASSERT_NE(worker, nullptr);
-    StagingSpy* spy = nullptr;
-    if (staging) {
-      auto owned = std::make_unique<StagingSpy>(std::move(worker->backend));
-      spy = owned.get();
-      worker->backend = std::move(owned);
-    }
+    StagingSpy* spy;
+    worker->backend = MaybeStaging(std::move(worker->backend), staging, &spy);
     ConsensusOptions o = Options(ConsensusRule::kEasgd, 0);
     o.every = 3;
     o.alpha = 0.375f;

@@ -24,6 +24,18 @@ namespace {
 
 ModelSpec SmallSpec() { return ToyModel("dnn"); }
 
+// A lone worker, delay-by-one, minibatches of 32 drawn with seed 5.
+DecentralizedOptions DelayByOneOptions(int steps, float lr) {
+  DecentralizedOptions options;
+  options.loop.batch_size = 32;
+  options.loop.max_steps = steps;
+  options.loop.epochs = 0;
+  options.loop.seed = 5;
+  options.learning_rate = lr;
+  options.delay_by_one = true;
+  return options;
+}
+
 TEST(DelayByOneTest, AppliesEachGradientOneStepLate) {
   const Utterances utts = ToyUtterances(2, 0, 1, 24, 0.5f, 1.0f);
   FrameExamples train(&utts, 1);
@@ -33,13 +45,7 @@ TEST(DelayByOneTest, AppliesEachGradientOneStepLate) {
   ASSERT_TRUE(dnn.ok());
   PeerModel model(x0);
   NoPeers peers;
-  DecentralizedOptions options;
-  options.loop.batch_size = 32;
-  options.loop.max_steps = 3;
-  options.loop.epochs = 0;
-  options.loop.seed = 5;
-  options.learning_rate = lr;
-  options.delay_by_one = true;
+  const DecentralizedOptions options = DelayByOneOptions(3, lr);
   DecentralizedTrainer trainer(&model, &peers, nullptr, dnn->get(), &train,
                                nullptr, options, nullptr);
   auto result = trainer.Run();
@@ -81,24 +87,13 @@ TEST(DelayByOneTest, AStagingBackendGetsEachMinibatchAStepAhead) {
   for (bool staging : {false, true}) {
     auto dnn = CreateCpuBackend(SmallSpec(), 32);
     ASSERT_TRUE(dnn.ok());
-    std::unique_ptr<ModelBackend> backend = *std::move(dnn);
-    StagingSpy* spy = nullptr;
-    if (staging) {
-      auto owned = std::make_unique<StagingSpy>(std::move(backend));
-      spy = owned.get();
-      backend = std::move(owned);
-    }
+    StagingSpy* spy;
+    std::unique_ptr<ModelBackend> backend =
+        MaybeStaging(*std::move(dnn), staging, &spy);
     PeerModel model(x0);
     NoPeers peers;
-    DecentralizedOptions options;
-    options.loop.batch_size = 32;
-    options.loop.max_steps = 6;
-    options.loop.epochs = 0;
-    options.loop.seed = 5;
-    options.learning_rate = 0.1f;
-    options.delay_by_one = true;
     DecentralizedTrainer trainer(&model, &peers, nullptr, backend.get(), &train,
-                                 nullptr, options, nullptr);
+                                 nullptr, DelayByOneOptions(6, 0.1f), nullptr);
     auto result = trainer.Run();
     ASSERT_TRUE(result.ok()) << result.status();
     results.push_back(result->train.params);

@@ -924,13 +924,9 @@ TEST(TrainerTest, AStagingBackendGetsEachMinibatchAStepAhead) {
         const int rows = ShapeOfBatch(**train, o.loop.batch_size).rows();
         auto cpu = CreateCpuBackend(spec, rows);
         ASSERT_TRUE(cpu.ok());
-        std::unique_ptr<ModelBackend> backend = *std::move(cpu);
-        StagingSpy* spy = nullptr;
-        if (staging) {
-          auto owned = std::make_unique<StagingSpy>(std::move(backend));
-          spy = owned.get();
-          backend = std::move(owned);
-        }
+        StagingSpy* spy;
+        std::unique_ptr<ModelBackend> backend =
+            MaybeStaging(*std::move(cpu), staging, &spy);
         Trainer trainer(&pool, backend.get(), train->get(), heldout->get(), o,
                         nullptr);
         auto result = trainer.Run();
