@@ -1,9 +1,10 @@
+#include "model/cuda/cuda_batch_stager.h"
+
 #include <cstring>
 #include <optional>
 #include <utility>
 
 #include "common/status_macros.h"
-#include "model/cuda/cuda_batch_stager.h"
 
 namespace asgd {
 namespace cuda {
@@ -12,7 +13,6 @@ absl::StatusOr<BatchStager> BatchStager::Create(int64_t max_rows,
                                                 int64_t input_dim,
                                                 int64_t max_labels) {
   BatchStager stager;
-  stager.input_dim_ = input_dim;
   ASGD_ASSIGN_OR_RETURN(stager.stream_, CreateStream());
   for (Buffers& slot : stager.slots_) {
     ASGD_ASSIGN_OR_RETURN(

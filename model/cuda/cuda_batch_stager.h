@@ -77,7 +77,6 @@ class BatchStager {
   // (labels too with `with_labels`), then records the slot's event.
   absl::Status Upload(const Batch& batch, int slot, bool with_labels);
 
-  int64_t input_dim_ = 0;
   Stream stream_;
   std::array<Buffers, 2> slots_;
   BatchStaging staging_;
