@@ -1,6 +1,8 @@
 // The trainer's minibatches (trainer.h): its own data, drawn ahead on a
 // thread of its own (prefetch_batches) and, for a backend that stages them,
 // handed to it one ahead (LookAheadSource), or the servers' shared pool.
+#include "worker/ps/trainer.h"
+
 #include <memory>
 #include <utility>
 
@@ -10,7 +12,6 @@
 #include "worker/data/make_examples.h"
 #include "worker/data/prefetch_source.h"
 #include "worker/ps/pool_source.h"
-#include "worker/ps/trainer.h"
 
 namespace asgd {
 
