@@ -50,6 +50,27 @@ bool IsKnownWireDtype(int value) {
          value == static_cast<int>(WireDtype::kBfloat16);
 }
 
+void PackPruneMask(const uint8_t* keep, int64_t n, char* out) {
+  for (int64_t byte = 0; byte < PruneMaskBytes(n); ++byte) {
+    unsigned bits = 0;
+    const int64_t first = byte * 8;
+    const int64_t last = first + 8 < n ? first + 8 : n;
+    for (int64_t i = first; i < last; ++i) {
+      bits |= (keep[i] != 0 ? 1u : 0u) << (i - first);
+    }
+    out[byte] = static_cast<char>(bits);
+  }
+}
+
+bool UnpackPruneMask(absl::string_view bytes, int64_t n, uint8_t* keep) {
+  if (static_cast<int64_t>(bytes.size()) != PruneMaskBytes(n)) return false;
+  for (int64_t i = 0; i < n; ++i) {
+    keep[i] = (static_cast<unsigned char>(bytes[i / 8]) >> (i % 8)) & 1u;
+  }
+  const int tail = static_cast<int>(n % 8);
+  return tail == 0 || (static_cast<unsigned char>(bytes.back()) >> tail) == 0;
+}
+
 absl::string_view PushEncodingName(PushEncoding encoding) {
   switch (encoding) {
     case PushEncoding::kFloat32: return "fp32";

@@ -68,6 +68,18 @@ inline bool IsCompressed(PushEncoding encoding) {
   return IsCompressedWireDtype(static_cast<int>(encoding));
 }
 
+// A pruned model's mask on the wire (asgd.v1.WireDtype PRUNE_MASK, sent
+// only with a delta pull's exact weights): n flags (0: pruned, else
+// trained) as PruneMaskBytes(n) bytes, flag i in bit i % 8 (least
+// significant first) of byte i / 8, the bits past n 0.
+inline constexpr int kPruneMaskWireDtype = 4;
+inline int64_t PruneMaskBytes(int64_t n) { return (n + 7) / 8; }
+// Writes the n flags of `keep` to `out` (PruneMaskBytes(n) bytes).
+void PackPruneMask(const uint8_t* keep, int64_t n, char* out);
+// Reads n flags (as 0 or 1) into `keep`; false (keep partly written) unless
+// `bytes` is exactly PruneMaskBytes(n) bytes with the bits past n 0.
+bool UnpackPruneMask(absl::string_view bytes, int64_t n, uint8_t* keep);
+
 uint16_t FloatToBf16(float value);
 float Bf16ToFloat(uint16_t value);
 

@@ -186,5 +186,37 @@ TEST(WireCodecTest, ParsesNamesAndRejectsUnknownOnes) {
   EXPECT_FALSE(IsKnownWireDtype(-1));
 }
 
+// A mask's bits, least significant first, against the flags one by one;
+// every length from 0 to 17 (a partial last byte and none); wrong sizes and
+// set padding bits are refused; PRUNE_MASK is not a pull or push dtype.
+TEST(WireCodecTest, PruneMasksPackLeastSignificantBitFirst) {
+  const uint8_t flags[] = {1, 0, 0, 1, 1, 1, 0, 1, 0, 1};
+  char packed[2] = {0, 0};
+  PackPruneMask(flags, 10, packed);
+  EXPECT_EQ(static_cast<unsigned char>(packed[0]), 0xB9u);  // 1011 1001
+  EXPECT_EQ(static_cast<unsigned char>(packed[1]), 0x02u);
+  std::mt19937 rng(3);
+  for (int64_t n = 0; n <= 17; ++n) {
+    std::vector<uint8_t> keep(n), back(n, 7);
+    for (auto& k : keep) k = rng() % 2;
+    std::string bytes(PruneMaskBytes(n), '\xff');
+    PackPruneMask(keep.data(), n, bytes.data());
+    EXPECT_EQ(static_cast<int64_t>(bytes.size()), (n + 7) / 8);
+    ASSERT_TRUE(UnpackPruneMask(bytes, n, back.data())) << n;
+    EXPECT_EQ(back, keep) << n;
+    EXPECT_FALSE(UnpackPruneMask(bytes + "x", n, back.data())) << n;
+    if (n % 8 != 0) {  // a padding bit set
+      std::string padded = bytes;
+      padded.back() = static_cast<char>(padded.back() | 0x80);
+      EXPECT_FALSE(UnpackPruneMask(padded, n, back.data())) << n;
+    }
+    if (n > 0) {
+      EXPECT_FALSE(UnpackPruneMask(bytes.substr(1), n, back.data()));
+    }
+  }
+  EXPECT_FALSE(IsKnownWireDtype(kPruneMaskWireDtype));
+  EXPECT_FALSE(IsCompressedWireDtype(kPruneMaskWireDtype));
+}
+
 }  // namespace
 }  // namespace asgd

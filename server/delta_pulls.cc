@@ -28,8 +28,10 @@ std::optional<DeltaPlan> DeltaPulls::PlanOn(
 }
 
 DeltaPulls::Answer DeltaPulls::Plan(bool has_copy, uint64_t held,
-                                    uint64_t lineage, DeltaPlan* plan) {
+                                    uint64_t lineage, bool replays_mask,
+                                    DeltaPlan* plan) {
   const ParamStore& store = *shared_->store;
+  if (store.keep() != nullptr && !replays_mask) return Answer::kWeights;
   const UpdateLog& log = *store.update_log();
   if (has_copy && lineage == lineage_) {
     const uint64_t version = store.version();

@@ -17,6 +17,9 @@
 //            replayable (with float32 pushes a base would be stale at once);
 //   weights  a plain pull (read while updates are applied): the worker holds
 //            no exact copy afterwards and asks for a base next time.
+// A pruned model: the base's weights go with the mask (PullWriter), and a
+// worker whose request does not say it replays the mask gets weights: its
+// replay would move pruned weights.
 // Lineage: versions restart with a server process (or go back to a
 // checkpoint's), so the same version may name other weights after a restart;
 // every exact reply carries a random number drawn when this object was made,
@@ -62,8 +65,10 @@ class DeltaPulls {
   };
   // The answer for a worker whose exact copy is at `held` (has_copy) and
   // came from `lineage`, or that has none. A copy from another lineage
-  // (another server process) counts as none.
-  Answer Plan(bool has_copy, uint64_t held, uint64_t lineage,
+  // (another server process) counts as none. `replays_mask`: the worker
+  // replays updates under a pruned model's mask (proto PullRequest.
+  // replays_mask); without it a pruned store answers kWeights.
+  Answer Plan(bool has_copy, uint64_t held, uint64_t lineage, bool replays_mask,
               DeltaPlan* plan);
 
   // A random number drawn at construction, sent with every exact reply.

@@ -65,9 +65,9 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
     WatchProgressLocked();
     if (request.delta()) {
       DeltaPlan plan;
-      switch (service_->delta_pulls()->Plan(request.has_copy(),
-                                            request.model_version(),
-                                            request.lineage(), &plan)) {
+      switch (service_->delta_pulls()->Plan(
+          request.has_copy(), request.model_version(), request.lineage(),
+          request.replays_mask(), &plan)) {
         case DeltaPulls::Answer::kPlan:
           writer_.emplace(store_, metrics_, std::move(plan),
                           service_->delta_pulls()->lineage());

@@ -157,8 +157,7 @@ ParamStore::ParamStore(const ParamStoreOptions& options, ModelLayout layout,
       backup_bytes_(std::make_shared<std::atomic<int64_t>>(0)) {
   prefix_.push_back({0.0, 0.0});
   if (options.delta_log_bytes > 0 && options.sync_workers == 0 &&
-      !optimizer_.has_state() && !optimizer_.needs_backup() &&
-      options.keep == nullptr) {
+      !optimizer_.has_state() && !optimizer_.needs_backup()) {
     log_ = std::make_unique<UpdateLog>(options.delta_log_bytes);
   }
 }

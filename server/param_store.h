@@ -57,6 +57,8 @@
 // (update_log.h, at most delta_log_bytes), so that a worker that holds the
 // weights exactly as of some version can be sent the updates since;
 // TakeSnapshotAsync gives such exact weights without blocking the caller.
+// A pruned model's updates are logged too: a worker replays them under the
+// mask (keep()), which it gets with the exact weights.
 //
 // Thread-safety: all methods are thread-safe. Read() may run while shards
 // apply updates (lock-free ASGD reads).
@@ -180,8 +182,7 @@ struct ParamStoreOptions {
   // Memory for DC-ASGD's per-worker model copies (with dc_lambda > 0).
   int64_t dc_memory_bytes = int64_t{1} << 30;
   // Memory for the log of recent compressed updates that delta pulls replay
-  // (0: no delta pulls). Used only where delta pulls are possible (above)
-  // and the model is not pruned (a worker's replay knows no mask).
+  // (0: no delta pulls). Used only where delta pulls are possible (above).
   int64_t delta_log_bytes = int64_t{64} << 20;
   // A pruned model's mask over the whole flat model (model/prune_mask.h:
   // 0 for a pruned weight), or null: the shards give pruned weights gradient
@@ -276,6 +277,11 @@ class ParamStore {
   FlatRange range() const { return range_; }
   int server_index() const { return options_.server_index; }
   const ParamStoreOptions& options() const { return options_; }
+  // A pruned model's mask over range() (options().keep's), or null.
+  const uint8_t* keep() const {
+    return options_.keep != nullptr ? options_.keep->data() + range_.begin
+                                    : nullptr;
+  }
 
   uint64_t version() const;
   uint64_t accepted() const { return accepted_.load(std::memory_order_acquire); }

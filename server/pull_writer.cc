@@ -49,6 +49,10 @@ PullWriter::PullWriter(ParamStore* store, ServerMetrics* metrics,
 bool PullWriter::Next(PullPart* msg) {
   *msg = PullPart();
   msg->model_version = version_;
+  if (mask_next_) {
+    NextMask(msg);
+    return true;
+  }
   if (next_ < chunks_.size()) {
     NextWeights(msg);
     return true;
@@ -81,6 +85,7 @@ void PullWriter::NextWeights(PullPart* msg) {
     msg->fill = [from, count](char* out) {
       std::memcpy(out, from, count * sizeof(float));
     };
+    mask_next_ = store_->keep() != nullptr;  // a pruned model's: its mask
   } else {
     msg->kind = PullPart::Kind::kChunk;
     msg->dtype = dtype_;
@@ -95,6 +100,21 @@ void PullWriter::NextWeights(PullPart* msg) {
     };
   }
   if (metrics_ != nullptr) metrics_->OnBytesSent(count * WireBytes(dtype_));
+}
+
+void PullWriter::NextMask(PullPart* msg) {
+  mask_next_ = false;
+  const ChunkRef& c = chunks_[next_ - 1];  // the weights just sent
+  ++sent_chunks_;
+  const uint8_t* keep = store_->keep() + (c.flat_begin - store_->range().begin);
+  const int64_t count = c.count;
+  msg->kind = PullPart::Kind::kExactChunk;
+  msg->tensor = store_->layout().tensors()[c.tensor].name;
+  msg->offset = c.offset;
+  msg->dtype_value = kPruneMaskWireDtype;
+  msg->data_bytes = PruneMaskBytes(count);
+  msg->fill = [keep, count](char* out) { PackPruneMask(keep, count, out); };
+  if (metrics_ != nullptr) metrics_->OnBytesSent(msg->data_bytes);
 }
 
 void PullWriter::NextUpdatePart(PullPart* msg) {

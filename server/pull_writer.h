@@ -4,9 +4,10 @@
 // elements a chunk), each chunk copied from the live weights (or from the
 // worker's DC-ASGD copy) when it is taken, then, on a stream, one end-of-pull
 // message. A delta pull's reply (a DeltaPlan, server/delta_pulls.h) sends the
-// plan's base weights, if any (exact float32), then each update's header and
-// its compressed chunks, every message marked exact, then the end-of-pull
-// message with the server's lineage.
+// plan's base weights, if any (exact float32; for a pruned model each chunk
+// followed by its mask, a PRUNE_MASK chunk of the same tensor and offset),
+// then each update's header and its compressed chunks, every message marked
+// exact, then the end-of-pull message with the server's lineage.
 //
 // The gRPC adapters (grpc_*_reactor.cc) turn each PullPart into the bytes
 // of one asgd.v1.PullChunk (common/tensor_wire.h); a test reads the messages
@@ -49,7 +50,8 @@ struct PullPart {
   enum class Kind {
     kChunk,         // weights in `dtype`: `count` elements
     kExactChunk,    // exact: `data_bytes` bytes of wire dtype `dtype_value`
-                    // (float32 base weights, or one compressed update chunk)
+                    // (float32 base weights, a pruned model's mask of the
+                    // base chunk before, or one compressed update chunk)
     kUpdateHeader,  // exact: the header of one update (its chunks follow)
     kEndOfPull,     // ends the pull: `num_chunks` chunks came before it
   };
@@ -98,6 +100,8 @@ class PullWriter {
   void Count(ServerMetrics::PullForm form);
   void NextWeights(PullPart* msg);
   void NextUpdatePart(PullPart* msg);
+  // The mask of the base weights' chunk just sent.
+  void NextMask(PullPart* msg);
 
   ParamStore* const store_;
   ServerMetrics* const metrics_;
@@ -112,6 +116,7 @@ class PullWriter {
   std::optional<DeltaPlan> plan_;
   uint64_t lineage_ = 0;
   size_t next_ = 0;
+  bool mask_next_ = false;  // a pruned model's base: a chunk's mask is next
   size_t next_update_ = 0;
   int64_t next_update_chunk_ = -1;  // -1: the header is next
   uint64_t sent_chunks_ = 0;        // messages with a TensorChunk

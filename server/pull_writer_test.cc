@@ -144,7 +144,8 @@ TEST(PullWriterTest, DeltaRequestIsAnsweredWithTheUpdatesOnly) {
   PushCompressed(&ps, TopK(ps.range().size(), &bytes));
   DeltaPulls delta(&ps, int64_t{1} << 20);
   DeltaPlan plan;
-  ASSERT_EQ(delta.Plan(/*has_copy=*/true, /*held=*/0, delta.lineage(), &plan),
+  ASSERT_EQ(delta.Plan(/*has_copy=*/true, /*held=*/0, delta.lineage(),
+                       /*replays_mask=*/false, &plan),
             DeltaPulls::Answer::kPlan);
   EXPECT_EQ(plan.base, nullptr);
   PullWriter writer(&ps, nullptr, std::move(plan), delta.lineage());
@@ -183,7 +184,7 @@ TEST(PullWriterTest, RequestFromAnotherLineageGetsWeights) {
 
   DeltaPulls delta(&ps, int64_t{1} << 20);
   DeltaPlan unused;
-  ASSERT_EQ(delta.Plan(true, 0, delta.lineage() + 1, &unused),
+  ASSERT_EQ(delta.Plan(true, 0, delta.lineage() + 1, false, &unused),
             DeltaPulls::Answer::kNeedBase);
   absl::Notification ready;
   std::optional<DeltaPlan> plan;
@@ -217,6 +218,72 @@ TEST(PullWriterTest, RequestFromAnotherLineageGetsWeights) {
   const std::vector<PullPart> plain = Drain(&weights);
   EXPECT_EQ(Weights(plain), now);
   EXPECT_FALSE(plain.back().exact);
+}
+
+// A pruned store logs its updates too. A worker that replays the mask gets
+// the base weights with it (each weight chunk followed by its PRUNE_MASK
+// chunk), then updates only; one that does not gets plain weights.
+TEST(PullWriterTest, APrunedModelsBaseCarriesItsMask) {
+  ParamStoreOptions o = SmallStore();
+  auto keep = std::make_shared<std::vector<uint8_t>>(350, 1);
+  std::vector<float> initial = Initial();
+  for (int64_t i = 0; i < 350; i += 3) {  // a third of the weights, from 0
+    (*keep)[i] = 0;
+    initial[i] = 0.0f;
+  }
+  o.keep = keep;
+  auto store = ParamStore::Create(o, initial);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ParamStore& ps = **store;
+  ASSERT_NE(ps.update_log(), nullptr);
+  std::string bytes;
+  PushCompressed(&ps, TopK(ps.range().size(), &bytes));
+  const std::vector<float> now = ps.Snapshot();
+
+  DeltaPulls delta(&ps, int64_t{1} << 20);
+  DeltaPlan plan;
+  EXPECT_EQ(delta.Plan(/*has_copy=*/true, /*held=*/0, delta.lineage(),
+                       /*replays_mask=*/false, &plan),
+            DeltaPulls::Answer::kWeights);
+  ASSERT_EQ(delta.Plan(true, 0, delta.lineage(), /*replays_mask=*/true, &plan),
+            DeltaPulls::Answer::kPlan);  // updates only, as for a dense model
+  EXPECT_EQ(plan.base, nullptr);
+  EXPECT_EQ(plan.updates.size(), 1u);
+
+  absl::Notification ready;
+  std::optional<DeltaPlan> based;
+  delta.RequestBase([&](std::optional<DeltaPlan> p) {
+    based = std::move(p);
+    ready.Notify();
+  });
+  ASSERT_TRUE(ready.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(based.has_value());
+  ASSERT_NE(based->base, nullptr);
+  PullWriter exact(&ps, nullptr, std::move(*based), delta.lineage());
+  const std::vector<PullPart> parts = Drain(&exact);
+  ASSERT_EQ(parts.size(), 6u * 2 + 1);  // 6 weight chunks, 6 masks, the end
+  std::vector<PullPart> weights;
+  std::vector<uint8_t> sent_keep;
+  for (size_t i = 0; i + 1 < parts.size(); i += 2) {
+    const PullPart& w = parts[i];
+    const PullPart& m = parts[i + 1];
+    ASSERT_EQ(w.dtype_value, static_cast<int>(WireDtype::kFloat32));
+    ASSERT_EQ(m.kind, PullPart::Kind::kExactChunk);
+    ASSERT_EQ(m.dtype_value, kPruneMaskWireDtype);
+    EXPECT_EQ(m.tensor, w.tensor);
+    EXPECT_EQ(m.offset, w.offset);
+    const int64_t n = w.data_bytes / 4;
+    EXPECT_EQ(m.data_bytes, (n + 7) / 8);
+    std::vector<uint8_t> flags(n);
+    EXPECT_TRUE(UnpackPruneMask(Data(m), n, flags.data()));
+    sent_keep.insert(sent_keep.end(), flags.begin(), flags.end());
+    weights.push_back(w);
+  }
+  weights.push_back(parts.back());
+  EXPECT_EQ(Weights(weights), now);
+  EXPECT_EQ(sent_keep, *keep);
+  EXPECT_EQ(parts.back().num_chunks, 12u);
+  EXPECT_TRUE(parts.back().exact);
 }
 
 }  // namespace

@@ -6,11 +6,12 @@
 //
 // What can be replayed: a compressed gradient (1-bit or top-k) applied by a
 // plain SGD step, w = w - lr * (g + weight_decay * w), with the learning rate
-// the update was applied with. The store (param_store.h) logs one entry per
-// version it admits; an update that cannot be replayed from what is kept (a
-// float32 or bfloat16 gradient, an assign, an update whose finiteness had to
-// be checked at apply time) is logged as such, and a delta pull across it is
-// not possible (the worker gets weights instead).
+// the update was applied with (on a pruned model, under its mask, which the
+// worker gets with its exact weights). The store (param_store.h) logs one
+// entry per version it admits; an update that cannot be replayed from what
+// is kept (a float32 or bfloat16 gradient, an assign, an update whose
+// finiteness had to be checked at apply time) is logged as such, and a delta
+// pull across it is not possible (the worker gets weights instead).
 //
 // Memory: the entries' bytes are at most max_bytes (the oldest are dropped
 // first), and at most kMaxEntries entries are kept whatever their size.

@@ -32,6 +32,8 @@ struct PoolSettings {
   OptimizerOptions optimizer;
   StalenessLrScale staleness_lr_scale = StalenessLrScale::kNone;
   int64_t delta_log_bytes = int64_t{64} << 20;
+  // A pruned model: every third weight held at 0 (keep_).
+  bool pruned = false;
 };
 
 class DeltaPullTest : public ::testing::Test {
@@ -44,6 +46,14 @@ class DeltaPullTest : public ::testing::Test {
     spec_.num_classes = 40;
     spec_.layers = {LayerSpec::Dense(64, Activation::kRelu),
                     LayerSpec::Dense(64, Activation::kRelu)};
+    std::vector<float> initial = InitialParams(spec_, 1);
+    if (settings.pruned) {
+      keep_ = std::make_shared<std::vector<uint8_t>>(initial.size(), 1);
+      for (size_t i = 0; i < initial.size(); i += 3) {
+        (*keep_)[i] = 0;
+        initial[i] = 0.0f;
+      }
+    }
     for (int s = 0; s < settings.num_servers; ++s) {
       ParamStoreOptions o;
       SetModel(spec_, &o);
@@ -53,8 +63,9 @@ class DeltaPullTest : public ::testing::Test {
       o.optimizer = settings.optimizer;
       o.staleness_lr_scale = settings.staleness_lr_scale;
       o.delta_log_bytes = settings.delta_log_bytes;
-      auto server = GrpcServer::Start(o, InitialParams(spec_, 1), "127.0.0.1",
-                                      0, nullptr, {}, nullptr, {});
+      o.keep = keep_;
+      auto server = GrpcServer::Start(o, initial, "127.0.0.1", 0, nullptr, {},
+                                      nullptr, {});
       ASSERT_TRUE(server.ok()) << server.status();
       addresses_.push_back((*server)->local_address());
       servers_.push_back(*std::move(server));
@@ -98,6 +109,7 @@ class DeltaPullTest : public ::testing::Test {
   }
 
   ModelSpec spec_;
+  std::shared_ptr<std::vector<uint8_t>> keep_;  // a pruned model's mask
   std::vector<std::unique_ptr<GrpcServer>> servers_;
   std::vector<std::string> addresses_;
 };
@@ -153,6 +165,66 @@ TEST_F(DeltaPullTest, ReplayedUpdatesAreExactlyTheServersModel) {
   const double float_bytes = 4.0 * n * 2 * 10;
   EXPECT_LT(a->update_bytes_received(), 0.5 * float_bytes);
   EXPECT_GT(a->update_bytes_received(), 0);
+}
+
+// A pruned model: its servers log updates too. Workers a (1-bit, replayed
+// on the pulling thread) and b (top-k, in 3 parts) get the mask with their
+// bases and replay the updates under it: after every pull their models are
+// the servers' bit for bit, pruned weights 0, and every pull after the
+// first is updates only. Worker c keeps its copies elsewhere (as on a
+// device, which replays no mask): it gets weights, never updates.
+TEST_F(DeltaPullTest, APrunedModelIsReplayedUnderItsMask) {
+  PoolSettings settings;
+  settings.optimizer.learning_rate = 0.3f;
+  settings.optimizer.weight_decay = 0.01f;
+  settings.staleness_lr_scale = StalenessLrScale::kInverse;
+  settings.pruned = true;
+  Start(settings);
+  auto a = Connect(PushEncoding::kOneBit, 1);
+  auto b = Connect(PushEncoding::kTopK, 2, /*replay_threads=*/3);
+  auto c = Connect(PushEncoding::kOneBit, 3);
+  ASSERT_TRUE(a && b && c);
+  ASSERT_TRUE(a->uses_delta_pulls());
+  ASSERT_TRUE(c->KeepExactCopiesOn(CreateHostReplayCopy).ok());
+  const int64_t n = a->layout().total_size();
+  std::vector<float> pa(n), pb(n), pc(n);
+  std::vector<uint64_t> va, vb, vc;
+  ASSERT_TRUE(a->Pull(absl::MakeSpan(pa), &va).ok());
+  ASSERT_TRUE(b->Pull(absl::MakeSpan(pb), &vb).ok());
+  ASSERT_TRUE(c->Pull(absl::MakeSpan(pc), &vc).ok());
+  for (int step = 0; step < 8; ++step) {
+    ASSERT_TRUE(a->Push(Gradient(n, 0.1f + 0.01f * step), va, 1).ok());
+    ASSERT_TRUE(b->Push(Gradient(n, -0.2f + 0.02f * step), vb, 1).ok());
+    ASSERT_TRUE(c->Push(Gradient(n, 0.15f), vc, 1).ok());
+    ASSERT_TRUE(a->Pull(absl::MakeSpan(pa), &va).ok());
+    ASSERT_TRUE(b->Pull(absl::MakeSpan(pb), &vb).ok());
+    ASSERT_TRUE(c->Pull(absl::MakeSpan(pc), &vc).ok());
+    const std::vector<float> model = Model();
+    ExpectBitEqual(pa, model, absl::StrCat("worker a, step ", step));
+    ExpectBitEqual(pb, model, absl::StrCat("worker b, step ", step));
+    ExpectBitEqual(pc, model, absl::StrCat("worker c, step ", step));
+    int64_t moved = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if ((*keep_)[i] == 0) {
+        ASSERT_EQ(model[i], 0.0f) << "pruned weight " << i;
+      } else {
+        moved += model[i] != 0.0f;
+      }
+    }
+    EXPECT_GT(moved, n / 2);
+  }
+  EXPECT_EQ(va[0], 24u);
+  EXPECT_EQ(a->exact_weight_pulls(), 2);  // one base per server
+  EXPECT_EQ(a->update_pulls(), 2 * 8);
+  EXPECT_EQ(b->exact_weight_pulls(), 2);
+  EXPECT_EQ(b->update_pulls(), 2 * 8);
+  EXPECT_EQ(c->update_pulls(), 0);
+  EXPECT_EQ(c->exact_weight_pulls(), 0);
+  for (auto& server : servers_) {
+    EXPECT_EQ(server->store()->stats().update_pulls, 8u + 8u);
+  }
+  const double float_bytes = 4.0 * n * 8;
+  EXPECT_LT(a->update_bytes_received(), 0.5 * float_bytes);
 }
 
 // The same exchange with worker a's copies kept elsewhere, as a GPU worker

@@ -11,7 +11,8 @@
   directory -> a worker retrains it with 1-bit pushes -> the servers are
   stopped and restarted from their checkpoint -> a worker retrains it with
   float32 pushes: every pruned weight is still exactly 0 in each worker's
-  saved model, which names the same pruned tensors;
+  saved model, which names the same pruned tensors; with 1-bit pushes the
+  worker's pulls were updates replayed under the mask (delta pulls);
 
   a small student trained through its servers against the full model as
   teacher (asgd_worker --teacher_model);
@@ -134,6 +135,11 @@ def check_pruning(server, worker, shrink, tmp, full, train):
                 fail(f"asgd_worker on the pruned model: {r.stdout[-2000:]} "
                      f"{r.stderr[-2000:]}")
         log = open(os.path.join(tmp, f"pruned{run_index}.log")).read()
+        if encoding == "onebit":
+            m = re.search(r"delta pulls: ([0-9]+) of updates", r.stdout)
+            check("1-bit pushes on a pruned model: the pulls are updates, "
+                  "replayed under the mask",
+                  m is not None and int(m.group(1)) > 0, r.stdout[-1500:])
         got_names, got = read_model(saved)
         moved = sum(1 for a, b in zip(values, got) if a != b)
         check(f"{encoding} pushes{' after a restart' if run_index else ''}: "

@@ -1,9 +1,12 @@
 #include "worker/ps/delta_receiver.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/wire_codec.h"
 #include "compression/grad_codec.h"
 #include "step/compressed_apply.h"
 #include "step/optimizer.h"
@@ -18,13 +21,20 @@ absl::Status NonFiniteCopy() {
       "server keeps)");
 }
 
+// The server's step context for a copy under `keep` (null: dense).
+UpdateContext Under(const uint8_t* keep) {
+  UpdateContext ctx;
+  ctx.keep = keep;
+  return ctx;
+}
+
 }  // namespace
 
 DeltaReceiver::DeltaReceiver(const ModelLayout* layout, FlatRange range,
                              int64_t max_chunk_elements,
                              int64_t max_compressed_elements, float* copy,
                              std::optional<uint64_t> held, PartRunner* runner,
-                             ExactCopy* device)
+                             ExactCopy* device, std::vector<uint8_t>* keep)
     : layout_(layout),
       range_(range),
       max_chunk_elements_(max_chunk_elements),
@@ -34,6 +44,7 @@ DeltaReceiver::DeltaReceiver(const ModelLayout* layout, FlatRange range,
                   ? runner
                   : nullptr),
       device_(device),
+      keep_(device == nullptr ? keep : nullptr),
       at_(held) {}
 
 absl::Status DeltaReceiver::Add(const PullMessage& msg) {
@@ -49,21 +60,16 @@ absl::Status DeltaReceiver::Add(const PullMessage& msg) {
   }
   const bool in_update = update_chunks_left_ > 0;
   if (msg.has_chunk && !in_update) {
-    // Weights, before any update.
+    // Weights (or their mask), before any update.
     if (weights_done_ || updates_ > 0) {
       return absl::DataLossError(
           "weights in a delta pull's reply after its updates");
     }
-    if (!weights_.has_value()) {
-      weights_.emplace(layout_, range_, max_chunk_elements_, copy_,
-                       /*check_finite=*/true);
-      at_.reset();  // the copy is being replaced
-    }
     ++chunks_;
-    absl::Status s = weights_->Add(msg.chunk);
-    if (!s.ok()) return absl::DataLossError(s.message());
-    return absl::OkStatus();
+    if (msg.chunk.dtype == kPruneMaskWireDtype) return AddMaskChunk(msg.chunk);
+    return AddWeightChunk(msg.chunk);
   }
+  last_weights_.reset();
   if (msg.has_chunk) {
     ++chunks_;
     return AddUpdateChunk(msg.chunk);
@@ -124,6 +130,71 @@ absl::Status DeltaReceiver::Add(const PullMessage& msg) {
   return absl::OkStatus();
 }
 
+absl::string_view DeltaReceiver::Joined(const TensorChunkView& chunk) {
+  if (chunk.data.size() == 1) return chunk.data[0];
+  scratch_.clear();
+  for (absl::string_view piece : chunk.data) {
+    scratch_.append(piece.data(), piece.size());
+  }
+  return scratch_;
+}
+
+absl::Status DeltaReceiver::AddWeightChunk(const TensorChunkView& chunk) {
+  last_weights_.reset();
+  if (!weights_.has_value()) {
+    weights_.emplace(layout_, range_, max_chunk_elements_, copy_,
+                     /*check_finite=*/true);
+    at_.reset();  // the copy is being replaced
+    masks_ = 0;
+  }
+  absl::Status s = weights_->Add(chunk);
+  if (!s.ok()) return absl::DataLossError(s.message());
+  // Accepted: a tensor of the slice, within it.
+  int64_t bytes = 0;
+  for (absl::string_view piece : chunk.data) bytes += piece.size();
+  const int t = layout_->FindTensor(chunk.tensor);
+  last_weights_ =
+      LastChunk{std::string(chunk.tensor), chunk.offset,
+                layout_->tensor_offset(t) + static_cast<int64_t>(chunk.offset) -
+                    range_.begin,
+                bytes / WireBytes(static_cast<WireDtype>(chunk.dtype))};
+  return absl::OkStatus();
+}
+
+absl::Status DeltaReceiver::AddMaskChunk(const TensorChunkView& chunk) {
+  if (keep_ == nullptr) {
+    return absl::DataLossError(
+        "a delta pull sent a pruning mask to a copy that cannot replay one "
+        "(a copy on the device)");
+  }
+  if (!last_weights_.has_value() || last_weights_->tensor != chunk.tensor ||
+      last_weights_->offset != chunk.offset) {
+    return absl::DataLossError(
+        "a delta pull's pruning mask does not follow the weight chunk it "
+        "belongs to");
+  }
+  const LastChunk c = *last_weights_;
+  last_weights_.reset();
+  if (masks_ == 0) keep_->assign(range_.size(), 1);
+  uint8_t* keep = keep_->data() + c.local;
+  if (!UnpackPruneMask(Joined(chunk), c.count, keep)) {
+    return absl::DataLossError(
+        absl::StrCat("a delta pull's pruning mask at offset ", c.offset,
+                     " is not ", PruneMaskBytes(c.count), " bytes for ",
+                     c.count, " elements with the bits past them 0"));
+  }
+  const float* w = copy_ + c.local;
+  for (int64_t i = 0; i < c.count; ++i) {
+    if (keep[i] == 0 && w[i] != 0.0f) {
+      return absl::DataLossError(absl::StrCat(
+          "a delta pull sent a pruned weight that is not 0 (offset ",
+          c.offset + i, ")"));
+    }
+  }
+  ++masks_;
+  return absl::OkStatus();
+}
+
 absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
   if (chunk.dtype != static_cast<int>(PushEncoding::kOneBit) &&
       chunk.dtype != static_cast<int>(PushEncoding::kTopK)) {
@@ -137,16 +208,7 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
         "delta pull update chunk at offset ", chunk.offset, ", expected ",
         next_offset_, " (and no tensor name)"));
   }
-  absl::string_view bytes;
-  if (chunk.data.size() == 1) {
-    bytes = chunk.data[0];
-  } else {
-    scratch_.clear();
-    for (absl::string_view piece : chunk.data) {
-      scratch_.append(piece.data(), piece.size());
-    }
-    bytes = scratch_;
-  }
+  absl::string_view bytes = Joined(chunk);
   if (keeps_chunks()) {  // kept until the update is complete
     kept_bytes_.emplace_back(bytes.data(), bytes.size());
     bytes = kept_bytes_.back();
@@ -173,7 +235,7 @@ absl::Status DeltaReceiver::AddUpdateChunk(const TensorChunkView& chunk) {
   } else {
     const ApplyStats stats = ApplyCompressedRange(
         *step_, absl::MakeConstSpan(&*parsed, 1), 0, parsed->count,
-        copy_ + next_offset_, nullptr, UpdateContext{});
+        copy_ + next_offset_, nullptr, Under(KeepAt(next_offset_)));
     if (!(stats.max_abs_w <= kMaxMagnitude)) {  // NaN fails too
       return NonFiniteCopy();
     }
@@ -204,10 +266,10 @@ absl::Status DeltaReceiver::ReplayKept() {
     int64_t begin, end;
     PartRunner::Split(range_.size(), parts, part, &begin, &end);
     if (begin == end) return;
-    max_abs_w[part] = ApplyCompressedRange(*step_, kept_, begin, end,
-                                           copy_ + begin, nullptr,
-                                           UpdateContext{})
-                          .max_abs_w;
+    max_abs_w[part] =
+        ApplyCompressedRange(*step_, kept_, begin, end, copy_ + begin, nullptr,
+                             Under(KeepAt(begin)))
+            .max_abs_w;
   });
   kept_.clear();
   kept_bytes_.clear();
@@ -231,6 +293,13 @@ absl::Status DeltaReceiver::ReplayOnDevice() {
 absl::Status DeltaReceiver::FinishWeights() {
   absl::Status s = weights_->Finish(weights_->chunks_received());
   if (!s.ok()) return absl::DataLossError(s.message());
+  last_weights_.reset();
+  if (masks_ != 0 && masks_ != weights_->chunks_received()) {
+    return absl::DataLossError(absl::StrCat(
+        "a delta pull sent the pruning mask of ", masks_, " of its ",
+        weights_->chunks_received(), " weight chunks"));
+  }
+  if (masks_ == 0 && keep_ != nullptr) keep_->clear();  // a dense model
   weights_done_ = true;
   if (device_ == nullptr) return absl::OkStatus();
   return device_->Upload(absl::MakeConstSpan(copy_, range_.size()));

@@ -24,14 +24,23 @@
 // ends bit for bit the same. `copy` then holds the last weights received
 // (not the updates): the caller downloads the copy at the end.
 //
-// With a PartRunner of more than one part (host copies), an update's chunks are checked as
-// they arrive and kept (their encoded bytes: at most the slice's compressed
-// size), and the whole update is replayed once its last chunk arrived, the
-// slice split into the runner's parts, each replayed by one thread. Every
-// element goes through the same Optimizer::Apply as without the runner (the
-// step is elementwise), so the copy ends bit for bit the same; only where
-// the replay runs changes. An update that would leave the copy non-finite is
-// refused after its replay, as without the runner.
+// A pruned model (proto PullRequest.replays_mask): the exact weights come
+// with the mask, each weight chunk followed by a PRUNE_MASK chunk of the
+// same tensor and offset (every chunk or none; a pruned weight must be 0).
+// The mask goes to `keep` and stays there with the copy; updates are then
+// replayed under it as the server applied them (a pruned element takes
+// gradient 0: UpdateContext::keep), on the host only: a receiver without
+// `keep` (a device copy) refuses mask chunks, and weights without them
+// leave `keep` empty (a dense model).
+//
+// With a PartRunner of more than one part (host copies), an update's chunks are
+// checked as they arrive and kept (their encoded bytes: at most the slice's
+// compressed size), and the whole update is replayed once its last chunk
+// arrived, the slice split into the runner's parts, each replayed by one
+// thread. Every element goes through the same Optimizer::Apply as without the
+// runner (the step is elementwise), so the copy ends bit for bit the same; only
+// where the replay runs changes. An update that would leave the copy non-finite
+// is refused after its replay, as without the runner.
 //
 // Thread-safety: one thread at a time (the runner's helpers work only inside
 // a call).
@@ -63,11 +72,14 @@ class DeltaReceiver {
   // `max_compressed_elements` the compressed ones. `runner` (may be null:
   // each chunk is replayed on arrival by the calling thread; unused with
   // `device`) and `device` (null: the copy is `copy`; else of range.size()
-  // floats) must outlive the receiver.
+  // floats) must outlive the receiver. `keep` (null: mask chunks are
+  // refused): the copy's mask, empty for a dense model or range.size()
+  // flags, replaced by the next exact weights; it must outlive the receiver.
   DeltaReceiver(const ModelLayout* layout, FlatRange range,
                 int64_t max_chunk_elements, int64_t max_compressed_elements,
                 float* copy, std::optional<uint64_t> held,
-                PartRunner* runner = nullptr, ExactCopy* device = nullptr);
+                PartRunner* runner = nullptr, ExactCopy* device = nullptr,
+                std::vector<uint8_t>* keep = nullptr);
 
   // One message of the reply (not the end-of-pull message): a weight chunk,
   // an update's header or one of its chunks. DataLoss saying what was wrong.
@@ -86,6 +98,16 @@ class DeltaReceiver {
 
  private:
   absl::Status AddUpdateChunk(const TensorChunkView& chunk);
+  // A chunk of the exact weights, and the mask of the one just before.
+  absl::Status AddWeightChunk(const TensorChunkView& chunk);
+  absl::Status AddMaskChunk(const TensorChunkView& chunk);
+  // The chunk's bytes in one piece (scratch_ when they straddle slices).
+  absl::string_view Joined(const TensorChunkView& chunk);
+  // The mask aligned with copy_ + offset, or null (dense).
+  const uint8_t* KeepAt(int64_t offset) const {
+    return keep_ != nullptr && !keep_->empty() ? keep_->data() + offset
+                                               : nullptr;
+  }
   // With a runner: replays the kept chunks of the update just completed.
   absl::Status ReplayKept();
   // With `device`: the kept chunks of the update just completed, as a plan.
@@ -102,11 +124,22 @@ class DeltaReceiver {
   float* const copy_;
   PartRunner* const runner_;  // null or one part: replay on arrival
   ExactCopy* const device_;   // null: the copy is copy_
+  std::vector<uint8_t>* const keep_;  // null: no mask can be replayed
   // The version the copy is at after what arrived so far (unset: weights
   // are expected first).
   std::optional<uint64_t> at_;
   std::optional<ChunkAssembler> weights_;  // while weights arrive
   bool weights_done_ = false;
+  // The weight chunk just received (its slice position and size), whose
+  // mask may come next; and how many weight chunks had one.
+  struct LastChunk {
+    std::string tensor;
+    uint64_t offset = 0;
+    int64_t local = 0;
+    int64_t count = 0;
+  };
+  std::optional<LastChunk> last_weights_;
+  int64_t masks_ = 0;
   // The update being received (while update_chunks_left_ > 0): its step.
   std::optional<Optimizer> step_;
   float lr_ = 0.0f, wd_ = 0.0f;  // its rate and decay

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/wire_codec.h"
 #include "compression/grad_codec.h"
 #include "gtest/gtest.h"
 #include "model/cuda/host_replay_copy.h"
@@ -92,7 +93,8 @@ class DeltaReceiverTest : public ::testing::TestWithParam<int> {
   std::unique_ptr<DeltaReceiver> Receiver(std::optional<uint64_t> held) {
     if (GetParam() != kElsewhere) {
       return std::make_unique<DeltaReceiver>(&layout_, range_, 16, 1 << 20,
-                                             copy_.data(), held, &runner_);
+                                             copy_.data(), held, &runner_,
+                                             nullptr, &keep_);
     }
     device_ = *CreateHostReplayCopy(kSize);
     EXPECT_TRUE(device_->Upload(copy_).ok());
@@ -106,6 +108,7 @@ class DeltaReceiverTest : public ::testing::TestWithParam<int> {
   FlatRange range_;
   PartRunner runner_;
   std::vector<float> copy_;
+  std::vector<uint8_t> keep_;          // the copy's mask (host copies)
   std::unique_ptr<ExactCopy> device_;  // kElsewhere
   std::vector<float> staging_;         // kElsewhere
 };
@@ -240,6 +243,138 @@ TEST_P(DeltaReceiverTest, RefusesMalformedReplies) {
   ASSERT_TRUE(r->Add(Header(8, 0.1f, 0.0f, 1)).ok());
   ASSERT_TRUE(r->Add(Chunk(whole, 0)).ok());
   EXPECT_EQ(r->Finish(8, 2).code(), absl::StatusCode::kDataLoss);
+}
+
+// The bytes of `n` float32 values and of a mask.
+std::string FloatBytes(const float* v, int64_t n) {
+  return std::string(reinterpret_cast<const char*>(v), n * sizeof(float));
+}
+std::string MaskBytes(const uint8_t* keep, int64_t n) {
+  std::string out(PruneMaskBytes(n), '\0');
+  PackPruneMask(keep, n, out.data());
+  return out;
+}
+
+// A pruned model: each weight chunk comes with its mask; the update after
+// them, and one in a later reply on the same copy, move only the weights
+// the mask keeps (a pruned element takes gradient 0, as on the server),
+// which stay 0 bit for bit. Weights without a mask make the copy dense
+// again. A copy kept elsewhere (the device) refuses a mask.
+TEST_P(DeltaReceiverTest, PrunedWeightsStayZeroUnderTheMask) {
+  std::vector<uint8_t> keep(kSize, 1);
+  std::vector<float> weights(kSize, 0.5f), g1, g2;
+  for (int64_t i = 0; i < kSize; i += 3) {
+    keep[i] = 0;
+    weights[i] = 0.0f;
+  }
+  const std::string w[3] = {FloatBytes(weights.data(), 16),
+                            FloatBytes(weights.data() + 16, 16),
+                            FloatBytes(weights.data() + 32, 16)};
+  const std::string m[3] = {MaskBytes(keep.data(), 16),
+                            MaskBytes(keep.data() + 16, 16),
+                            MaskBytes(keep.data() + 32, 16)};
+  const std::string u1 = OneBit(0, 48, 1.0f, &g1);
+  const std::string u2a = OneBit(0, 20, -0.5f, &g2);
+  const std::string u2b = OneBit(20, 28, -0.5f, &g2);
+  auto r = Receiver(std::nullopt);
+  ASSERT_TRUE(r->Add(Chunk(w[0], 0, 0, "w")).ok());
+  if (GetParam() == kElsewhere) {
+    EXPECT_EQ(r->Add(Chunk(m[0], 0, kPruneMaskWireDtype, "w")).code(),
+              absl::StatusCode::kDataLoss);
+    return;
+  }
+  ASSERT_TRUE(r->Add(Chunk(m[0], 0, kPruneMaskWireDtype, "w")).ok());
+  for (int c = 1; c < 3; ++c) {
+    ASSERT_TRUE(r->Add(Chunk(w[c], 16 * c, 0, "w")).ok());
+    ASSERT_TRUE(r->Add(Chunk(m[c], 16 * c, kPruneMaskWireDtype, "w")).ok());
+  }
+  ASSERT_TRUE(r->Add(Header(5, 0.5f, 0.0f, 1)).ok());
+  ASSERT_TRUE(r->Add(Chunk(u1, 0)).ok());
+  ASSERT_TRUE(r->Finish(5, 7).ok());
+  EXPECT_EQ(keep_, keep);
+  std::vector<float> want(kSize);
+  for (int64_t i = 0; i < kSize; ++i) {
+    want[i] = keep[i] != 0 ? 0.5f - 0.5f * g1[i] : 0.0f;
+    ASSERT_EQ(copy_[i], want[i]) << i;
+  }
+  // The next reply: updates only, on the copy and its mask.
+  auto next = Receiver(5);
+  ASSERT_TRUE(next->Add(Header(6, 0.25f, 0.01f, 2)).ok());
+  ASSERT_TRUE(next->Add(Chunk(u2a, 0)).ok());
+  ASSERT_TRUE(next->Add(Chunk(u2b, 20)).ok());
+  ASSERT_TRUE(next->Finish(6, 2).ok());
+  for (int64_t i = 0; i < kSize; ++i) {
+    const float x =
+        keep[i] != 0 ? want[i] - 0.25f * (g2[i] + 0.01f * want[i]) : 0.0f;
+    ASSERT_EQ(copy_[i], x) << i;
+    EXPECT_EQ(std::signbit(copy_[i]), std::signbit(x)) << i;
+  }
+  // Weights without masks: a dense copy.
+  auto dense = Receiver(std::nullopt);
+  for (int c = 0; c < 3; ++c) {
+    ASSERT_TRUE(dense->Add(Chunk(w[c], 16 * c, 0, "w")).ok());
+  }
+  ASSERT_TRUE(dense->Finish(0, 3).ok());
+  EXPECT_TRUE(keep_.empty());
+}
+
+// Masks that do not belong to the weights before them, or say what the
+// weights contradict: DataLoss.
+TEST_P(DeltaReceiverTest, RefusesMalformedMasks) {
+  if (GetParam() == kElsewhere) GTEST_SKIP() << "refuses every mask (above)";
+  std::vector<uint8_t> keep(kSize, 1);
+  std::vector<float> weights(kSize, 0.5f);
+  for (int64_t i = 0; i < kSize; i += 3) {
+    keep[i] = 0;
+    weights[i] = 0.0f;
+  }
+  std::string w[3], m[3];
+  for (int c = 0; c < 3; ++c) {
+    w[c] = FloatBytes(weights.data() + 16 * c, 16);
+    m[c] = MaskBytes(keep.data() + 16 * c, 16);
+  }
+  std::vector<uint8_t> wrong = keep;
+  wrong[1] = 0;  // pruned, but its weight is 0.5
+  const std::string lying = MaskBytes(wrong.data(), 16);
+  const int kMask = kPruneMaskWireDtype;
+  struct Case {
+    const char* name;
+    std::vector<PullMessage> messages;
+  };
+  const std::vector<Case> cases = {
+      {"a mask first", {Chunk(m[0], 0, kMask, "w")}},
+      {"a mask of another offset",
+       {Chunk(w[0], 0, 0, "w"), Chunk(m[1], 16, kMask, "w")}},
+      {"two masks for one chunk",
+       {Chunk(w[0], 0, 0, "w"), Chunk(m[0], 0, kMask, "w"),
+        Chunk(m[0], 0, kMask, "w")}},
+      {"a mask of the wrong size",
+       {Chunk(w[0], 0, 0, "w"), Chunk(m[0] + "x", 0, kMask, "w")}},
+      {"a pruned weight that is not 0",
+       {Chunk(w[0], 0, 0, "w"), Chunk(lying, 0, kMask, "w")}},
+      {"masks for two of three chunks",
+       {Chunk(w[0], 0, 0, "w"), Chunk(m[0], 0, kMask, "w"),
+        Chunk(w[1], 16, 0, "w"), Chunk(w[2], 32, 0, "w"),
+        Chunk(m[2], 32, kMask, "w")}},
+      {"a mask in an update",
+       {Chunk(w[0], 0, 0, "w"), Chunk(m[0], 0, kMask, "w"),
+        Chunk(w[1], 16, 0, "w"), Chunk(m[1], 16, kMask, "w"),
+        Chunk(w[2], 32, 0, "w"), Chunk(m[2], 32, kMask, "w"),
+        Header(1, 0.1f, 0.0f, 1), Chunk(m[0], 0, kMask)}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto r = Receiver(std::nullopt);
+    absl::Status status;
+    uint64_t chunks = 0;
+    for (const PullMessage& msg : c.messages) {
+      if (msg.has_chunk) ++chunks;
+      status = r->Add(msg);
+      if (!status.ok()) break;
+    }
+    if (status.ok()) status = r->Finish(0, chunks);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Parts, DeltaReceiverTest,

@@ -251,6 +251,7 @@ absl::Status GrpcParamClient::KeepExactCopiesOn(
     DeltaCopy& copy = server.copy;
     copy.version.reset();  // the next pull sends weights
     copy.values = std::vector<float>();
+    copy.keep = std::vector<uint8_t>();
     copy.device.reset();
     if (!status.ok()) continue;  // drop the rest too
     const int64_t count = layout_.ServerRange(static_cast<int>(s)).size();
@@ -322,6 +323,9 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
   if (server.delta) {
     held = server.copy.BeginDelta(range);
     request.set_delta(true);
+    // A host copy replays a pruned model's mask (DeltaReceiver); a device
+    // copy does not, and gets weights from a pruned model's servers.
+    request.set_replays_mask(server.copy.device == nullptr);
     if (held.has_value()) {
       request.set_has_copy(true);
       request.set_model_version(*held);

@@ -25,7 +25,7 @@ PullReader::PullReader(const ModelLayout* layout, FlatRange range,
     copy_->values.resize(range.size());
     receiver_.emplace(layout, range, max_chunk_elements,
                       copy_->max_compressed_elements, copy_->values.data(),
-                      held, runner);
+                      held, runner, /*device=*/nullptr, &copy_->keep);
   }
 }
 

@@ -55,6 +55,9 @@ struct DeltaCopy {
   int64_t max_compressed_elements = 0;  // the server's compressed chunk limit
   std::vector<float> values;              // empty with `device`
   std::unique_ptr<ExactCopy> device;      // null: the copy is `values`
+  // A pruned model's mask over the slice, sent with the exact weights and
+  // replayed under (host copies only; empty: a dense model).
+  std::vector<uint8_t> keep;
   std::optional<uint64_t> version;  // set while the copy is exactly it
   uint64_t lineage = 0;             // the server's, with `version`
 
