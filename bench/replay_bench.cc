@@ -5,6 +5,9 @@
 //   parse        ParseCompressedChunk of every chunk (both paths)
 //   host xN      ApplyCompressedRange over the slice in N parts, one
 //                thread each (the worker's replay, --replay_threads=N)
+//   host x1 pruned  the same on one thread under a pruned model's mask
+//                (--pruned of the weights at random): a delta pull's
+//                replay on a pruned pool
 //   plan         ReplayPlanBuilder over the parsed chunks: the host's share
 //                of the device path
 //   host pass    the device pass run on the CPU (CreateHostReplayCopy):
@@ -66,6 +69,9 @@ ABSL_FLAG(std::string, backend, "cpu",
           "cpu: the host rows only; cuda: also the device rows.");
 ABSL_FLAG(int, rounds, 3, "Rounds per row (the best counts).");
 ABSL_FLAG(double, min_seconds, 0.3, "Least time per round.");
+ABSL_FLAG(double, pruned, 0.7,
+          "Share of the weights a pruned model's mask holds at 0 in the "
+          "'host x1 pruned' row; 0: no such row.");
 
 namespace asgd::bench {
 namespace {
@@ -248,6 +254,20 @@ int Run() {
         rounds, min_s);
     Row(encoding, "parse", parse, host1);
     Row(encoding, "host x1", host1, host1);
+    if (const double pruned = absl::GetFlag(FLAGS_pruned); pruned > 0) {
+      std::vector<uint8_t> keep(n);
+      std::uniform_real_distribution<double> uniform(0.0, 1.0);
+      for (uint8_t& k : keep) k = uniform(rng) >= pruned;
+      UpdateContext masked;
+      masked.keep = keep.data();
+      const double s = BestSecondsPerPass(
+          [&] {
+            ApplyCompressedRange(step, u->chunks, 0, n, w.data(), nullptr,
+                                 masked);
+          },
+          rounds, min_s);
+      Row(encoding, "host x1 pruned", s, host1);
+    }
     for (int t : *threads) {
       if (t == 1) continue;
       PartRunner runner(t);
