@@ -28,6 +28,22 @@ asgd_build() {
   done
 }
 
+# asgd_experiment_setup [TARGET...]: asgd_build and the bazel TARGETs, then
+# makes $OUT, $WORKDIR/logs and $WORKDIR/models, and sets $CORPUS, unless
+# set, to the default corpus in $WORKDIR/corpus (made unless it is there).
+asgd_experiment_setup() {
+  asgd_build
+  if [ $# -gt 0 ]; then
+    bazel build --noshow_progress "$@" 2>&1 |
+      grep -vE '^(INFO|Loading|Analyzing)' || true
+  fi
+  mkdir -p "$OUT" "$WORKDIR/logs" "$WORKDIR/models"
+  if [ -z "${CORPUS:-}" ]; then
+    CORPUS="$WORKDIR/corpus"
+    asgd_corpus "$CORPUS"
+  fi
+}
+
 # asgd_corpus DIR: generates the default corpus into DIR unless it is there.
 asgd_corpus() {
   if [ -f "$1/corpus.txt" ]; then

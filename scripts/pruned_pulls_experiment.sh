@@ -48,14 +48,7 @@ OUT=$(realpath -m "${OUT:-$WORKDIR}")
 cd "$(dirname "$0")/.."
 
 source scripts/lib.sh
-asgd_build
-bazel build --noshow_progress //shrink:asgd_shrink 2>&1 |
-  grep -vE '^(INFO|Loading|Analyzing)' || true
-mkdir -p "$OUT" "$WORKDIR/logs" "$WORKDIR/models"
-if [ -z "${CORPUS:-}" ]; then
-  CORPUS="$WORKDIR/corpus"
-  asgd_corpus "$CORPUS"
-fi
+asgd_experiment_setup //shrink:asgd_shrink
 
 full="$WORKDIR/models/full.mdl" pruned="$WORKDIR/models/pruned.mdl"
 echo "== the DNN $HIDDEN: 3 epochs at 0.05$([ "$FULL_STEPS" = 0 ] || echo ", at most $FULL_STEPS steps a worker")"
