@@ -90,6 +90,25 @@ std::shared_ptr<const CompressedGradient> TopK(int64_t n, std::string* bytes) {
   return gradient;
 }
 
+// The plan DeltaPulls::RequestBase gives (nullopt: weights, or none within
+// 30 s).
+std::optional<DeltaPlan> BasePlan(DeltaPulls* delta) {
+  struct Answer {  // shared: the callback may come after a timeout
+    absl::Notification ready;
+    std::optional<DeltaPlan> plan;
+  };
+  auto answer = std::make_shared<Answer>();
+  delta->RequestBase([answer](std::optional<DeltaPlan> p) {
+    answer->plan = std::move(p);
+    answer->ready.Notify();
+  });
+  if (!answer->ready.WaitForNotificationWithTimeout(absl::Seconds(30))) {
+    ADD_FAILURE() << "no base within 30 s";
+    return std::nullopt;
+  }
+  return std::move(answer->plan);
+}
+
 void PushCompressed(ParamStore* store,
                     std::shared_ptr<const CompressedGradient> g) {
   PushRequest r;
@@ -186,13 +205,7 @@ TEST(PullWriterTest, RequestFromAnotherLineageGetsWeights) {
   DeltaPlan unused;
   ASSERT_EQ(delta.Plan(true, 0, delta.lineage() + 1, false, &unused),
             DeltaPulls::Answer::kNeedBase);
-  absl::Notification ready;
-  std::optional<DeltaPlan> plan;
-  delta.RequestBase([&](std::optional<DeltaPlan> p) {
-    plan = std::move(p);
-    ready.Notify();
-  });
-  ASSERT_TRUE(ready.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  std::optional<DeltaPlan> plan = BasePlan(&delta);
   ASSERT_TRUE(plan.has_value());
   ASSERT_NE(plan->base, nullptr);
   PullWriter exact(&ps, nullptr, std::move(*plan), delta.lineage());
@@ -250,13 +263,7 @@ TEST(PullWriterTest, APrunedModelsBaseCarriesItsMask) {
   EXPECT_EQ(plan.base, nullptr);
   EXPECT_EQ(plan.updates.size(), 1u);
 
-  absl::Notification ready;
-  std::optional<DeltaPlan> based;
-  delta.RequestBase([&](std::optional<DeltaPlan> p) {
-    based = std::move(p);
-    ready.Notify();
-  });
-  ASSERT_TRUE(ready.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  std::optional<DeltaPlan> based = BasePlan(&delta);
   ASSERT_TRUE(based.has_value());
   ASSERT_NE(based->base, nullptr);
   PullWriter exact(&ps, nullptr, std::move(*based), delta.lineage());
