@@ -71,14 +71,7 @@ for step in $STEPS; do
 done
 
 source scripts/lib.sh
-asgd_build
-bazel build --noshow_progress //shrink:asgd_shrink 2>&1 |
-  grep -vE '^(INFO|Loading|Analyzing)' || true
-mkdir -p "$OUT" "$WORKDIR/logs" "$WORKDIR/models"
-if [ -z "${CORPUS:-}" ]; then
-  CORPUS="$WORKDIR/corpus"
-  asgd_corpus "$CORPUS"
-fi
+asgd_experiment_setup //shrink:asgd_shrink
 
 # nonzero MODEL: its non-zero parameters (model/model_file.h: header lines,
 # "data N", then N little-endian float32 values).
