@@ -155,11 +155,12 @@ int Run() {
   if (servers < 1 || servers > params || absl::GetFlag(FLAGS_group) < 1 ||
       absl::GetFlag(FLAGS_chunk_elements) < 1 ||
       absl::GetFlag(FLAGS_chunk_elements) > kGradCodecMaxElements ||
-      !(top_k > 0 && top_k <= 1) || absl::GetFlag(FLAGS_rounds) < 1) {
+      !(top_k > 0 && top_k <= 1) || absl::GetFlag(FLAGS_rounds) < 1 ||
+      !(absl::GetFlag(FLAGS_pruned) >= 0 && absl::GetFlag(FLAGS_pruned) < 1)) {
     std::fprintf(stderr,
                  "want --servers in [1, %lld], --group >= 1, "
                  "--chunk_elements in [1, %lld], --top_k in (0, 1], "
-                 "--rounds >= 1\n",
+                 "--rounds >= 1, --pruned in [0, 1)\n",
                  static_cast<long long>(params),
                  static_cast<long long>(kGradCodecMaxElements));
     return 2;
