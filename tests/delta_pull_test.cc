@@ -172,7 +172,8 @@ TEST_F(DeltaPullTest, ReplayedUpdatesAreExactlyTheServersModel) {
 // bases and replay the updates under it: after every pull their models are
 // the servers' bit for bit, pruned weights 0, and every pull after the
 // first is updates only. Worker c keeps its copies elsewhere (as on a
-// device, which replays no mask): it gets weights, never updates.
+// device): the mask goes there with the weights, and it replays the same
+// updates as plans under it.
 TEST_F(DeltaPullTest, APrunedModelIsReplayedUnderItsMask) {
   PoolSettings settings;
   settings.optimizer.learning_rate = 0.3f;
@@ -218,10 +219,11 @@ TEST_F(DeltaPullTest, APrunedModelIsReplayedUnderItsMask) {
   EXPECT_EQ(a->update_pulls(), 2 * 8);
   EXPECT_EQ(b->exact_weight_pulls(), 2);
   EXPECT_EQ(b->update_pulls(), 2 * 8);
-  EXPECT_EQ(c->update_pulls(), 0);
-  EXPECT_EQ(c->exact_weight_pulls(), 0);
+  EXPECT_EQ(c->exact_weight_pulls(), 2);
+  EXPECT_EQ(c->update_pulls(), 2 * 8);
+  EXPECT_GT(c->replay_plan_bytes(), 0);
   for (auto& server : servers_) {
-    EXPECT_EQ(server->store()->stats().update_pulls, 8u + 8u);
+    EXPECT_EQ(server->store()->stats().update_pulls, 8u + 8u + 8u);
   }
   const double float_bytes = 4.0 * n * 8;
   EXPECT_LT(a->update_bytes_received(), 0.5 * float_bytes);

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/wire_codec.h"
 #include "model/cuda/cuda_exec.cuh"
 #include "model/cuda/cuda_util.h"
 #include "model/cuda/replay_impl.h"
@@ -55,9 +57,26 @@ class CudaExactCopy final : public DeviceExactCopy {
   int64_t size() const override { return count_; }
   float* device_data() override { return w_.get(); }
 
-  absl::Status Upload(absl::Span<const float> host) override {
+  absl::Status Upload(absl::Span<const float> host,
+                      absl::Span<const uint8_t> keep) override {
     ASGD_RETURN_IF_ERROR(CheckSize(host.size()));
+    if (!keep.empty() && static_cast<int64_t>(keep.size()) != count_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a pruning mask of ", keep.size(), " flags for a device copy of ",
+          count_));
+    }
     ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    masked_ = false;
+    std::vector<uint8_t> bits;  // lives until Copy() has waited for it
+    if (!keep.empty()) {  // one bit a weight, as replay_impl.h reads it
+      bits.resize(PruneMaskBytes(count_));
+      PackPruneMask(keep.data(), count_, reinterpret_cast<char*>(bits.data()));
+      int64_t ignored = 0;
+      ASGD_RETURN_IF_ERROR(
+          UploadTable(bits, &keep_bits_, stream_.get(), &ignored));
+      masked_ = true;
+    }
+    // Copy() waits for the stream: the mask is there too.
     return Copy(w_.get(), host.data(), cudaMemcpyHostToDevice);
   }
 
@@ -108,6 +127,7 @@ class CudaExactCopy final : public DeviceExactCopy {
     t.k = static_cast<int64_t>(plan.indices.size());
     t.indices = indices_.get();
     t.values = values_.get();
+    t.keep_bits = masked_ ? keep_bits_.get() : nullptr;
     cuda::Context ctx;
     ctx.stream = s;
     cuda::CudaExec x(ctx);
@@ -154,6 +174,8 @@ class CudaExactCopy final : public DeviceExactCopy {
   DeviceBuffer<int64_t> group_start_, bit_origin_, indices_;
   DeviceBuffer<float> levels_, values_;
   DeviceBuffer<uint8_t> bits_;
+  DeviceBuffer<uint8_t> keep_bits_;  // the mask's bits when masked_
+  bool masked_ = false;
   DeviceBuffer<int> flag_;
   int64_t last_upload_bytes_ = 0;
 };

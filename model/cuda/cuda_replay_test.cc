@@ -2,11 +2,11 @@
 // (step/compressed_apply.h), the host replay's and the server's step: the
 // device copy must equal the host's bit for bit after every update of a
 // sequence, for one-bit, top-k and mixed updates, with and without weight
-// decay; an update that overflows is refused; the backend's copies
-// (CreateExactCopy, what --replay_on_device uses) replay on a thread that is
-// not the backend's; a model mirrored from those copies loads device to
-// device as the same model. Skips without a CUDA device (replay_impl_test runs the
-// same pass on the CPU everywhere).
+// decay, dense and under a pruned model's mask; an update that overflows is
+// refused; the backend's copies (CreateExactCopy, what --replay_on_device
+// uses) replay on a thread that is not the backend's; a model mirrored from
+// those copies loads device to device as the same model. Skips without a
+// CUDA device (replay_impl_test runs the same pass on the CPU everywhere).
 #include "model/cuda/cuda_replay.h"
 
 #include <cmath>
@@ -71,6 +71,16 @@ TEST(CudaReplayTest, SequencesOfUpdatesMatchTheHostBitForBit) {
           << ")";
     }
   }
+}
+
+// A pruned model's copy: the mask uploaded with the weights is replayed
+// under, on the device, as the server applies it.
+TEST(CudaReplayTest, APrunedCopyReplaysUnderItsMask) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(15);
+  auto copy = DeviceExactCopy::Create(300007);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  replay_cases::ExpectReplaysUnderTheMask(copy->get(), &rng);
 }
 
 TEST(CudaReplayTest, RefusesOverflowsBadRatesAndOtherSizes) {

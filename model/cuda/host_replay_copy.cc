@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/wire_codec.h"
 #include "model/cuda/replay_impl.h"
 
 #if defined(__FAST_MATH__)
@@ -30,9 +31,20 @@ class HostReplayCopy final : public ExactCopy {
 
   int64_t size() const override { return static_cast<int64_t>(w_.size()); }
 
-  absl::Status Upload(absl::Span<const float> host) override {
+  absl::Status Upload(absl::Span<const float> host,
+                      absl::Span<const uint8_t> keep) override {
     ASGD_RETURN_IF_ERROR(CheckSize(host.size()));
+    if (!keep.empty() && keep.size() != w_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a pruning mask of ", keep.size(),
+                       " flags for a copy of ", w_.size()));
+    }
     if (!host.empty()) std::memcpy(w_.data(), host.data(), host.size() * 4);
+    keep_bits_.resize(keep.empty() ? 0 : PruneMaskBytes(size()));
+    if (!keep.empty()) {
+      PackPruneMask(keep.data(), size(),
+                    reinterpret_cast<char*>(keep_bits_.data()));
+    }
     return absl::OkStatus();
   }
 
@@ -56,7 +68,8 @@ class HostReplayCopy final : public ExactCopy {
     if (plan.num_groups() < 0) {
       return absl::InvalidArgumentError("replay of an unbuilt plan");
     }
-    const cuda_ops::ReplayTables t = cuda_ops::TablesOf(plan);
+    const cuda_ops::ReplayTables t = cuda_ops::TablesOf(
+        plan, keep_bits_.empty() ? nullptr : keep_bits_.data());
     LoopExec x;
     int bad = 0;
     if (plan.all_top_k && wd == 0.0f) {
@@ -84,6 +97,7 @@ class HostReplayCopy final : public ExactCopy {
   }
 
   std::vector<float> w_;
+  std::vector<uint8_t> keep_bits_;  // empty: dense
   int64_t last_upload_bytes_ = 0;
 };
 

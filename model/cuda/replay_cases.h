@@ -1,7 +1,7 @@
 // Test support for the device replay of delta-pull updates (replay_impl.h,
 // cuda_replay.h): random updates of every encoding mix, their plans, weights
-// with the awkward values (signed zeros, subnormals), and the comparison of
-// two weight vectors bit for bit.
+// with the awkward values (signed zeros, subnormals), pruning masks, and the
+// comparison of two weight vectors bit for bit.
 //
 // Thread-safety: pure functions.
 #ifndef ASGD_MODEL_CUDA_REPLAY_CASES_H_
@@ -16,9 +16,12 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "common/wire_codec.h"
 #include "compression/grad_codec.h"
 #include "gtest/gtest.h"
 #include "model/cuda/replay_impl.h"
+#include "model/exact_copy.h"
+#include "step/compressed_apply.h"
 #include "step/optimizer.h"
 #include "step/replay_plan.h"
 
@@ -108,12 +111,83 @@ inline std::vector<float> Weights(int64_t n, std::mt19937* rng) {
   return w;
 }
 
+// A pruned model's mask over n elements, about `pruned` of them 0.
+inline std::vector<uint8_t> Mask(int64_t n, double pruned, std::mt19937* rng) {
+  std::bernoulli_distribution cut(pruned);
+  std::vector<uint8_t> keep(n);
+  for (uint8_t& k : keep) k = cut(*rng) ? 0 : 1;
+  return keep;
+}
+
+// The mask's bits, as ReplayTables::keep_bits reads them.
+inline std::vector<uint8_t> MaskBits(const std::vector<uint8_t>& keep) {
+  const int64_t n = static_cast<int64_t>(keep.size());
+  std::vector<uint8_t> bits(PruneMaskBytes(n));
+  PackPruneMask(keep.data(), n, reinterpret_cast<char*>(bits.data()));
+  return bits;
+}
+
+// The pruned weights of `w` set to 0, every other one -0 (a pruned weight
+// is 0 of either sign, as a server may hold it).
+inline void Prune(const std::vector<uint8_t>& keep, std::vector<float>* w) {
+  bool negative = false;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (keep[i] != 0) continue;
+    (*w)[i] = negative ? -0.0f : 0.0f;
+    negative = !negative;
+  }
+}
+
 inline int FirstDifference(const std::vector<float>& a,
                            const std::vector<float>& b) {
   for (size_t i = 0; i < a.size(); ++i) {
     if (Bits(a[i]) != Bits(b[i])) return static_cast<int>(i);
   }
   return -1;
+}
+
+// An ExactCopy of n elements against ApplyCompressedRange: weights uploaded
+// with a 70% mask, then 9 updates of every kind, with and without weight
+// decay, each replayed under the mask as the server's apply does
+// (UpdateContext::keep); a mask of the wrong size refused with the copy
+// unchanged; weights uploaded without a mask replayed densely again.
+inline void ExpectReplaysUnderTheMask(ExactCopy* copy, std::mt19937* rng) {
+  const int64_t n = copy->size();
+  const std::vector<uint8_t> keep = Mask(n, 0.7, rng);
+  std::vector<float> host = Weights(n, rng);
+  Prune(keep, &host);
+  ASSERT_TRUE(copy->Upload(host, keep).ok());
+  std::vector<float> got(n);
+  auto expect_host = [&](const std::string& when) {
+    ASSERT_TRUE(copy->Download(absl::MakeSpan(got)).ok());
+    ASSERT_EQ(FirstDifference(got, host), -1) << when;
+  };
+  UpdateContext masked;
+  masked.keep = keep.data();
+  for (int step = 0; step < 9; ++step) {
+    const Update u = MakeUpdate(n, step % 3, rng);
+    const float lr = 0.01f + 0.001f * step;
+    const float wd = step % 2 == 0 ? 0.0f : 1e-3f;
+    ApplyCompressedRange(Sgd(lr, wd), u.chunks, 0, n, host.data(), nullptr,
+                         masked);
+    ASSERT_TRUE(copy->Replay(PlanOf(u), lr, wd).ok());
+    expect_host("after update " + std::to_string(step));
+  }
+  for (int64_t e = 0; e < n; ++e) {
+    if (keep[e] == 0) {
+      ASSERT_EQ(host[e], 0.0f) << "pruned weight " << e;
+    }
+  }
+  const std::vector<uint8_t> short_mask(keep.begin(), keep.end() - 1);
+  EXPECT_EQ(copy->Upload(std::vector<float>(n, 1.0f), short_mask).code(),
+            absl::StatusCode::kInvalidArgument);
+  expect_host("after a refused upload");
+  ASSERT_TRUE(copy->Upload(host).ok());  // dense from here on
+  const Update u = MakeUpdate(n, 2, rng);
+  ApplyCompressedRange(Sgd(0.02f, 1e-3f), u.chunks, 0, n, host.data(), nullptr,
+                       UpdateContext{});
+  ASSERT_TRUE(copy->Replay(PlanOf(u), 0.02f, 1e-3f).ok());
+  expect_host("after a dense upload");
 }
 
 }  // namespace replay_cases

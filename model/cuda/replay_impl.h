@@ -14,6 +14,7 @@
 //   g = the decoded value: a one-bit group's level (negative or
 //       non-negative, by e's bit), a top-k entry's value, or +0 for an
 //       element of a top-k chunk that is not among its entries;
+//       +0 for a pruned element of a pruned model (UpdateContext::keep);
 //   if wd != 0:  g = g + wd * w[e]
 //   w[e] = w[e] - lr * g
 //
@@ -28,10 +29,11 @@
 //
 // Two passes:
 //   ReplayDense   every element, as above;
-//   ReplaySparse  only the top-k entries, when every chunk is top-k and
-//                 wd == 0: every other element has g = +0, and w - lr * (+0)
-//                 is w itself (also for w = -0), so the two passes leave the
-//                 same bits (as ApplyCompressedRange's sparse path).
+//   ReplaySparse  only the top-k entries of kept elements, when every chunk
+//                 is top-k and wd == 0: every other element has g = +0, and
+//                 w - lr * (+0) is w itself (also for w = -0), so the two
+//                 passes leave the same bits (as ApplyCompressedRange's
+//                 sparse path, which also skips pruned elements).
 // Both raise *bad (set to 1, never cleared here) when an element they wrote
 // is NaN or larger than kMaxMagnitude in magnitude: the caller refuses the
 // update, as DeltaReceiver does on the host (the copy is then lost).
@@ -64,7 +66,9 @@ inline constexpr float kReplayMaxMagnitude = 1e37f;
 // one-bit chunk format). A group of a top-k chunk has bit_origin -1: its
 // elements decode to +0 unless they are among the top-k entries, whose slice
 // indices (strictly increasing, < count) and values are
-// indices[0, k), values[0, k).
+// indices[0, k), values[0, k). A pruned model's mask: bit e of `keep_bits`
+// (numbered as `bits`; common/wire_codec.h's PackPruneMask) is 0 where
+// element e is pruned; null for a dense model.
 struct ReplayTables {
   int64_t count = 0;
   int64_t num_groups = 0;
@@ -75,11 +79,14 @@ struct ReplayTables {
   int64_t k = 0;
   const int64_t* indices = nullptr;
   const float* values = nullptr;
+  const uint8_t* keep_bits = nullptr;
 };
 
-// The tables of `plan` where it is (host memory): a replay on the host
-// (host_replay_copy.h, replay_impl_test); a device replay uploads them.
-inline ReplayTables TablesOf(const ReplayPlan& plan) {
+// The tables of `plan` where it is (host memory), under `keep_bits` (null:
+// dense): a replay on the host (host_replay_copy.h, replay_impl_test); a
+// device replay uploads them.
+inline ReplayTables TablesOf(const ReplayPlan& plan,
+                             const uint8_t* keep_bits = nullptr) {
   ReplayTables t;
   t.count = plan.count;
   t.num_groups = plan.num_groups();
@@ -90,6 +97,7 @@ inline ReplayTables TablesOf(const ReplayPlan& plan) {
   t.k = static_cast<int64_t>(plan.indices.size());
   t.indices = plan.indices.data();
   t.values = plan.values.data();
+  t.keep_bits = keep_bits;
   return t;
 }
 
@@ -107,8 +115,14 @@ ASGD_HD inline int64_t UpperBound(const int64_t* sorted, int64_t n, int64_t x) {
   return lo;
 }
 
+// Whether element e takes its gradient (false: pruned).
+ASGD_HD inline bool ReplayKept(const uint8_t* keep_bits, int64_t e) {
+  return keep_bits == nullptr || ((keep_bits[e >> 3] >> (e & 7)) & 1) != 0;
+}
+
 // The decoded gradient of element e.
 ASGD_HD inline float ReplayGradient(const ReplayTables& t, int64_t e) {
+  if (!ReplayKept(t.keep_bits, e)) return 0.0f;
   if (t.k > 0) {
     const int64_t j = UpperBound(t.indices, t.k, e) - 1;
     if (j >= 0 && t.indices[j] == e) return t.values[j];
@@ -143,14 +157,17 @@ struct ReplayDenseOp {
   }
 };
 
-// Top-k entry j: writes w[indices[j]] (the indices are distinct).
+// Top-k entry j: writes w[indices[j]] (the indices are distinct) unless
+// that element is pruned.
 struct ReplaySparseOp {
   const int64_t* indices;
   const float* values;
+  const uint8_t* keep_bits;
   float* w;
   float lr;
   int* bad;
   ASGD_HD void operator()(int64_t j) const {
+    if (!ReplayKept(keep_bits, indices[j])) return;
     ReplayStep(w + indices[j], values[j], lr, 0.0f, bad);
   }
 };
@@ -164,7 +181,8 @@ absl::Status ReplayDense(Exec& x, const ReplayTables& t, float* w, float lr,
 template <class Exec>
 absl::Status ReplaySparse(Exec& x, const ReplayTables& t, float* w, float lr,
                           int* bad) {
-  return x.ForEach(t.k, ReplaySparseOp{t.indices, t.values, w, lr, bad});
+  return x.ForEach(
+      t.k, ReplaySparseOp{t.indices, t.values, t.keep_bits, w, lr, bad});
 }
 
 }  // namespace cuda_ops

@@ -2,13 +2,15 @@
 // run on the CPU through HostExec, in both element orders, against
 // ApplyCompressedRange (step/compressed_apply.h), which is what the worker's
 // host replay and the server's apply run: the weights must match bit for
-// bit, and the bound check must refuse what the host refuses.
+// bit, dense and under a pruned model's mask, and the bound check must
+// refuse what the host refuses.
 #include "model/cuda/replay_impl.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "compression/grad_codec.h"
 #include "gtest/gtest.h"
 #include "model/cuda/host_exec.h"
+#include "model/cuda/host_replay_copy.h"
 #include "model/cuda/replay_cases.h"
 #include "step/compressed_apply.h"
 #include "step/optimizer.h"
@@ -30,7 +33,10 @@ using cuda_ops::ReplayTables;
 using replay_cases::Bits;
 using replay_cases::FirstDifference;
 using replay_cases::MakeUpdate;
+using replay_cases::Mask;
+using replay_cases::MaskBits;
 using replay_cases::PlanOf;
+using replay_cases::Prune;
 using replay_cases::Sgd;
 using replay_cases::TablesOf;
 using replay_cases::Update;
@@ -139,6 +145,62 @@ TEST(ReplayImplTest, MatchesTheHostReplayBitForBit) {
   }
 }
 
+// A pruned model's update: both passes under the mask leave the weights
+// ApplyCompressedRange leaves under UpdateContext::keep (the server's apply
+// and the worker's host replay), pruned weights still 0 of their sign, for
+// every kind of update, with and without weight decay, in both orders.
+TEST(ReplayImplTest, MatchesTheHostReplayUnderAPruningMask) {
+  std::mt19937 rng(8);
+  const int64_t n = 10009;
+  for (int kinds : {0, 1, 2}) {
+    for (float wd : {0.0f, 1e-3f}) {
+      const Update u = MakeUpdate(n, kinds, &rng);
+      const ReplayPlan p = PlanOf(u);
+      const std::vector<uint8_t> keep = Mask(n, 0.7, &rng);
+      const std::vector<uint8_t> bits = MaskBits(keep);
+      std::vector<float> w0 = Weights(n, &rng);
+      Prune(keep, &w0);
+      const float lr = 0.0371f;
+      std::vector<float> want = w0;
+      UpdateContext ctx;
+      ctx.keep = keep.data();
+      ASSERT_LE(ApplyCompressedRange(Sgd(lr, wd), u.chunks, 0, n, want.data(),
+                                     nullptr, ctx)
+                    .max_abs_w,
+                kMaxMagnitude);
+      std::vector<float> dense = w0;
+      ApplyCompressedRange(Sgd(lr, wd), u.chunks, 0, n, dense.data(), nullptr,
+                           UpdateContext{});
+      ASSERT_GE(FirstDifference(want, dense), 0) << "the mask changed nothing";
+      for (int64_t e = 0; e < n; ++e) {
+        if (keep[e] == 0) {
+          ASSERT_EQ(Bits(want[e]), Bits(w0[e])) << e;
+        }
+      }
+      for (auto order :
+           {HostExec::Order::kForward, HostExec::Order::kBackward}) {
+        HostExec x(order);
+        std::vector<float> w = w0;
+        int bad = 0;
+        ASSERT_TRUE(cuda_ops::ReplayDense(x, TablesOf(p, bits.data()), w.data(),
+                                          lr, wd, &bad)
+                        .ok());
+        EXPECT_EQ(bad, 0);
+        EXPECT_EQ(FirstDifference(w, want), -1)
+            << "dense, kinds " << kinds << " wd " << wd;
+        if (p.all_top_k && wd == 0.0f) {
+          std::vector<float> s = w0;
+          ASSERT_TRUE(cuda_ops::ReplaySparse(x, TablesOf(p, bits.data()),
+                                             s.data(), lr, &bad)
+                          .ok());
+          EXPECT_EQ(bad, 0);
+          EXPECT_EQ(FirstDifference(s, want), -1) << "sparse";
+        }
+      }
+    }
+  }
+}
+
 // An update that takes a weight past kMaxMagnitude (or to Inf) is flagged,
 // where the host's maxima exceed kMaxMagnitude too.
 TEST(ReplayImplTest, FlagsWhatTheHostRefuses) {
@@ -184,6 +246,15 @@ TEST(ReplayImplTest, FlagsWhatTheHostRefuses) {
   ASSERT_TRUE(
       cuda_ops::ReplayDense(x, TablesOf(p), w.data(), 0.1f, 0.0f, &bad).ok());
   EXPECT_EQ(bad, 1);
+}
+
+// The host copy (what the delta receiver's tests use for a device's) keeps
+// the mask of its last upload.
+TEST(HostReplayCopyTest, ReplaysUnderTheMaskOfItsLastUpload) {
+  std::mt19937 rng(9);
+  absl::StatusOr<std::unique_ptr<ExactCopy>> copy = CreateHostReplayCopy(7001);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  replay_cases::ExpectReplaysUnderTheMask(copy->get(), &rng);
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ DeltaReceiver::DeltaReceiver(const ModelLayout* layout, FlatRange range,
                   ? runner
                   : nullptr),
       device_(device),
-      keep_(device == nullptr ? keep : nullptr),
+      keep_(keep),
       at_(held) {}
 
 absl::Status DeltaReceiver::Add(const PullMessage& msg) {
@@ -164,8 +164,7 @@ absl::Status DeltaReceiver::AddWeightChunk(const TensorChunkView& chunk) {
 absl::Status DeltaReceiver::AddMaskChunk(const TensorChunkView& chunk) {
   if (keep_ == nullptr) {
     return absl::DataLossError(
-        "a delta pull sent a pruning mask to a copy that cannot replay one "
-        "(a copy on the device)");
+        "a delta pull sent a pruning mask to a copy that cannot replay one");
   }
   if (!last_weights_.has_value() || last_weights_->tensor != chunk.tensor ||
       last_weights_->offset != chunk.offset) {
@@ -302,7 +301,13 @@ absl::Status DeltaReceiver::FinishWeights() {
   if (masks_ == 0 && keep_ != nullptr) keep_->clear();  // a dense model
   weights_done_ = true;
   if (device_ == nullptr) return absl::OkStatus();
-  return device_->Upload(absl::MakeConstSpan(copy_, range_.size()));
+  absl::Status uploaded =
+      device_->Upload(absl::MakeConstSpan(copy_, range_.size()),
+                      keep_ != nullptr ? absl::MakeConstSpan(*keep_)
+                                       : absl::Span<const uint8_t>());
+  // The device copy holds the mask now: no host copy of it stays.
+  if (keep_ != nullptr) std::vector<uint8_t>().swap(*keep_);
+  return uploaded;
 }
 
 absl::Status DeltaReceiver::Finish(uint64_t version, uint64_t num_chunks) {

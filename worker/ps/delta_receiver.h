@@ -27,11 +27,12 @@
 // A pruned model (proto PullRequest.replays_mask): the exact weights come
 // with the mask, each weight chunk followed by a PRUNE_MASK chunk of the
 // same tensor and offset (every chunk or none; a pruned weight must be 0).
-// The mask goes to `keep` and stays there with the copy; updates are then
-// replayed under it as the server applied them (a pruned element takes
-// gradient 0: UpdateContext::keep), on the host only: a receiver without
-// `keep` (a device copy) refuses mask chunks, and weights without them
-// leave `keep` empty (a dense model).
+// The mask goes to `keep` and stays there with the copy (with `device`, it
+// is uploaded with the weights, ExactCopy::Upload, and `keep` emptied);
+// updates are then replayed under it as the server applied them (a pruned
+// element takes gradient 0: UpdateContext::keep). A receiver without `keep`
+// refuses mask chunks, and weights without them leave `keep` empty (a dense
+// model).
 //
 // With a PartRunner of more than one part (host copies), an update's chunks are
 // checked as they arrive and kept (their encoded bytes: at most the slice's

@@ -323,9 +323,8 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
   if (server.delta) {
     held = server.copy.BeginDelta(range);
     request.set_delta(true);
-    // A host copy replays a pruned model's mask (DeltaReceiver); a device
-    // copy does not, and gets weights from a pruned model's servers.
-    request.set_replays_mask(server.copy.device == nullptr);
+    // Host and device copies replay a pruned model's mask (DeltaReceiver).
+    request.set_replays_mask(true);
     if (held.has_value()) {
       request.set_has_copy(true);
       request.set_model_version(*held);

@@ -20,7 +20,7 @@ PullReader::PullReader(const ModelLayout* layout, FlatRange range,
     // Weights land in staging on their way to the device copy.
     receiver_.emplace(layout, range, max_chunk_elements,
                       copy_->max_compressed_elements, staging.data(), held,
-                      nullptr, copy_->device.get());
+                      nullptr, copy_->device.get(), &copy_->keep);
   } else if (copy_ != nullptr) {
     copy_->values.resize(range.size());
     receiver_.emplace(layout, range, max_chunk_elements,

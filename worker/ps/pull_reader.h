@@ -56,7 +56,8 @@ struct DeltaCopy {
   std::vector<float> values;              // empty with `device`
   std::unique_ptr<ExactCopy> device;      // null: the copy is `values`
   // A pruned model's mask over the slice, sent with the exact weights and
-  // replayed under (host copies only; empty: a dense model).
+  // replayed under (empty: a dense model). A `device` copy holds its own,
+  // uploaded with the weights, and this one is emptied then.
   std::vector<uint8_t> keep;
   std::optional<uint64_t> version;  // set while the copy is exactly it
   uint64_t lineage = 0;             // the server's, with `version`
