@@ -15,6 +15,7 @@
 // and, with --backend=cuda on a GPU:
 //   device       ExactCopy::Replay on the backend's copy: plan upload and
 //                the replay kernel, until the copy is updated
+//   device pruned  the same on a copy uploaded with the pruned model's mask
 //   mirror       MirrorFromCopy: the slice device to device into the
 //                mirror and down into a pinned model buffer
 //   load mirror  LoadMirroredModel of the whole model (device to device)
@@ -25,7 +26,8 @@
 // Each row is the best of --rounds rounds of at least --min_seconds, after
 // one untimed pass; ms per update of one slice, and the ratio to the host
 // replay on one thread. Before timing, each path replays the update once on
-// the same weights, and a "# check" line says whether every path left the
+// the same weights (and, with --pruned, once more under the mask on the
+// pruned weights), and a "# check" line says whether every path left the
 // host replay's bits (the bench exits 1 when one did not).
 //
 //   bazel run -c opt //bench:replay_bench
@@ -217,19 +219,38 @@ int Run() {
       }
       device_copy = *std::move(made);
     }
+    // A pruned model's mask (empty: no pruned rows), its weights 0.
+    std::vector<uint8_t> keep;
+    std::vector<float> pruned_w;
+    if (const double pruned = absl::GetFlag(FLAGS_pruned); pruned > 0) {
+      std::uniform_real_distribution<double> uniform(0.0, 1.0);
+      keep.resize(n);
+      for (uint8_t& k : keep) k = uniform(rng) >= pruned;
+      pruned_w = w;
+      for (int64_t i = 0; i < n; ++i) {
+        if (keep[i] == 0) pruned_w[i] = 0.0f;
+      }
+    }
     {  // every path once on the same weights: the same bits?
       ReplayPlanBuilder builder;
       for (const CompressedChunk& c : u->chunks) builder.Add(c);
       const ReplayPlan once = builder.Take();
-      std::vector<float> want = w, got(n);
-      ApplyCompressedRange(step, u->chunks, 0, n, want.data(), nullptr,
-                           UpdateContext{});
       bool same = true;
-      for (ExactCopy* c : {host_copy.get(), device_copy.get()}) {
-        if (c == nullptr) continue;
-        same = same && c->Upload(w).ok() && c->Replay(once, 1e-4f, 0.0f).ok() &&
-               c->Download(absl::MakeSpan(got)).ok() &&
-               std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0;
+      for (const bool masked : {false, true}) {
+        if (masked && keep.empty()) continue;
+        const std::vector<float>& from = masked ? pruned_w : w;
+        UpdateContext ctx;
+        if (masked) ctx.keep = keep.data();
+        std::vector<float> want = from, got(n);
+        ApplyCompressedRange(step, u->chunks, 0, n, want.data(), nullptr, ctx);
+        for (ExactCopy* c : {host_copy.get(), device_copy.get()}) {
+          if (c == nullptr) continue;
+          same = same &&
+                 c->Upload(from, masked ? keep : std::vector<uint8_t>()).ok() &&
+                 c->Replay(once, 1e-4f, 0.0f).ok() &&
+                 c->Download(absl::MakeSpan(got)).ok() &&
+                 std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0;
+        }
       }
       std::printf("# check (%s): %s the host replay's bits: %s\n",
                   encoding.c_str(),
@@ -255,10 +276,7 @@ int Run() {
         rounds, min_s);
     Row(encoding, "parse", parse, host1);
     Row(encoding, "host x1", host1, host1);
-    if (const double pruned = absl::GetFlag(FLAGS_pruned); pruned > 0) {
-      std::vector<uint8_t> keep(n);
-      std::uniform_real_distribution<double> uniform(0.0, 1.0);
-      for (uint8_t& k : keep) k = uniform(rng) >= pruned;
+    if (!keep.empty()) {
       UpdateContext masked;
       masked.keep = keep.data();
       const double s = BestSecondsPerPass(
@@ -311,6 +329,17 @@ int Run() {
             },
             rounds, min_s),
         host1);
+    if (!keep.empty()) {
+      if (absl::Status s = copy->Upload(pruned_w, keep); !s.ok()) failed = s;
+      Row(encoding, "device pruned",
+          BestSecondsPerPass(
+              [&] {
+                absl::Status s = copy->Replay(plan, 1e-4f, 0.0f);
+                if (!s.ok()) failed = s;
+              },
+              rounds, min_s),
+          host1);
+    }
     std::vector<float> model(params, 0.0f);
     (void)device->PinHostBuffer(model);
     Row(encoding, "mirror",
