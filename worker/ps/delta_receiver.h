@@ -75,7 +75,8 @@ class DeltaReceiver {
   // `device`) and `device` (null: the copy is `copy`; else of range.size()
   // floats) must outlive the receiver. `keep` (null: mask chunks are
   // refused): the copy's mask, empty for a dense model or range.size()
-  // flags, replaced by the next exact weights; it must outlive the receiver.
+  // flags, replaced by the next exact weights (with `device`: where the
+  // mask is assembled, emptied once uploaded); it must outlive the receiver.
   DeltaReceiver(const ModelLayout* layout, FlatRange range,
                 int64_t max_chunk_elements, int64_t max_compressed_elements,
                 float* copy, std::optional<uint64_t> held,
