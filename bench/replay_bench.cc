@@ -321,52 +321,30 @@ int Run() {
     if (device == nullptr) continue;
     ExactCopy* const copy = device_copy.get();
     absl::Status failed = copy->Upload(w);
-    Row(encoding, "device",
-        BestSecondsPerPass(
-            [&] {
-              absl::Status s = copy->Replay(plan, 1e-4f, 0.0f);
-              if (!s.ok()) failed = s;
-            },
-            rounds, min_s),
-        host1);
-    if (!keep.empty()) {
-      if (absl::Status s = copy->Upload(pruned_w, keep); !s.ok()) failed = s;
-      Row(encoding, "device pruned",
+    // A device row: `call` timed, its first error kept.
+    auto device_row = [&](const char* path, auto call) {
+      Row(encoding, path,
           BestSecondsPerPass(
               [&] {
-                absl::Status s = copy->Replay(plan, 1e-4f, 0.0f);
+                absl::Status s = call();
                 if (!s.ok()) failed = s;
               },
               rounds, min_s),
           host1);
+    };
+    device_row("device", [&] { return copy->Replay(plan, 1e-4f, 0.0f); });
+    if (!keep.empty()) {
+      if (absl::Status s = copy->Upload(pruned_w, keep); !s.ok()) failed = s;
+      device_row("device pruned",
+                 [&] { return copy->Replay(plan, 1e-4f, 0.0f); });
     }
     std::vector<float> model(params, 0.0f);
     (void)device->PinHostBuffer(model);
-    Row(encoding, "mirror",
-        BestSecondsPerPass(
-            [&] {
-              absl::Status s =
-                  device->MirrorFromCopy(absl::MakeSpan(model), 0, *copy);
-              if (!s.ok()) failed = s;
-            },
-            rounds, min_s),
-        host1);
-    Row(encoding, "load mirror",
-        BestSecondsPerPass(
-            [&] {
-              absl::Status s = device->LoadMirroredModel(model);
-              if (!s.ok()) failed = s;
-            },
-            rounds, min_s),
-        host1);
-    Row(encoding, "load host",
-        BestSecondsPerPass(
-            [&] {
-              absl::Status s = device->LoadModel(model);
-              if (!s.ok()) failed = s;
-            },
-            rounds, min_s),
-        host1);
+    device_row("mirror", [&] {
+      return device->MirrorFromCopy(absl::MakeSpan(model), 0, *copy);
+    });
+    device_row("load mirror", [&] { return device->LoadMirroredModel(model); });
+    device_row("load host", [&] { return device->LoadModel(model); });
     device->UnpinHostBuffer(model);
     if (!failed.ok()) {
       std::fprintf(stderr, "device rows failed: %s\n",
