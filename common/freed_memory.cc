@@ -32,12 +32,19 @@ int64_t ResidentBytes() {
 }
 
 FreedMemoryReturner::FreedMemoryReturner(int64_t keep_bytes)
-    : keep_bytes_(keep_bytes), baseline_(ResidentBytes()) {}
+    : keep_bytes_(keep_bytes),
+      baseline_(ResidentBytes()),
+      free_baseline_(FreedMemoryHeld()) {}
 
 int64_t FreedMemoryReturner::MaybeReturn() {
 #if defined(__GLIBC__)
   const int64_t before = ResidentBytes();
-  if (before - baseline_ <= keep_bytes_ || FreedMemoryHeld() <= keep_bytes_) {
+  const int64_t free = FreedMemoryHeld();
+  // The bytes free in malloc count what a trim gave back too (free chunks
+  // whose pages went back), so they grow again only by what was freed since.
+  const bool grew = before - baseline_ > keep_bytes_;
+  const bool freed = free - free_baseline_ > keep_bytes_;
+  if (free <= keep_bytes_ || !(grew || freed)) {
     // Resident memory that fell (freed at the top of the heap, or unmapped)
     // lowers the baseline, so that growth is measured from there.
     baseline_ = std::min(baseline_, before);
@@ -46,6 +53,7 @@ int64_t FreedMemoryReturner::MaybeReturn() {
   malloc_trim(0);
   ++trims_;
   baseline_ = ResidentBytes();
+  free_baseline_ = FreedMemoryHeld();
   return std::max<int64_t>(0, before - baseline_);
 #else
   return 0;

@@ -7,10 +7,14 @@
 //
 // A FreedMemoryReturner, asked now and then (the server asks every few
 // seconds from its main loop), trims malloc's arenas (malloc_trim(0)) when
-// the process's resident memory grew by more than `keep_bytes` since its
-// last trim and more than `keep_bytes` lie free in malloc. Steady training,
-// whose memory is reused from step to step, never grows it, so it is never
-// trimmed; a burst is trimmed once, after it. Without glibc it does nothing.
+// more than `keep_bytes` lie free in malloc and, since its last trim, the
+// process's resident memory grew by more than `keep_bytes` or more than
+// `keep_bytes` more were freed (a burst's memory freed after a trim that
+// came while it was still held: gRPC frees a backlog of reset calls at its
+// own pace). Steady training reuses its memory from step to step, so
+// neither grows: it is not trimmed (at most once, for what its first steps
+// leave free); a burst is trimmed once it is freed, in as many trims as it
+// takes. Without glibc it does nothing.
 //
 //   FreedMemoryReturner returner(int64_t{64} << 20);
 //   ... every few seconds: returner.MaybeReturn();
@@ -34,10 +38,11 @@ class FreedMemoryReturner {
  public:
   explicit FreedMemoryReturner(int64_t keep_bytes);
 
-  // Trims when the resident memory grew by more than keep_bytes since the
-  // last trim (or since construction) and more than keep_bytes are free in
-  // malloc. Returns the bytes the trim gave back (resident before minus
-  // after, at least 0), or 0 when it did not trim.
+  // Trims when more than keep_bytes are free in malloc and, since the last
+  // trim (or construction), the resident memory grew by more than
+  // keep_bytes or the bytes free in malloc did. Returns the bytes the trim
+  // gave back (resident before minus after, at least 0), or 0 when it did
+  // not trim.
   int64_t MaybeReturn();
 
   // Trims done so far.
@@ -45,7 +50,8 @@ class FreedMemoryReturner {
 
  private:
   const int64_t keep_bytes_;
-  int64_t baseline_;  // resident bytes after the last trim
+  int64_t baseline_;       // resident bytes after the last trim
+  int64_t free_baseline_;  // bytes free in malloc after the last trim
   int trims_ = 0;
 };
 

@@ -52,6 +52,39 @@ TEST(FreedMemoryTest, ABurstIsGivenBackOnce) {
   FreeAll(blocks);
 }
 
+// A burst still partly held at the first trim (as gRPC's backlog of reset
+// calls): what it frees after that trim is given back by a later one,
+// although the resident memory did not grow since.
+TEST(FreedMemoryTest, WhatABurstFreesAfterATrimIsGivenBackToo) {
+  FreedMemoryReturner returner(int64_t{16} << 20);
+  std::vector<void*> blocks(kBlocks);
+  for (void*& b : blocks) {
+    b = std::malloc(kBlock);
+    std::memset(b, 4, kBlock);
+  }
+  // A quarter freed, then trimmed.
+  for (int i = 0; i < kBlocks; i += 4) {
+    std::free(blocks[i]);
+    blocks[i] = nullptr;
+  }
+  EXPECT_GE(returner.MaybeReturn(), int64_t{16} << 20);
+  EXPECT_EQ(returner.trims(), 1);
+  // Half more freed; every fourth block stays in use, so free() can not
+  // shrink the heap and the resident memory stays where the trim left it.
+  for (int i = 0; i < kBlocks; ++i) {
+    if (i % 4 == 1 || i % 4 == 2) {
+      std::free(blocks[i]);
+      blocks[i] = nullptr;
+    }
+  }
+  EXPECT_GE(returner.MaybeReturn(), int64_t{32} << 20);
+  EXPECT_EQ(returner.trims(), 2);
+  // Nothing freed since: no third trim.
+  EXPECT_EQ(returner.MaybeReturn(), 0);
+  EXPECT_EQ(returner.trims(), 2);
+  FreeAll(blocks);
+}
+
 TEST(FreedMemoryTest, MemoryReusedStepAfterStepIsNeverTrimmed) {
   std::vector<void*> blocks = Fragment();
   FreedMemoryReturner returner(int64_t{16} << 20);
