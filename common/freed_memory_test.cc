@@ -14,15 +14,21 @@ namespace {
 constexpr size_t kBlock = 64 << 10;  // below malloc's mmap threshold: heap
 constexpr int kBlocks = 2048;        // 128 MiB
 
-// kBlocks blocks, written to (resident), then every other one freed: half
-// of them free inside malloc, between blocks still in use, so that free()
-// can not hand them back by shrinking the heap.
-std::vector<void*> Fragment() {
+// kBlocks blocks, written to with `fill` (resident).
+std::vector<void*> Allocate(int fill) {
   std::vector<void*> blocks(kBlocks);
   for (void*& b : blocks) {
     b = std::malloc(kBlock);
-    std::memset(b, 1, kBlock);
+    std::memset(b, fill, kBlock);
   }
+  return blocks;
+}
+
+// Allocate(), then every other block freed: half of them free inside
+// malloc, between blocks still in use, so that free() can not hand them
+// back by shrinking the heap.
+std::vector<void*> Fragment() {
+  std::vector<void*> blocks = Allocate(1);
   for (int i = 0; i < kBlocks; i += 2) {
     std::free(blocks[i]);
     blocks[i] = nullptr;
@@ -57,11 +63,7 @@ TEST(FreedMemoryTest, ABurstIsGivenBackOnce) {
 // although the resident memory did not grow since.
 TEST(FreedMemoryTest, WhatABurstFreesAfterATrimIsGivenBackToo) {
   FreedMemoryReturner returner(int64_t{16} << 20);
-  std::vector<void*> blocks(kBlocks);
-  for (void*& b : blocks) {
-    b = std::malloc(kBlock);
-    std::memset(b, 4, kBlock);
-  }
+  std::vector<void*> blocks = Allocate(4);
   // A quarter freed, then trimmed.
   for (int i = 0; i < kBlocks; i += 4) {
     std::free(blocks[i]);
@@ -107,11 +109,7 @@ TEST(FreedMemoryTest, MemoryReusedStepAfterStepIsNeverTrimmed) {
 
 TEST(FreedMemoryTest, GrowthThatIsNotFreeIsNotTrimmed) {
   FreedMemoryReturner returner(int64_t{16} << 20);
-  std::vector<void*> blocks(kBlocks);
-  for (void*& b : blocks) {
-    b = std::malloc(kBlock);
-    std::memset(b, 3, kBlock);
-  }
+  std::vector<void*> blocks = Allocate(3);
   // 128 MiB more resident, all of it in use.
   EXPECT_EQ(returner.MaybeReturn(), 0);
   EXPECT_EQ(returner.trims(), 0);
