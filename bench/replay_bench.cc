@@ -321,7 +321,7 @@ int Run() {
     if (device == nullptr) continue;
     ExactCopy* const copy = device_copy.get();
     absl::Status failed = copy->Upload(w);
-    // A device row: `call` timed, its first error kept.
+    // A device row: `call` timed; an error it returns is kept in `failed`.
     auto device_row = [&](const char* path, auto call) {
       Row(encoding, path,
           BestSecondsPerPass(
