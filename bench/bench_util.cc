@@ -91,6 +91,15 @@ absl::StatusOr<std::vector<double>> ParseFractionList(absl::string_view flag,
   return out;
 }
 
+absl::Status CheckFrameTimingFlags(int batch, int frames, int rounds,
+                                   double min_seconds) {
+  if (batch < 1 || frames < 1 || rounds < 1 || !(min_seconds >= 0)) {
+    return absl::InvalidArgumentError(
+        "--batch, --frames and --rounds must be >= 1, --min_seconds >= 0");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::pair<int, int>>> ParseShapeList(
     absl::string_view flag, absl::string_view text) {
   std::vector<std::pair<int, int>> out;

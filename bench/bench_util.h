@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -51,6 +52,12 @@ absl::StatusOr<std::vector<double>> ParseFractionList(absl::string_view flag,
 // most 2^28) into (first, second) pairs.
 absl::StatusOr<std::vector<std::pair<int, int>>> ParseShapeList(
     absl::string_view flag, absl::string_view text);
+
+// The timing flags of the per-frame layer benchmarks: `batch`, `frames` and
+// `rounds` must be >= 1 and `min_seconds` >= 0 (not NaN). InvalidArgument
+// names the flags otherwise.
+absl::Status CheckFrameTimingFlags(int batch, int frames, int rounds,
+                                   double min_seconds);
 
 // Seconds per call of pass(): one untimed call, then the best of `rounds`
 // rounds, each repeating pass() for at least `min_seconds`.

@@ -76,19 +76,16 @@ int Run() {
   auto shapes = bench::ParseShapeList("layers", absl::GetFlag(FLAGS_layers));
   auto fractions =
       bench::ParseFractionList("fractions", absl::GetFlag(FLAGS_fractions));
-  for (const absl::Status& st : {shapes.status(), fractions.status()}) {
+  const int batch = absl::GetFlag(FLAGS_batch);
+  const int frames = absl::GetFlag(FLAGS_frames);
+  for (const absl::Status& st :
+       {shapes.status(), fractions.status(),
+        bench::CheckFrameTimingFlags(batch, frames, absl::GetFlag(FLAGS_rounds),
+                                     absl::GetFlag(FLAGS_min_seconds))}) {
     if (!st.ok()) {
       std::fprintf(stderr, "lazy_output_bench: %s\n", st.ToString().c_str());
       return 1;
     }
-  }
-  const int batch = absl::GetFlag(FLAGS_batch);
-  const int frames = absl::GetFlag(FLAGS_frames);
-  if (batch < 1 || frames < 1 || absl::GetFlag(FLAGS_rounds) < 1 ||
-      !(absl::GetFlag(FLAGS_min_seconds) >= 0)) {
-    std::fprintf(stderr, "lazy_output_bench: --batch, --frames and --rounds "
-                         "must be >= 1, --min_seconds >= 0\n");
-    return 1;
   }
   openblas_set_num_threads(1);
   bench::PrintMachine("lazy_output_bench");

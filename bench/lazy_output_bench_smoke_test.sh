@@ -17,7 +17,7 @@ grep "^csv,lazy_output," <<<"$out" |
   awk -F, '{ for (i = 3; i <= NF; ++i) if ($i !~ /^[0-9]+(\.[0-9]+)?$/) exit 1 }' ||
   fail "non-numeric csv field"
 grep -q "^| 8x40 | 20% |" <<<"$out" || fail "no table row for 8x40 at 20%"
-for bad in --layers=16 --layers=0x5 --fractions=0 --fractions=1.5 --batch=0 --rounds=0; do
+for bad in --layers=16 --layers=0x5 --fractions=0 --fractions=1.5 --batch=0 --frames=0 --rounds=0 --min_seconds=-1 --min_seconds=nan; do
   if "$bench" "${tiny[@]}" "$bad" >/dev/null 2>&1; then fail "$bad was accepted"; fi
 done
 echo PASS

@@ -68,19 +68,16 @@ int Run() {
   auto shapes = bench::ParseShapeList("layers", absl::GetFlag(FLAGS_layers));
   auto densities =
       bench::ParseFractionList("densities", absl::GetFlag(FLAGS_densities));
-  for (const absl::Status& st : {shapes.status(), densities.status()}) {
+  const int batch = absl::GetFlag(FLAGS_batch);
+  const int frames = absl::GetFlag(FLAGS_frames);
+  for (const absl::Status& st :
+       {shapes.status(), densities.status(),
+        bench::CheckFrameTimingFlags(batch, frames, absl::GetFlag(FLAGS_rounds),
+                                     absl::GetFlag(FLAGS_min_seconds))}) {
     if (!st.ok()) {
       std::fprintf(stderr, "sparse_layer_bench: %s\n", st.ToString().c_str());
       return 1;
     }
-  }
-  const int batch = absl::GetFlag(FLAGS_batch);
-  const int frames = absl::GetFlag(FLAGS_frames);
-  if (batch < 1 || frames < 1 || absl::GetFlag(FLAGS_rounds) < 1 ||
-      !(absl::GetFlag(FLAGS_min_seconds) >= 0)) {
-    std::fprintf(stderr, "sparse_layer_bench: --batch, --frames and --rounds "
-                         "must be >= 1, --min_seconds >= 0\n");
-    return 1;
   }
   openblas_set_num_threads(1);
   bench::PrintMachine("sparse_layer_bench");

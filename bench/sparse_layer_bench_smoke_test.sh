@@ -17,7 +17,7 @@ grep "^csv,sparse_layer," <<<"$out" |
   awk -F, '{ for (i = 3; i <= NF; ++i) if ($i !~ /^[0-9]+(\.[0-9]+)?$/) exit 1 }' ||
   fail "non-numeric csv field"
 grep -q "^| 40x8 | 100% | " <<<"$out" || fail "no table row for 40x8 at density 1"
-for bad in --layers=16 --layers=0x5 --densities=0 --densities=2 --batch=0 --frames=0; do
+for bad in --layers=16 --layers=0x5 --densities=0 --densities=2 --batch=0 --frames=0 --rounds=0 --min_seconds=-1 --min_seconds=nan; do
   if "$bench" "${tiny[@]}" "$bad" >/dev/null 2>&1; then fail "$bad was accepted"; fi
 done
 echo PASS
