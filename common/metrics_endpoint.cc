@@ -10,9 +10,11 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/gauge.h"
+#include "prometheus/metric_family.h"
 #include "prometheus/text_serializer.h"
 
 namespace asgd {
@@ -110,8 +112,10 @@ MHD_Result HandleRequest(void* cls, MHD_Connection* connection,
     return Reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
                  "method not allowed: /metrics is read-only\n", kText);
   }
-  return Reply(connection, MHD_HTTP_OK, SerializeMetrics(*registry),
-               kMetricsContentType);
+  return Reply(
+      connection, MHD_HTTP_OK,
+      SerializeMetrics(*registry) + SerializeProcessStats(ReadProcessStats()),
+      kMetricsContentType);
 }
 
 }  // namespace
@@ -160,6 +164,38 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
 
 std::string SerializeMetrics(const prometheus::Registry& registry) {
   return prometheus::TextSerializer().Serialize(registry.Collect());
+}
+
+std::string SerializeProcessStats(const ProcessStats& stats) {
+  const struct {
+    const char* name;
+    const char* help;
+    int64_t value;
+  } gauges[] = {
+      {"asgd_process_resident_bytes", "Resident memory (VmRSS).",
+       stats.resident_bytes},
+      {"asgd_process_heap_in_use_bytes",
+       "Bytes malloc has handed out and not had back.",
+       stats.heap_in_use_bytes},
+      {"asgd_process_heap_free_bytes",
+       "Bytes freed inside malloc's arenas, kept for reuse (resident until "
+       "trimmed).",
+       stats.heap_free_bytes},
+      {"asgd_process_threads", "Threads of the process.", stats.threads},
+      {"asgd_process_open_fds", "Open file descriptors.", stats.open_fds},
+  };
+  std::vector<prometheus::MetricFamily> families;
+  for (const auto& g : gauges) {
+    if (g.value < 0) continue;
+    prometheus::MetricFamily family;
+    family.name = g.name;
+    family.help = g.help;
+    family.type = prometheus::MetricType::Gauge;
+    family.metric.emplace_back();
+    family.metric.back().gauge.value = static_cast<double>(g.value);
+    families.push_back(std::move(family));
+  }
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 void AddBuildInfo(prometheus::Registry& registry, const std::string& component) {

@@ -1,7 +1,9 @@
 // MetricsEndpoint: serves a Prometheus registry over HTTP at /metrics,
 // read-only, in the Prometheus text format (Content-Type
 // "text/plain; version=0.0.4; charset=utf-8"). GET and HEAD of /metrics only;
-// any other path is 404, any other method 405.
+// any other path is 404, any other method 405. The page ends with the
+// process's own gauges (asgd_process_*: memory, threads, open files), read
+// at each scrape.
 //
 // The HTTP server is libmicrohttpd with one internal thread on epoll: a
 // connection holds no thread, only a file descriptor and a little memory, so
@@ -30,6 +32,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/process_stats.h"
 #include "prometheus/registry.h"
 
 struct MHD_Daemon;
@@ -72,6 +75,13 @@ class MetricsEndpoint {
 
 // The registry's metrics as a /metrics page (the Prometheus text format).
 std::string SerializeMetrics(const prometheus::Registry& registry);
+
+// The process's own gauges in the same format: asgd_process_resident_bytes,
+// asgd_process_heap_in_use_bytes, asgd_process_heap_free_bytes,
+// asgd_process_threads and asgd_process_open_fds (common/process_stats.h;
+// a figure not known, -1, is left out). The endpoint serves them after the
+// registry's metrics, read at each scrape.
+std::string SerializeProcessStats(const ProcessStats& stats);
 
 // Adds asgd_build_info{component, version} = 1.
 void AddBuildInfo(prometheus::Registry& registry, const std::string& component);

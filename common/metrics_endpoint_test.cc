@@ -166,7 +166,18 @@ TEST_F(MetricsEndpointTest, ServesTheRegistryInTheTextFormat) {
   ASSERT_TRUE(IsAPage(r)) << r.head << "\n" << r.body;
   EXPECT_EQ(HeaderValue(r.head, "Content-Type"),
             "text/plain; version=0.0.4; charset=utf-8");
-  EXPECT_EQ(r.body, SerializeMetrics(*registry_));
+  // The registry's metrics, then the process's own gauges (read at the
+  // scrape, so only their names are known here).
+  EXPECT_TRUE(absl::StartsWith(r.body, SerializeMetrics(*registry_)));
+  for (const char* name :
+       {"asgd_process_resident_bytes", "asgd_process_heap_in_use_bytes",
+        "asgd_process_heap_free_bytes", "asgd_process_threads",
+        "asgd_process_open_fds"}) {
+    EXPECT_TRUE(
+        absl::StrContains(r.body.substr(SerializeMetrics(*registry_).size()),
+                          absl::StrCat("# TYPE ", name, " gauge\n", name, " ")))
+        << name;
+  }
   EXPECT_TRUE(absl::StrContains(
       r.body, "# TYPE asgd_test_events_total counter\n"));
   // A metric added later is on the next page.
@@ -181,6 +192,25 @@ TEST_F(MetricsEndpointTest, ServesTheRegistryInTheTextFormat) {
   const HttpReply head = Http(endpoint_->port(), "HEAD", "/metrics");
   EXPECT_TRUE(absl::StartsWith(head.head, "HTTP/1.1 200")) << head.head;
   EXPECT_TRUE(head.body.empty());
+}
+
+TEST(SerializeProcessStatsTest, WritesTheKnownFiguresAsGauges) {
+  ProcessStats stats;
+  stats.resident_bytes = 1048576;
+  stats.heap_in_use_bytes = 4096;
+  stats.threads = 7;  // heap free and open files unknown (-1): left out
+  EXPECT_EQ(SerializeProcessStats(stats),
+            "# HELP asgd_process_resident_bytes Resident memory (VmRSS).\n"
+            "# TYPE asgd_process_resident_bytes gauge\n"
+            "asgd_process_resident_bytes 1048576\n"
+            "# HELP asgd_process_heap_in_use_bytes Bytes malloc has handed "
+            "out and not had back.\n"
+            "# TYPE asgd_process_heap_in_use_bytes gauge\n"
+            "asgd_process_heap_in_use_bytes 4096\n"
+            "# HELP asgd_process_threads Threads of the process.\n"
+            "# TYPE asgd_process_threads gauge\n"
+            "asgd_process_threads 7\n");
+  EXPECT_EQ(SerializeProcessStats(ProcessStats{}), "");
 }
 
 TEST_F(MetricsEndpointTest, OtherPathsAndMethodsAreRefused) {

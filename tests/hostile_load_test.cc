@@ -624,53 +624,6 @@ TEST_F(HostileLoadTest, PoisonedMinibatchPoolRequestsChangeNothing) {
   EXPECT_FALSE(reply.exhausted());
 }
 
-// Opens a TCP connection to 127.0.0.1:port; -1 on failure.
-int TcpConnect(int port, double timeout_s) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  timeval tv{
-      static_cast<time_t>(timeout_s),
-      static_cast<suseconds_t>((timeout_s - std::floor(timeout_s)) * 1e6)};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// GET /metrics; the body, or "" on failure or timeout.
-std::string HttpGetMetrics(int port, double timeout_s) {
-  const int fd = TcpConnect(port, timeout_s);
-  if (fd < 0) return "";
-  const std::string request =
-      "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (send(fd, request.data(), request.size(), 0) !=
-      static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return "";
-  }
-  std::string response;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    response.append(buf, n);
-  }
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  if (!absl::StartsWith(response, "HTTP/1.1 200") ||
-      body == std::string::npos) {
-    return "";
-  }
-  return response.substr(body + 4);
-}
-
 TEST_F(HostileLoadTest, IdleHalfSentHttpConnectionsDoNotBlockMetrics) {
   const std::string port_file =
       absl::StrCat(TestDir(), "/hostile-metrics.port");

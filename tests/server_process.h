@@ -1,21 +1,26 @@
 // Helpers for tests that run the real asgd_server binary as a child process:
 // start it on port 0 (its port read from --port_file), watch its resident
-// memory, stop it with SIGTERM, and talk to it with generated stubs of its
-// own connection (as separate worker processes have).
+// memory, stop it with SIGTERM, talk to it with generated stubs of its own
+// connection (as separate worker processes have), and read its /metrics.
 //
 // Thread-safety: a ServerProcess belongs to one thread; the free functions
 // are thread-safe.
 #ifndef ASGD_TESTS_SERVER_PROCESS_H_
 #define ASGD_TESTS_SERVER_PROCESS_H_
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -25,8 +30,10 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
@@ -60,6 +67,66 @@ inline std::string ReadFile(const std::string& path) {
 inline std::string TestDir() {
   const char* tmp = std::getenv("TEST_TMPDIR");
   return tmp != nullptr ? tmp : "/tmp";
+}
+
+// Opens a TCP connection to 127.0.0.1:port, every read and write bounded by
+// `timeout_s`; -1 on failure.
+inline int TcpConnect(int port, double timeout_s) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval tv{
+      static_cast<time_t>(timeout_s),
+      static_cast<suseconds_t>((timeout_s - std::floor(timeout_s)) * 1e6)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// GET /metrics from 127.0.0.1:port; the body, or "" on failure or timeout.
+inline std::string HttpGetMetrics(int port, double timeout_s) {
+  const int fd = TcpConnect(port, timeout_s);
+  if (fd < 0) return "";
+  const std::string request =
+      "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (send(fd, request.data(), request.size(), 0) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    response.append(buf, n);
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (!absl::StartsWith(response, "HTTP/1.1 200") ||
+      body == std::string::npos) {
+    return "";
+  }
+  return response.substr(body + 4);
+}
+
+// The value of the unlabeled series `name` on a /metrics page; -1 when the
+// page has no such line.
+inline double PageValue(const std::string& page, const std::string& name) {
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    if (!absl::ConsumePrefix(&line, name) || !absl::ConsumePrefix(&line, " "))
+      continue;
+    double value = 0;
+    if (absl::SimpleAtod(line, &value)) return value;
+  }
+  return -1;
 }
 
 // Reads an integer a process writes to `path`; 0 until it is there.
