@@ -117,6 +117,11 @@ ABSL_FLAG(int, iters, 20, "Timed steps per measurement.");
 ABSL_FLAG(std::string, cuda_math, "tf32,fp32",
           "Comma-separated CUDA GEMM modes to time: tf32, fp32.");
 ABSL_FLAG(int, cuda_device, 0, "CUDA device ordinal.");
+ABSL_FLAG(int, cuda_conv_dw_slice_rows, 0,
+          "cnn on cuda: patch rows per slice of a conv layer's weight "
+          "gradient GEMM (0: the layer's choice, 2,048 or more; a value of "
+          "at least a block's rows: one GEMM per block). When set, the "
+          "backend column says cuda+dw<N>.");
 ABSL_FLAG(bool, worker_step, false,
           "Time the worker's step on a resident model (AccumulateGradient, "
           "and every --push_every steps TakeOneBit, TakeTopK, TakeBf16 or "
@@ -353,6 +358,10 @@ int Run() {
   if (maths.empty()) {
     return Fail(absl::InvalidArgumentError("--cuda_math is empty"));
   }
+  if (absl::GetFlag(FLAGS_cuda_conv_dw_slice_rows) < 0) {
+    return Fail(
+        absl::InvalidArgumentError("--cuda_conv_dw_slice_rows must be >= 0"));
+  }
   // Every model is built before anything is timed, so that a bad flag is an
   // error rather than half a table.
   std::vector<std::pair<std::string, ModelSpec>> models;
@@ -434,6 +443,8 @@ int Run() {
         CudaOptions options;
         options.device = absl::GetFlag(FLAGS_cuda_device);
         options.math = maths[m];
+        options.conv_dw_slice_rows =
+            absl::GetFlag(FLAGS_cuda_conv_dw_slice_rows);
         std::string note;
         auto backend = CreateBackend(name, spec, max_rows, &note, options);
         if (!backend.ok()) {
@@ -445,8 +456,11 @@ int Run() {
           return Fail(backend.status());
         }
         std::printf("# %s %s: %s\n", kind.c_str(), name.c_str(), note.c_str());
-        const std::string backend_name((*backend)->name());
-        const std::string math = backend_name == "cuda"
+        std::string backend_name((*backend)->name());
+        if (backend_name == "cuda" && options.conv_dw_slice_rows > 0) {
+          absl::StrAppend(&backend_name, "+dw", options.conv_dw_slice_rows);
+        }
+        const std::string math = backend_name != "cpu"
                                      ? std::string(CudaMathModeName(maths[m]))
                                      : "fp32";
         for (int count : counts) {

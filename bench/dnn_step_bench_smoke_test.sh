@@ -88,4 +88,8 @@ fi
 if "$bench" --models=rnn --iters=1 >/dev/null 2>&1; then
   fail "--models=rnn was accepted"
 fi
+if "$bench" --backends=cpu --cuda_conv_dw_slice_rows=-1 --iters=1 \
+    --hidden=16 >/dev/null 2>&1; then
+  fail "--cuda_conv_dw_slice_rows=-1 was accepted"
+fi
 echo "PASS"

@@ -51,6 +51,9 @@ bench() {  # name flags...
 }
 bench gradient --models=dnn,cnn,lstm,blstm
 bench worker_onebit --models=dnn,cnn,lstm,blstm --worker_step --push_encoding=onebit
+# The CNN's conv weight gradients as one GEMM per block (the default sums
+# slices of a strided batch): compare with worker_onebit's cnn row.
+bench worker_onebit_cnn_one_dw_gemm --models=cnn --worker_step --push_encoding=onebit --cuda_conv_dw_slice_rows=1000000000
 bench worker_onebit_unstaged --models=dnn,lstm --worker_step --push_encoding=onebit --stage_batches=false
 bench worker_onebit_k4 --models=dnn --worker_step --push_encoding=onebit --push_every=4
 bench worker_float32 --models=dnn --worker_step --push_encoding=float32

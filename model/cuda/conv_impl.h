@@ -4,19 +4,29 @@
 // and results. See model/layers/conv.h for the layer itself.
 //
 // Rows are processed in blocks of block_rows (so that the patch matrix stays
-// bounded); per block:
-//   Forward:  Im2ColOp (patches [rows * positions, patch], the CPU's
-//             Im2Col), one GEMM Z = patches W^T [rows * positions, filters],
-//             PoolOp: each pooled output's window maximum of Z (before the
-//             bias, as the CPU does), the position it came from kept in
-//             `argmax`, and out = act(max + bias), channel-major.
+// bounded); a block's patch matrix has m = block rows × positions rows. Per
+// block:
+//   Forward:  Im2ColOp (patches [m, patch], the CPU's Im2Col), one GEMM
+//             Z = W patches^T [filters, m] (filter-major, unlike the CPU's
+//             [m, filters], so that pooling reads and unpooling writes
+//             neighbouring positions), PoolOp: each pooled output's window
+//             maximum of Z (before the bias, as the CPU does), the position
+//             it came from kept in `argmax`, and out = act(max + bias),
+//             channel-major.
 //   Backward: once for all rows, dout ·= act'(out) in place (dpool) and
 //             db = per-filter sums of dpool (ChannelSums); per block:
-//             Im2ColOp again, UnpoolOp (dZ: dpool at each window's argmax,
-//             zero elsewhere: the CPU's UnpoolRow plus its zeroing of
-//             uncovered positions), dW (+)= dZ^T patches (GEMM, accumulated
-//             over blocks), and with din: dPatches = dZ W (GEMM, into the
-//             patch buffer) folded back by Col2ImOp.
+//             Im2ColOp again, UnpoolOp (dZ [filters, m]: dpool at each
+//             window's argmax, zero elsewhere: the CPU's UnpoolRow plus its
+//             zeroing of uncovered positions), dW (+)= dZ patches, and with
+//             din: dPatches^T = W^T dZ [patch, m] (GEMM, into the patch
+//             buffer) folded back by Col2ImOp, which then reads
+//             neighbouring positions.
+// The dW GEMM sums over the m rows of the block, for an output of only
+// filters × patch: one GEMM of that shape has few output tiles to spread
+// over a GPU's multiprocessors, so it is split over slices of dw_slice rows (ConvDwSliceRows), one GEMM of
+// a strided batch each into its own part of dw_parts, and SumPartsOp adds
+// the parts in slice order (fixed, so the sum is deterministic). A block of
+// one slice is one GEMM straight into dW.
 // The ops are gathers: each element is written by the one e that owns it, so
 // no atomics and no zeroing pass are needed (pooling windows do not overlap;
 // Col2ImOp sums, for each input element, the patch entries that read it).
@@ -26,6 +36,7 @@
 #define ASGD_MODEL_CUDA_CONV_IMPL_H_
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -78,39 +89,40 @@ inline ConvGeometry MakeConvGeometry(const FeatureShape& in,
 // The CPU's Im2Col for rows [first, first + count): cols [count * positions,
 // patch], row r * positions + t * conv_freq + f holding, at column
 // (c * kernel_time + dt) * kernel_freq + df, input (c, t + dt, f + df) of
-// row first + r. count * positions * patch elements; e owns cols[e].
+// row first + r. count * positions * patch elements, at most INT_MAX (see
+// ConvFitsIntIndices), so the index arithmetic is 32-bit; e owns cols[e].
 struct Im2ColOp {
   const float* in;
   int first;
   ConvGeometry g;
   float* cols;
   ASGD_HD void operator()(int64_t e) const {
-    const int64_t plane = int64_t{g.time} * g.freq;
+    const int i = static_cast<int>(e);
+    const int plane = g.time * g.freq;
     const int kernel_area = g.kernel_time * g.kernel_freq;
-    const int col = static_cast<int>(e % g.patch);
-    const int64_t rp = e / g.patch;
-    const int p = static_cast<int>(rp % g.positions);
-    const int64_t r = rp / g.positions;
+    const int col = i % g.patch, rp = i / g.patch;
+    const int p = rp % g.positions, r = rp / g.positions;
     const int t = p / g.conv_freq, f = p % g.conv_freq;
     const int c = col / kernel_area, rem = col % kernel_area;
     const int dt = rem / g.kernel_freq, df = rem % g.kernel_freq;
-    cols[e] = in[(first + r) * g.in_dim + c * plane + int64_t{t + dt} * g.freq +
-                 (f + df)];
+    cols[e] =
+        in[(first + r) * g.in_dim + c * plane + (t + dt) * g.freq + (f + df)];
   }
 };
 
 // The CPU's PoolRow plus bias and activation, for rows [first, first +
-// count): z [count * positions, filters] holds the pre-activations (no
-// bias). Element e is one pooled output (row r, filter k, window q): the
-// maximum over the window in the CPU's order (window row i, then column j;
-// a later value wins only when strictly greater), out = act(max + bias[k])
-// channel-major, the winning position into argmax (same index as out).
-// count * out_dim elements; e owns out and argmax at row first + r, index
-// e % out_dim.
+// count): z [filters, m] (m = count * positions; column r * positions + p)
+// holds the pre-activations (no bias). Element e is one pooled output (row
+// r, filter k, window q): the maximum over the window in the CPU's order
+// (window row i, then column j; a later value wins only when strictly
+// greater), out = act(max + bias[k]) channel-major, the winning position
+// into argmax (same index as out). count * out_dim elements; e owns out and
+// argmax at row first + r, index e % out_dim.
 struct PoolOp {
   const float* z;
   const float* bias;
   int first;
+  int64_t m;
   ConvGeometry g;
   float* out;
   int32_t* argmax;
@@ -120,13 +132,13 @@ struct PoolOp {
     const int k = rem / g.pooled, q = rem % g.pooled;
     const int tp = q / g.out_freq, fp = q % g.out_freq;
     const int p0 = tp * g.pool_time * g.conv_freq + fp * g.pool_freq;
-    const float* zr = z + r * g.positions * g.filters;
-    float best = zr[int64_t{p0} * g.filters + k];
+    const float* zr = z + k * m + r * g.positions;
+    float best = zr[p0];
     int arg = p0;
     for (int i = 0; i < g.pool_time; ++i) {
       for (int j = i == 0 ? 1 : 0; j < g.pool_freq; ++j) {
         const int p = p0 + i * g.conv_freq + j;
-        const float v = zr[int64_t{p} * g.filters + k];
+        const float v = zr[p];
         if (v > best) {
           best = v;
           arg = p;
@@ -140,21 +152,22 @@ struct PoolOp {
 };
 
 // The CPU's UnpoolRow and its zeroing of uncovered positions, for rows
-// [first, first + count): dz [count * positions, filters] gets, at position
-// p and filter k, the pooled gradient dpool of the window covering p when p
-// was that window's maximum, else 0 (also for positions no window covers).
-// count * positions * filters elements; e owns dz[e].
+// [first, first + count): dz [filters, m] (m = count * positions) gets, at
+// filter k and column r * positions + p, the pooled gradient dpool of the
+// window covering p when p was that window's maximum, else 0 (also for
+// positions no window covers). filters * m elements, at most INT_MAX (see
+// ConvFitsIntIndices); e owns dz[e].
 struct UnpoolOp {
   const float* dpool;
   const int32_t* argmax;
   int first;
+  int m;
   ConvGeometry g;
   float* dz;
   ASGD_HD void operator()(int64_t e) const {
-    const int k = static_cast<int>(e % g.filters);
-    const int64_t rp = e / g.filters;
-    const int p = static_cast<int>(rp % g.positions);
-    const int64_t r = rp / g.positions;
+    const int i = static_cast<int>(e);
+    const int k = i / m, rp = i % m;
+    const int p = rp % g.positions, r = rp / g.positions;
     const int t = p / g.conv_freq, f = p % g.conv_freq;
     const int tp = t / g.pool_time, fp = f / g.pool_freq;
     float v = 0.0f;
@@ -169,13 +182,16 @@ struct UnpoolOp {
 
 // The CPU's zeroing of din and Col2ImAdd, as a gather: input element (c, ti,
 // fi) of row first + r is the sum of the patch gradients that read it, those
-// of positions (ti - dt, fi - df) at column (c * kernel_time + dt) *
+// of positions (ti - dt, fi - df) at patch column (c * kernel_time + dt) *
 // kernel_freq + df, for every kernel offset that lands inside the conv
-// output (a fixed order, so deterministic). count * in_dim elements; e owns
-// din at row first + r, index e % in_dim.
+// output (a fixed order, so deterministic). The patch gradients are
+// transposed, cols_t [patch, m] (m = count * positions), so that
+// neighbouring elements read neighbouring columns. count * in_dim elements;
+// e owns din at row first + r, index e % in_dim.
 struct Col2ImOp {
-  const float* cols;
+  const float* cols_t;
   int first;
+  int64_t m;
   ConvGeometry g;
   float* din;
   ASGD_HD void operator()(int64_t e) const {
@@ -193,31 +209,38 @@ struct Col2ImOp {
         if (f < 0 || f >= g.conv_freq) continue;
         const int64_t position = r * g.positions + t * g.conv_freq + f;
         const int col = (c * g.kernel_time + dt) * g.kernel_freq + df;
-        sum += cols[position * g.patch + col];
+        sum += cols_t[col * m + position];
       }
     }
     din[(first + r) * g.in_dim + rem] = sum;
   }
 };
 
+// out[e] = (accumulate ? out[e] : 0) + parts[0][e] + ... + parts[count-1][e],
+// added in that order; parts j at parts + j * size. size elements; e owns
+// out[e].
+struct SumPartsOp {
+  const float* parts;
+  int count;
+  int64_t size;
+  bool accumulate;
+  float* out;
+  ASGD_HD void operator()(int64_t e) const {
+    float sum = accumulate ? out[e] : 0.0f;
+    for (int j = 0; j < count; ++j) sum += parts[j * size + e];
+    out[e] = sum;
+  }
+};
+
 // The layer's scratch, in the Exec's memory.
 struct ConvScratch {
   int block_rows = 0;         // rows per block
-  float* cols = nullptr;      // [block_rows * positions, patch]
-  float* z = nullptr;         // [block_rows * positions, filters]; also dZ
+  int dw_slice = 1;           // patch rows per slice of the dW GEMM
+  float* cols = nullptr;      // [block_rows * positions, patch]; dPatches^T
+  float* z = nullptr;         // [filters, block_rows * positions]; also dZ
   int32_t* argmax = nullptr;  // [max_rows, out_dim]
+  float* dw_parts = nullptr;  // [ConvDwParts(block), filters, patch]
 };
-
-// The elements of each ConvScratch buffer.
-struct ConvScratchSizes {
-  int64_t cols, z, argmax;
-};
-inline ConvScratchSizes ConvScratchSizesFor(const ConvGeometry& g,
-                                            int block_rows, int max_rows) {
-  return {int64_t{block_rows} * g.positions * g.patch,
-          int64_t{block_rows} * g.positions * g.filters,
-          int64_t{max_rows} * g.out_dim};
-}
 
 // Upper bound on the floats of one block's patch or pre-pooling matrix
 // (64 MiB each) when the block size is not given.
@@ -233,6 +256,82 @@ inline int ConvBlockRows(const ConvGeometry& g, int max_rows, int requested) {
   return static_cast<int>(std::min<int64_t>(rows, max_rows));
 }
 
+// Whether a block of block_rows rows keeps every GEMM size and every index
+// into its patch and pre-pooling matrices within an int (the layer refuses
+// blocks that do not).
+inline bool ConvFitsIntIndices(const ConvGeometry& g, int block_rows) {
+  return int64_t{block_rows} * g.positions * std::max(g.patch, g.filters) <=
+         INT_MAX;
+}
+
+// Patch rows per slice of the dW GEMM when not given, and at most how many
+// slices a block is split into then: a slice of 2,048 rows is still a long
+// GEMM, and 32 parts of filters × patch stay small next to the patch matrix.
+inline constexpr int kConvDwSliceRows = 2048;
+inline constexpr int kConvMaxDwSlices = 32;
+
+// Patch rows per slice of a block of block_rows rows: `requested` (> 0) or
+// kConvDwSliceRows, raised so that a block has at most kConvMaxDwSlices
+// slices; at most the block's rows (one slice: no split).
+inline int ConvDwSliceRows(const ConvGeometry& g, int block_rows,
+                           int requested) {
+  const int64_t m = int64_t{block_rows} * g.positions;
+  const int64_t rows =
+      requested > 0
+          ? requested
+          : std::max<int64_t>(kConvDwSliceRows,
+                              (m + kConvMaxDwSlices - 1) / kConvMaxDwSlices);
+  return static_cast<int>(std::max<int64_t>(1, std::min(rows, m)));
+}
+
+// Slices of a patch matrix of m rows.
+inline int64_t ConvDwParts(int64_t m, int dw_slice) {
+  return (m + dw_slice - 1) / dw_slice;
+}
+
+// The elements of each ConvScratch buffer (dw_parts 0 when a block is one
+// slice).
+struct ConvScratchSizes {
+  int64_t cols, z, argmax, dw_parts;
+};
+inline ConvScratchSizes ConvScratchSizesFor(const ConvGeometry& g,
+                                            int block_rows, int max_rows,
+                                            int dw_slice) {
+  const int64_t m = int64_t{block_rows} * g.positions;
+  const int64_t parts = ConvDwParts(m, dw_slice);
+  return {m * g.patch, m * g.filters, int64_t{max_rows} * g.out_dim,
+          parts > 1 ? parts * g.filters * g.patch : 0};
+}
+
+// dW (+)= dZ patches over a block's m patch rows (beta 0 for the first
+// block, 1 after): the CPU's sgemm(T, N, filters, patch, m, dz, filters,
+// cols, patch, beta, dw, patch), with dZ filter-major, in slices of
+// s.dw_slice rows (see the top of this file).
+template <class Exec>
+absl::Status ConvWeightGradient(Exec& x, const ConvGeometry& g,
+                                const ConvScratch& s, const float* dz, int m,
+                                bool accumulate, float* dw) {
+  const int64_t parts = ConvDwParts(m, s.dw_slice);
+  if (parts <= 1) {
+    return x.Gemm(false, false, g.filters, g.patch, m, dz, m, s.cols, g.patch,
+                  accumulate ? 1.0f : 0.0f, dw, g.patch);
+  }
+  const int64_t size = int64_t{g.filters} * g.patch;
+  const int full = m / s.dw_slice, rest = m % s.dw_slice;
+  ASGD_RETURN_IF_ERROR(x.GemmStridedBatched(
+      false, false, g.filters, g.patch, s.dw_slice, dz, m, s.dw_slice, s.cols,
+      g.patch, int64_t{s.dw_slice} * g.patch, 0.0f, s.dw_parts, g.patch, size,
+      full));
+  if (rest > 0) {
+    const int64_t done = int64_t{full} * s.dw_slice;
+    ASGD_RETURN_IF_ERROR(x.Gemm(false, false, g.filters, g.patch, rest,
+                                dz + done, m, s.cols + done * g.patch, g.patch,
+                                0.0f, s.dw_parts + full * size, g.patch));
+  }
+  return x.ForEach(size, SumPartsOp{s.dw_parts, static_cast<int>(parts), size,
+                                    accumulate, dw});
+}
+
 template <class Exec>
 absl::Status ConvForward(Exec& x, const ConvGeometry& g, const ConvScratch& s,
                          const float* params, const float* in, int n,
@@ -244,12 +343,13 @@ absl::Status ConvForward(Exec& x, const ConvGeometry& g, const ConvScratch& s,
     const int m = count * g.positions;
     ASGD_RETURN_IF_ERROR(
         x.ForEach(int64_t{m} * g.patch, Im2ColOp{in, first, g, s.cols}));
-    // Z [positions, filters] per row = patches W^T: the CPU's sgemm(N, T, m,
-    // filters, patch, cols, patch, w, patch, 0, z, filters).
-    ASGD_RETURN_IF_ERROR(x.Gemm(false, true, m, g.filters, g.patch, s.cols,
-                                g.patch, w, g.patch, 0.0f, s.z, g.filters));
-    ASGD_RETURN_IF_ERROR(x.ForEach(int64_t{count} * g.out_dim,
-                                   PoolOp{s.z, bias, first, g, out, s.argmax}));
+    // Z [filters, m] = W patches^T: the transpose of the CPU's sgemm(N, T,
+    // m, filters, patch, cols, patch, w, patch, 0, z, filters).
+    ASGD_RETURN_IF_ERROR(x.Gemm(false, true, g.filters, m, g.patch, w, g.patch,
+                                s.cols, g.patch, 0.0f, s.z, m));
+    ASGD_RETURN_IF_ERROR(
+        x.ForEach(int64_t{count} * g.out_dim,
+                  PoolOp{s.z, bias, first, m, g, out, s.argmax}));
   }
   return absl::OkStatus();
 }
@@ -277,21 +377,17 @@ absl::Status ConvBackward(Exec& x, const ConvGeometry& g, const ConvScratch& s,
         x.ForEach(int64_t{m} * g.patch, Im2ColOp{in, first, g, s.cols}));
     float* dz = s.z;
     ASGD_RETURN_IF_ERROR(x.ForEach(int64_t{m} * g.filters,
-                                   UnpoolOp{dpool, s.argmax, first, g, dz}));
-    // dW (+)= dZ^T patches: the CPU's sgemm(T, N, filters, patch, m, dz,
-    // filters, cols, patch, first == 0 ? 0 : 1, dw, patch).
-    ASGD_RETURN_IF_ERROR(x.Gemm(true, false, g.filters, g.patch, m, dz,
-                                g.filters, s.cols, g.patch,
-                                first == 0 ? 0.0f : 1.0f, dw, g.patch));
+                                   UnpoolOp{dpool, s.argmax, first, m, g, dz}));
+    ASGD_RETURN_IF_ERROR(ConvWeightGradient(x, g, s, dz, m, first > 0, dw));
     if (din != nullptr) {
-      // dPatches = dZ W into the patch buffer (the dW GEMM before it has
-      // read the patches): the CPU's sgemm(N, N, m, patch, filters, dz,
-      // filters, w, patch, 0, cols, patch).
-      ASGD_RETURN_IF_ERROR(x.Gemm(false, false, m, g.patch, g.filters, dz,
-                                  g.filters, w, g.patch, 0.0f, s.cols,
-                                  g.patch));
+      // dPatches^T [patch, m] = W^T dZ into the patch buffer (the dW GEMM
+      // before it has read the patches): the transpose of the CPU's
+      // sgemm(N, N, m, patch, filters, dz, filters, w, patch, 0, cols,
+      // patch).
+      ASGD_RETURN_IF_ERROR(x.Gemm(true, false, g.patch, m, g.filters, w,
+                                  g.patch, dz, m, 0.0f, s.cols, m));
       ASGD_RETURN_IF_ERROR(x.ForEach(int64_t{count} * g.in_dim,
-                                     Col2ImOp{s.cols, first, g, din}));
+                                     Col2ImOp{s.cols, first, m, g, din}));
     }
   }
   return absl::OkStatus();

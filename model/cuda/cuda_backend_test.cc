@@ -453,6 +453,12 @@ TEST(CudaBackendTest, BadSpecBatchOrOptionsIsInvalidArgument) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+  options = CudaOptions();
+  options.conv_dw_slice_rows = -1;
+  EXPECT_EQ(CreateCudaBackend(CompareCnn(Activation::kRelu), 8, options)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CudaBackendTest, ParsesMathModes) {

@@ -5,7 +5,8 @@
 // backend_compare.h), with relu and tanh, fp32 and tf32 GEMMs, the im2col
 // blocks of the layer's own choosing and of 3 rows (several blocks per
 // batch), batches of 64, 1 and 7 rows on one instance with a quarter of the
-// rows unlabelled; and the --model=cnn preset at its default size (fp32).
+// rows unlabelled; the weight gradient summed from short slices and from
+// one GEMM per block; and the --model=cnn preset at its default size (fp32).
 // Compared: the loss, the labelled and correct counts, every gradient tensor,
 // every log-posterior and every prediction (tolerances in ToleranceFor).
 // Every ReLU input and every pooling window's top two values are drawn at
@@ -54,6 +55,21 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Param>& info) {
       return ParamName(info.param);
     });
+
+// The weight gradients summed from slices of 37 patch rows (a rest in most
+// blocks) by a strided-batched GEMM, and from one GEMM per block.
+TEST(CudaConvTest, WeightGradientSlicesMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  for (int slice : {37, 1 << 30}) {
+    CudaOptions options;
+    options.math = MathMode::kFp32;
+    options.conv_block_rows = 3;
+    options.conv_dw_slice_rows = slice;
+    ExpectCudaMatchesCpu(CompareCnn(Activation::kRelu), options,
+                         {{64, 1}, {7, 1}}, 1e-3, 31,
+                         "cnn dW slices of " + std::to_string(slice));
+  }
+}
 
 TEST(CudaConvTest, PresetCnnMatchesCpu) {
   SKIP_WITHOUT_CUDA();

@@ -44,6 +44,16 @@ class CudaExec {
                       ldc);
   }
 
+  absl::Status GemmStridedBatched(bool trans_a, bool trans_b, int m, int n,
+                                  int k, const float* a, int lda,
+                                  int64_t stride_a, const float* b, int ldb,
+                                  int64_t stride_b, float beta, float* c,
+                                  int ldc, int64_t stride_c, int batch) {
+    return cuda::GemmStridedBatched(ctx_, trans_a, trans_b, m, n, k, a, lda,
+                                    stride_a, b, ldb, stride_b, beta, c, ldc,
+                                    stride_c, batch);
+  }
+
   template <class Op>
   absl::Status ForEach(int64_t count, const Op& op) {
     if (count <= 0) return absl::OkStatus();

@@ -28,7 +28,8 @@ absl::StatusOr<std::unique_ptr<CudaLayer>> CreateCudaLayer(
       return CreateCudaDense(in.dim(), layer.dense.units,
                              layer.dense.activation);
     case LayerKind::kConv:
-      return CreateCudaConv(in, layer.conv, max_rows, options.conv_block_rows);
+      return CreateCudaConv(in, layer.conv, max_rows, options.conv_block_rows,
+                            options.conv_dw_slice_rows);
     case LayerKind::kLstm:
       return CreateCudaLstm(in.dim(), layer.lstm, max_rows);
   }

@@ -72,19 +72,21 @@ class CudaLayer {
 // spec.layers.size(): the output layer's affine part, a dense layer of
 // num_classes units without activation), with device scratch for max_rows
 // rows allocated on the current device. `options` carries tuning knobs
-// (conv_block_rows). InvalidArgument for an invalid spec, an index out of
-// range or max_rows < 1; ResourceExhausted when device memory runs out.
+// (conv_block_rows, conv_dw_slice_rows). InvalidArgument for an invalid spec,
+// an index out of range or max_rows < 1; ResourceExhausted when device memory
+// runs out.
 absl::StatusOr<std::unique_ptr<CudaLayer>> CreateCudaLayer(
     const ModelSpec& spec, int index, int max_rows, const CudaOptions& options);
 
 // The implementations (cuda_dense.cu, cuda_conv.cu, cuda_lstm.cu); the
 // arguments as ValidateModelSpec leaves them. A conv layer's block_rows > 0
-// fixes its rows per im2col block, 0 lets it choose (conv_impl.h).
+// fixes its rows per im2col block, and dw_slice_rows > 0 the patch rows per
+// slice of its weight gradient's GEMM; 0 lets it choose (conv_impl.h).
 absl::StatusOr<std::unique_ptr<CudaLayer>> CreateCudaDense(
     int in_dim, int units, Activation activation);
 absl::StatusOr<std::unique_ptr<CudaLayer>> CreateCudaConv(
     const FeatureShape& in, const ConvLayerSpec& spec, int max_rows,
-    int block_rows);
+    int block_rows, int dw_slice_rows);
 absl::StatusOr<std::unique_ptr<CudaLayer>> CreateCudaLstm(
     int in_dim, const LstmLayerSpec& spec, int max_rows);
 

@@ -22,6 +22,12 @@ struct CudaOptions {
   // buffer stays within 16 Mi floats. Tests set small values to run several
   // blocks.
   int conv_block_rows = 0;
+  // Patch rows per slice of a conv layer's weight gradient GEMM, summed in
+  // a fixed order afterwards (conv_impl.h); 0 picks 2,048, raised so that a
+  // block has at most 32 slices. A value of at least a block's patch rows
+  // makes it one GEMM. Tests set small values to run several slices; the
+  // step bench compares both.
+  int conv_dw_slice_rows = 0;
 };
 
 // "fp32" / "tf32"; InvalidArgument otherwise.

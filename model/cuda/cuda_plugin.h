@@ -35,7 +35,8 @@ namespace asgd {
 // 9: ModelBackend::TakeTopK (top-k pushes encoded on the device).
 // 10: ModelBackend::stages_batches, StageNext (the next minibatch uploaded
 //     while this one computes).
-inline constexpr int kCudaPluginAbiVersion = 10;
+// 11: CudaOptions::conv_dw_slice_rows.
+inline constexpr int kCudaPluginAbiVersion = 11;
 
 struct CudaPluginApi {
   int abi_version;

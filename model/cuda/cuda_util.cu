@@ -71,6 +71,11 @@ absl::Status CheckCudaOptions(const CudaOptions& options) {
         absl::StrCat("CudaOptions::conv_block_rows must be >= 0, got ",
                      options.conv_block_rows));
   }
+  if (options.conv_dw_slice_rows < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaOptions::conv_dw_slice_rows must be >= 0, got ",
+                     options.conv_dw_slice_rows));
+  }
   return CheckDeviceOrdinal(options.device);
 }
 
@@ -135,6 +140,39 @@ absl::Status Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n,
     return CublasError(
         absl::StrCat("cublasGemmEx(row-major m=", m, ", n=", n, ", k=", k,
                      ", trans_a=", trans_a, ", trans_b=", trans_b, ")"),
+        status);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GemmStridedBatched(const Context& ctx, bool trans_a, bool trans_b,
+                                int m, int n, int k, const float* a, int lda,
+                                int64_t stride_a, const float* b, int ldb,
+                                int64_t stride_b, float beta, float* c,
+                                int ldc, int64_t stride_c, int batch) {
+  if (m < 0 || n < 0 || k <= 0 || batch < 0) {
+    return absl::InternalError(
+        absl::StrCat("GemmStridedBatched with m=", m, ", n=", n, ", k=", k,
+                     ", batch=", batch, " (k must be > 0)"));
+  }
+  if (m == 0 || n == 0 || batch == 0) return absl::OkStatus();
+  const float alpha = 1.0f;
+  const cublasComputeType_t compute = ctx.math == CudaOptions::MathMode::kTf32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+  const cuda_ops::ColumnMajorBatch cb = cuda_ops::AsColumnMajorBatch(
+      trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b);
+  const cuda_ops::ColumnMajorGemm& g = cb.gemm;
+  const cublasStatus_t status = cublasGemmStridedBatchedEx(
+      ctx.cublas, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+      g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &alpha,
+      g.first, CUDA_R_32F, g.ld_first, cb.stride_first, g.second, CUDA_R_32F,
+      g.ld_second, cb.stride_second, &beta, c, CUDA_R_32F, ldc, stride_c,
+      batch, compute, CUBLAS_GEMM_DEFAULT);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    return CublasError(
+        absl::StrCat("cublasGemmStridedBatchedEx(row-major m=", m, ", n=", n,
+                     ", k=", k, ", batch=", batch, ")"),
         status);
   }
   return absl::OkStatus();

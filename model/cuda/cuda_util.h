@@ -173,6 +173,15 @@ absl::Status Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n,
                   int k, const float* a, int lda, const float* b, int ldb,
                   float beta, float* c, int ldc);
 
+// For j in [0, batch): Gemm on a + j * stride_a, b + j * stride_b and
+// c + j * stride_c, as one cublasGemmStridedBatchedEx call (C matrices must
+// not overlap). k must be > 0; nothing is enqueued when m, n or batch is 0.
+absl::Status GemmStridedBatched(const Context& ctx, bool trans_a, bool trans_b,
+                                int m, int n, int k, const float* a, int lda,
+                                int64_t stride_a, const float* b, int ldb,
+                                int64_t stride_b, float beta, float* c, int ldc,
+                                int64_t stride_c, int batch);
+
 }  // namespace cuda
 }  // namespace asgd
 

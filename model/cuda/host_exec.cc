@@ -22,6 +22,28 @@ absl::Status HostExec::Gemm(bool trans_a, bool trans_b, int m, int n, int k,
   return absl::OkStatus();
 }
 
+absl::Status HostExec::GemmStridedBatched(bool trans_a, bool trans_b, int m,
+                                          int n, int k, const float* a, int lda,
+                                          int64_t stride_a, const float* b,
+                                          int ldb, int64_t stride_b, float beta,
+                                          float* c, int ldc, int64_t stride_c,
+                                          int batch) {
+  if (m == 0 || n == 0) return absl::OkStatus();
+  // The column-major call cuda::GemmStridedBatched makes to cuBLAS, one
+  // matrix at a time.
+  const ColumnMajorBatch cb = AsColumnMajorBatch(
+      trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b);
+  const ColumnMajorGemm& g = cb.gemm;
+  for (int j = 0; j < batch; ++j) {
+    cblas_sgemm(CblasColMajor, g.trans_first ? CblasTrans : CblasNoTrans,
+                g.trans_second ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, 1.0f,
+                g.first + j * cb.stride_first, g.ld_first,
+                g.second + j * cb.stride_second, g.ld_second, beta,
+                c + j * stride_c, ldc);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status HostExec::ColumnSums(const float* m, int rows, int cols,
                                   float* sums) {
   for (int j = 0; j < cols; ++j) {

@@ -29,6 +29,13 @@ class HostExec {
   absl::Status Gemm(bool trans_a, bool trans_b, int m, int n, int k,
                     const float* a, int lda, const float* b, int ldb,
                     float beta, float* c, int ldc);
+  // The batch's GEMMs one after the other, each the column-major call that
+  // cuda::GemmStridedBatched makes (AsColumnMajorBatch).
+  absl::Status GemmStridedBatched(bool trans_a, bool trans_b, int m, int n,
+                                  int k, const float* a, int lda,
+                                  int64_t stride_a, const float* b, int ldb,
+                                  int64_t stride_b, float beta, float* c,
+                                  int ldc, int64_t stride_c, int batch);
 
   template <class Op>
   absl::Status ForEach(int64_t count, const Op& op) {

@@ -110,6 +110,50 @@ TEST(LayerImplTest, ColumnMajorGemmIsTheRowMajorProduct) {
   }
 }
 
+TEST(LayerImplTest, StridedBatchIsEachMatrixsRowMajorProduct) {
+  const int m = 4, n = 6, k = 3, batch = 3, pad = 1;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 1.0f}) {
+        SCOPED_TRACE(testing::Message() << "trans_a " << ta << " trans_b " << tb
+                                        << " beta " << beta);
+        const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad;
+        const int ldc = n + pad;
+        // Each matrix's stride leaves a gap of 5 floats after it.
+        const int64_t stride_a = int64_t{ta ? k : m} * lda + 5;
+        const int64_t stride_b = int64_t{tb ? n : k} * ldb + 5;
+        const int64_t stride_c = int64_t{m} * ldc + 5;
+        const std::vector<float> a = Random(stride_a * batch, 21);
+        const std::vector<float> b = Random(stride_b * batch, 22);
+        const std::vector<float> c0 = Random(stride_c * batch, 23);
+        std::vector<float> want = c0;
+        for (int j = 0; j < batch; ++j) {
+          cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                      tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                      a.data() + j * stride_a, lda, b.data() + j * stride_b,
+                      ldb, beta, want.data() + j * stride_c, ldc);
+        }
+        std::vector<float> got = c0;
+        HostExec exec;
+        ASSERT_TRUE(exec.GemmStridedBatched(ta, tb, m, n, k, a.data(), lda,
+                                            stride_a, b.data(), ldb, stride_b,
+                                            beta, got.data(), ldc, stride_c,
+                                            batch)
+                        .ok());
+        ExpectNear(want, got, "C");
+        // Padding and gaps are left alone.
+        for (int j = 0; j < batch; ++j) {
+          for (int64_t e = 0; e < stride_c; ++e) {
+            const int64_t i = e / ldc, col = e % ldc;
+            if (i < m && col < n) continue;
+            EXPECT_EQ(got[j * stride_c + e], c0[j * stride_c + e]);
+          }
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Dense.
 
@@ -165,6 +209,7 @@ struct ConvCase {
   int rows;
   int block_rows;  // 0: the layer's choice
   bool with_din;
+  int dw_slice_rows = 0;  // 0: the layer's choice
 };
 
 void CheckConv(const ConvCase& c) {
@@ -176,7 +221,8 @@ void CheckConv(const ConvCase& c) {
       std::to_string(s.kernel_freq) + ",pool " + std::to_string(s.pool_time) +
       "x" + std::to_string(s.pool_freq) + "," +
       std::string(ActivationName(s.activation)) + ") rows " +
-      std::to_string(c.rows) + " block " + std::to_string(c.block_rows);
+      std::to_string(c.rows) + " block " + std::to_string(c.block_rows) +
+      " dW slice " + std::to_string(c.dw_slice_rows);
   SCOPED_TRACE(name);
   const ConvGeometry g = MakeConvGeometry(c.in, s);
   ASSERT_GE(g.out_time, 1);
@@ -198,17 +244,26 @@ void CheckConv(const ConvCase& c) {
   if (c.block_rows > 0) {
     EXPECT_EQ(block_rows, std::min(c.block_rows, n));
   }
-  const ConvScratchSizes sizes = ConvScratchSizesFor(g, block_rows, n);
+  const int dw_slice = ConvDwSliceRows(g, block_rows, c.dw_slice_rows);
+  if (c.dw_slice_rows > 0) {
+    EXPECT_EQ(dw_slice, std::min(c.dw_slice_rows, block_rows * g.positions));
+  }
+  const ConvScratchSizes sizes =
+      ConvScratchSizesFor(g, block_rows, n, dw_slice);
+  EXPECT_EQ(sizes.dw_parts > 0, dw_slice < block_rows * g.positions);
   for (Order order : {Order::kForward, Order::kBackward}) {
     SCOPED_TRACE(OrderName(order));
     HostExec exec(order);
     std::vector<float> cols(sizes.cols, kNaN), z(sizes.z, kNaN);
     std::vector<int32_t> argmax(sizes.argmax, -1);
+    std::vector<float> dw_parts(sizes.dw_parts, kNaN);
     ConvScratch scratch;
     scratch.block_rows = block_rows;
+    scratch.dw_slice = dw_slice;
     scratch.cols = cols.data();
     scratch.z = z.data();
     scratch.argmax = argmax.data();
+    scratch.dw_parts = sizes.dw_parts > 0 ? dw_parts.data() : nullptr;
     std::vector<float> h_out(out.size(), kNaN), h_dparams(num_params, kNaN),
         h_din(din.size(), kNaN), h_dout = dout;
     ASSERT_TRUE(
@@ -252,8 +307,36 @@ TEST(LayerImplTest, ConvMatchesTheCpuLayer) {
       {{1, 6, 7}, ConvLayerSpec{2, 2, 2, 5, 6, Activation::kNone}, 6, 4, true},
       // A single row.
       {{1, 4, 10}, ConvLayerSpec{4, 2, 5, 1, 2, relu}, 1, 0, true},
+      // The weight gradient in slices: 1,485 patch rows in 14 slices of 100
+      // and one of 85; several blocks of 105 and 35 rows in slices of 7 (no
+      // rest); slices of one row; a slice longer than the block.
+      {{1, 11, 40}, ConvLayerSpec{8, 3, 8, 1, 3, relu}, 5, 0, false, 100},
+      {{3, 7, 9}, ConvLayerSpec{5, 3, 3, 2, 2, relu}, 7, 3, true, 7},
+      {{2, 6, 8}, ConvLayerSpec{6, 2, 3, 3, 2, tanh}, 5, 2, true, 1},
+      {{1, 9, 17}, ConvLayerSpec{4, 3, 4, 2, 3, relu}, 7, 0, true, 5000},
   };
   for (const ConvCase& c : cases) CheckConv(c);
+}
+
+// The weight gradient's slices when not given: 2,048 patch rows, more when a
+// block would have more than 32 slices, never more than the block.
+TEST(LayerImplTest, ConvDwSlicesKeepLongBlocksBusyAndBounded) {
+  // The --model=cnn preset's first layer: 9 x 33 = 297 positions.
+  const ConvGeometry g = MakeConvGeometry(
+      {1, 11, 40}, ConvLayerSpec{128, 3, 8, 1, 3, Activation::kRelu});
+  ASSERT_EQ(g.positions, 297);
+  EXPECT_EQ(ConvDwSliceRows(g, 5, 0), 1485);  // one slice: no split
+  EXPECT_EQ(ConvDwSliceRows(g, 20, 0), 2048);
+  EXPECT_EQ(ConvDwParts(20 * 297, 2048), 3);
+  // 256 rows: 76,032 patch rows in 32 slices of 2,376.
+  EXPECT_EQ(ConvDwSliceRows(g, 256, 0), 2376);
+  EXPECT_EQ(ConvDwParts(256 * 297, 2376), 32);
+  EXPECT_EQ(ConvDwSliceRows(g, 256, 100), 100);
+  EXPECT_EQ(ConvDwSliceRows(g, 256, 1 << 30), 256 * 297);
+  // The parts are scratch only when there are several.
+  EXPECT_EQ(ConvScratchSizesFor(g, 5, 5, 1485).dw_parts, 0);
+  EXPECT_EQ(ConvScratchSizesFor(g, 256, 256, 2376).dw_parts,
+            int64_t{32} * 128 * 24);
 }
 
 // ---------------------------------------------------------------------------

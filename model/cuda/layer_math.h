@@ -23,6 +23,14 @@
 //   absl::Status Gemm(bool trans_a, bool trans_b, int m, int n, int k,
 //                     const float* a, int lda, const float* b, int ldb,
 //                     float beta, float* c, int ldc);
+//   // For j in [0, batch): the Gemm above on a + j * stride_a,
+//   // b + j * stride_b and c + j * stride_c (matrices that do not overlap
+//   // C's), in any order and concurrently.
+//   absl::Status GemmStridedBatched(bool trans_a, bool trans_b, int m, int n,
+//                                   int k, const float* a, int lda,
+//                                   int64_t stride_a, const float* b, int ldb,
+//                                   int64_t stride_b, float beta, float* c,
+//                                   int ldc, int64_t stride_c, int batch);
 //   // op(e) for every e in [0, count), in any order and concurrently: an op
 //   // must write only elements that no other e of the same pass reads or
 //   // writes (each op below states which elements e owns).
@@ -106,6 +114,21 @@ inline ColumnMajorGemm AsColumnMajor(bool trans_a, bool trans_b, int m, int n,
                                      int k, const float* a, int lda,
                                      const float* b, int ldb) {
   return {trans_b, trans_a, n, m, k, b, ldb, a, lda};
+}
+
+// The same for a strided batch: the column-major call's own strides, B's
+// for `first` and A's for `second` (C's stays as it is).
+struct ColumnMajorBatch {
+  ColumnMajorGemm gemm;
+  int64_t stride_first, stride_second;
+};
+inline ColumnMajorBatch AsColumnMajorBatch(bool trans_a, bool trans_b, int m,
+                                           int n, int k, const float* a,
+                                           int lda, int64_t stride_a,
+                                           const float* b, int ldb,
+                                           int64_t stride_b) {
+  return {AsColumnMajor(trans_a, trans_b, m, n, k, a, lda, b, ldb), stride_b,
+          stride_a};
 }
 
 // The element-wise code of a model activation.
