@@ -23,10 +23,10 @@
 //             neighbouring positions.
 // The dW GEMM sums over the m rows of the block, for an output of only
 // filters × patch: one GEMM of that shape has few output tiles to spread
-// over a GPU's multiprocessors, so it is split over slices of dw_slice rows (ConvDwSliceRows), one GEMM of
-// a strided batch each into its own part of dw_parts, and SumPartsOp adds
-// the parts in slice order (fixed, so the sum is deterministic). A block of
-// one slice is one GEMM straight into dW.
+// over a GPU's multiprocessors, so it is split over slices of dw_slice rows
+// (ConvDwSliceRows), one GEMM of a strided batch each into its own part of
+// dw_parts, and SumPartsOp adds the parts in slice order (fixed, so the sum
+// is deterministic). A block of one slice is one GEMM straight into dW.
 // The ops are gathers: each element is written by the one e that owns it, so
 // no atomics and no zeroing pass are needed (pooling windows do not overlap;
 // Col2ImOp sums, for each input element, the patch entries that read it).
