@@ -38,10 +38,7 @@
 //   bazel test //tests:hostile_load_test --test_output=streamed
 //   bazel-bin/tests/hostile_load_test --model=seed --worker_ids=20000
 //       --server=bazel-bin/server/asgd_server   (one command line)
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
