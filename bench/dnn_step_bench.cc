@@ -117,6 +117,11 @@ ABSL_FLAG(int, iters, 20, "Timed steps per measurement.");
 ABSL_FLAG(std::string, cuda_math, "tf32,fp32",
           "Comma-separated CUDA GEMM modes to time: tf32, fp32.");
 ABSL_FLAG(int, cuda_device, 0, "CUDA device ordinal.");
+ABSL_FLAG(bool, cuda_profile, false,
+          "On cuda, after each model's timings: the device time of every "
+          "layer's forward and backward pass, step by step (GEMMs, "
+          "element-wise passes, reductions), for the first of --batches "
+          "(--sequences), as a markdown table.");
 ABSL_FLAG(int, cuda_conv_dw_slice_rows, 0,
           "cnn on cuda: patch rows per slice of a conv layer's weight "
           "gradient GEMM (0: the layer's choice, 2,048 or more; a value of "
@@ -488,6 +493,16 @@ int Run() {
                math, count, model_steps, iters, *seconds, macs});
         }
         if (backend_name == "cpu") break;  // "auto" fell back: one mode only
+        if (absl::GetFlag(FLAGS_cuda_profile)) {
+          const int sequences = counts.front();
+          absl::StatusOr<std::string> profile =
+              CudaLayerProfile(spec, sequences, model_steps, options, iters);
+          if (!profile.ok()) return Fail(profile.status());
+          std::printf(
+              "\n## %s on %s (%s), %d x %d: device time by step\n\n%s\n",
+              kind.c_str(), backend_name.c_str(), math.c_str(), sequences,
+              model_steps, profile->c_str());
+        }
       }
     }
   }

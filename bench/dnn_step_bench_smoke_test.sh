@@ -16,7 +16,7 @@ tiny=(--models=dnn,cnn,lstm,blstm --backends=cpu,cuda --input_dim=12
   --hidden=16,8 --num_classes=5 --batches=4,9 --feature_dim=20 --context=2
   --conv_filters=2 --preset_hidden=7 --lstm_cells=6 --lstm_layers=1
   --lstm_projection=3 --cell_clip=1 --sequences=2,3 --steps=3 --warmup=1
-  --iters=2 --blas_threads=1)
+  --iters=2 --blas_threads=1 --cuda_profile)
 out=$("$bench" "${tiny[@]}") || fail "bench exited with $?"
 echo "$out"
 
@@ -50,6 +50,12 @@ for model in dnn cnn lstm blstm; do
   if ! grep -q "^| $model | cuda | tf32 | " <<<"$out"; then
     grep -qE "^# $model cuda: skipped \(.*(no CUDA device|built without CUDA support)" <<<"$out" ||
       fail "cuda neither timed nor skipped with a reason for $model"
+  else
+    # --cuda_profile: every layer's passes, step by step.
+    grep -q "^## $model on cuda (tf32), " <<<"$out" ||
+      fail "no device profile for $model"
+    grep -qE "^\| output \| backward \| gemm " <<<"$out" ||
+      fail "no output layer GEMM in the profile"
   fi
 done
 

@@ -59,6 +59,12 @@ bench worker_onebit_k4 --models=dnn --worker_step --push_encoding=onebit --push_
 bench worker_float32 --models=dnn --worker_step --push_encoding=float32
 bench worker_bf16 --models=dnn --worker_step --push_encoding=bf16
 bench worker_topk --models=dnn --worker_step --push_encoding=topk
+# Where each layer's passes spend their device time, step by step: the pass
+# totals and every step of at least 20% of its pass (the rest in the logs).
+timeout 120 $B/dnn_step_bench --backends=cuda --cuda_math=tf32 --batches=256 \
+  --sequences=16 --iters=10 --models=cnn,dnn,lstm,blstm --cuda_profile \
+  > $L/23_profile.txt 2>&1; echo "profile rc=$?"
+awk -F'|' '/^## /; /^\| / && ($4 ~ /total/ || $7 + 0 >= 20)' $L/23_profile.txt
 timeout 120 $B/replay_bench --backend=cuda --threads=1,4,8 > $L/22_replay.txt 2>&1
 echo "replay_bench rc=$?"; grep -E "^\| |^# check" $L/22_replay.txt
 timeout 150 python3 $B/torch_dnn_step.py --models=dnn,cnn,lstm,blstm --iters=30 \

@@ -77,6 +77,15 @@ absl::Status CudaBackendStatus() {
   return (*plugin)->device_status();
 }
 
+absl::StatusOr<std::string> CudaLayerProfile(const ModelSpec& spec,
+                                             int sequences, int steps,
+                                             const CudaOptions& cuda_options,
+                                             int iters) {
+  ASGD_RETURN_IF_ERROR(CudaBackendStatus());
+  ASGD_ASSIGN_OR_RETURN(const CudaPluginApi* plugin, LoadCudaPlugin());
+  return plugin->profile_layers(spec, sequences, steps, cuda_options, iters);
+}
+
 absl::StatusOr<LayerRangeFactory> LayerRangeFactoryFor(
     absl::string_view name, const CudaOptions& cuda_options,
     std::string* note) {

@@ -67,6 +67,15 @@ absl::StatusOr<LayerRangeFactory> LayerRangeFactoryFor(
 // ..."). Loads the plugin (and with it cuBLAS) when the build has one.
 absl::Status CudaBackendStatus();
 
+// Where the CUDA backend's training step spends its device time, layer by
+// layer and step by step (the plugin's ProfileCudaLayers,
+// model/cuda/cuda_profile.h): a markdown table. kUnavailable as
+// CudaBackendStatus(); InvalidArgument for a bad spec, options or count.
+absl::StatusOr<std::string> CudaLayerProfile(const ModelSpec& spec,
+                                             int sequences, int steps,
+                                             const CudaOptions& cuda_options,
+                                             int iters);
+
 }  // namespace asgd
 
 #endif  // ASGD_MODEL_BACKEND_FACTORY_H_

@@ -21,8 +21,9 @@ load("@asgd_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
 # of delta-pull updates (cuda_replay.cu) and the mirrors of pulled models
 # (cuda_mirrors.cu), the teacher-student loss
 # (cuda_soft_targets.cu), a pipeline stage's layers (cuda_layer_range.cu),
-# the minibatches' two device slots (cuda_batch_stager.cu) and the backend
-# class (cuda_backend.cu). All build sm_80
+# the minibatches' two device slots (cuda_batch_stager.cu), the backend
+# class (cuda_backend.cu) and the layer profile (op_timer.cu,
+# cuda_profile.cu). All build sm_80
 # (A100) and sm_90 (H100/H200) machine code plus compute_90 PTX that newer
 # GPUs can JIT-compile. Every object lists every header of the plugin (and
 # the model headers they include) in its srcs, so that a change to one
@@ -46,6 +47,8 @@ _CU_SOURCES = [
     "cuda_layer_range",
     "cuda_batch_stager",
     "cuda_backend",
+    "op_timer",
+    "cuda_profile",
 ]
 
 _CU_HEADERS = [
@@ -60,6 +63,7 @@ _CU_HEADERS = [
     "cuda_layer_range.h",
     "cuda_mirrors.h",
     "cuda_options.h",
+    "cuda_profile.h",
     "cuda_replay.h",
     "cuda_resident.h",
     "cuda_resident_model.h",
@@ -69,6 +73,7 @@ _CU_HEADERS = [
     "layer_math.h",
     "loss_impl.h",
     "lstm_impl.h",
+    "op_timer.h",
     "replay_impl.h",
     "top_k_impl.h",
     "//common:bf16_bits.h",
@@ -131,6 +136,7 @@ def asgd_cuda_targets():
         hdrs = [
             "cuda_backend.h",
             "cuda_layer_range.h",
+            "cuda_profile.h",
             "cuda_replay.h",
         ],
         deps = [

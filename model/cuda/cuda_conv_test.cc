@@ -6,7 +6,8 @@
 // blocks of the layer's own choosing and of 3 rows (several blocks per
 // batch), batches of 64, 1 and 7 rows on one instance with a quarter of the
 // rows unlabelled; the weight gradient summed from short slices and from
-// one GEMM per block; and the --model=cnn preset at its default size (fp32).
+// one GEMM per block; the --model=cnn preset at its default size (fp32);
+// and the layer profile (cuda_profile.h) of such a CNN.
 // Compared: the loss, the labelled and correct counts, every gradient tensor,
 // every log-posterior and every prediction (tolerances in ToleranceFor).
 // Every ReLU input and every pooling window's top two values are drawn at
@@ -17,6 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "model/cuda/backend_compare.h"
+#include "model/cuda/cuda_profile.h"
 #include "model/cuda/cuda_test_util.h"
 #include "model/model_presets.h"
 
@@ -68,6 +70,37 @@ TEST(CudaConvTest, WeightGradientSlicesMatchCpu) {
     ExpectCudaMatchesCpu(CompareCnn(Activation::kRelu), options,
                          {{64, 1}, {7, 1}}, 1e-3, 31,
                          "cnn dW slices of " + std::to_string(slice));
+  }
+}
+
+// The layer profile names every layer's passes and the conv steps.
+TEST(CudaConvTest, ProfileTimesEveryLayersSteps) {
+  SKIP_WITHOUT_CUDA();
+  CudaOptions options;
+  options.conv_dw_slice_rows = 37;
+  auto table =
+      ProfileCudaLayers(CompareCnn(Activation::kRelu), 64, 1, options, 3);
+  ASSERT_TRUE(table.ok()) << table.status();
+  for (const char* want :
+       {"| 0 conv | forward | **total** |", "| 0 conv | backward | **total** |",
+        "| 1 conv | backward | Col2ImOp ", "| 0 conv | forward | Im2ColOp ",
+        "| 0 conv | backward | SumPartsOp ", "| 2 dense | forward | gemm ",
+        "| output | backward | gemm "}) {
+    EXPECT_NE(table->find(want), std::string::npos) << want << "\n" << *table;
+  }
+  // The first layer computes no input gradient.
+  EXPECT_EQ(table->find("| 0 conv | backward | Col2ImOp"), std::string::npos);
+}
+
+// Counts are checked before any device is looked for.
+TEST(CudaConvTest, ProfileRefusesBadCounts) {
+  for (auto [sequences, steps, iters] :
+       {std::tuple{0, 1, 1}, std::tuple{1, 0, 1}, std::tuple{1, 1, 0}}) {
+    EXPECT_EQ(ProfileCudaLayers(CompareCnn(Activation::kRelu), sequences, steps,
+                                CudaOptions(), iters)
+                  .status()
+                  .code(),
+              absl::StatusCode::kInvalidArgument);
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_layer_range.h"
+#include "model/cuda/cuda_profile.h"
 
 namespace {
 
@@ -13,8 +14,9 @@ absl::StatusOr<std::unique_ptr<asgd::ModelBackend>> Create(
 }
 
 const asgd::CudaPluginApi kApi = {
-    asgd::kCudaPluginAbiVersion, &Create, &asgd::CreateCudaLayerRange,
-    &asgd::CudaDeviceName, &asgd::CudaDeviceStatus};
+    asgd::kCudaPluginAbiVersion, &Create,
+    &asgd::CreateCudaLayerRange, &asgd::CudaDeviceName,
+    &asgd::CudaDeviceStatus,     &asgd::ProfileCudaLayers};
 
 }  // namespace
 

@@ -35,7 +35,7 @@ namespace asgd {
 // 9: ModelBackend::TakeTopK (top-k pushes encoded on the device).
 // 10: ModelBackend::stages_batches, StageNext (the next minibatch uploaded
 //     while this one computes).
-// 11: CudaOptions::conv_dw_slice_rows.
+// 11: CudaOptions::conv_dw_slice_rows; profile_layers.
 inline constexpr int kCudaPluginAbiVersion = 11;
 
 struct CudaPluginApi {
@@ -50,6 +50,12 @@ struct CudaPluginApi {
   absl::StatusOr<std::string> (*device_name)(int device);
   // OK when a CUDA device is usable, else kUnavailable with the reason.
   absl::Status (*device_status)();
+  // Each layer's passes timed step by step on options.device
+  // (cuda_profile.h): a markdown table.
+  absl::StatusOr<std::string> (*profile_layers)(const ModelSpec& spec,
+                                                int sequences, int steps,
+                                                const CudaOptions& options,
+                                                int iters);
 };
 
 }  // namespace asgd

@@ -152,12 +152,17 @@ absl::StatusOr<Event> CreateEvent();
 absl::StatusOr<Cublas> CreateCublas(cudaStream_t stream,
                                     CudaOptions::MathMode math);
 
+class OpTimer;  // op_timer.h
+
 // What a layer computes with: the stream every kernel and GEMM of a call goes
-// to, a cuBLAS handle bound to that stream, and the GEMM precision.
+// to, a cuBLAS handle bound to that stream, and the GEMM precision. With a
+// timer (profiling only, cuda_profile.h), every step a CudaExec enqueues is
+// bracketed by the timer's events.
 struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   CudaOptions::MathMode math = CudaOptions::MathMode::kTf32;
+  OpTimer* timer = nullptr;
 };
 
 // C [m, n] = op(A) op(B) + beta C for row-major matrices with leading
