@@ -235,7 +235,7 @@ struct SumPartsOp {
 // The layer's scratch, in the Exec's memory.
 struct ConvScratch {
   int block_rows = 0;         // rows per block
-  int dw_slice = 1;           // patch rows per slice of the dW GEMM
+  int dw_slice = 0;           // patch rows per dW GEMM slice; 0: no slices
   float* cols = nullptr;      // [block_rows * positions, patch]; dPatches^T
   float* z = nullptr;         // [filters, block_rows * positions]; also dZ
   int32_t* argmax = nullptr;  // [max_rows, out_dim]
@@ -306,12 +306,12 @@ inline ConvScratchSizes ConvScratchSizesFor(const ConvGeometry& g,
 // dW (+)= dZ patches over a block's m patch rows (beta 0 for the first
 // block, 1 after): the CPU's sgemm(T, N, filters, patch, m, dz, filters,
 // cols, patch, beta, dw, patch), with dZ filter-major, in slices of
-// s.dw_slice rows (see the top of this file).
+// s.dw_slice rows (see the top of this file; 0: one GEMM).
 template <class Exec>
 absl::Status ConvWeightGradient(Exec& x, const ConvGeometry& g,
                                 const ConvScratch& s, const float* dz, int m,
                                 bool accumulate, float* dw) {
-  const int64_t parts = ConvDwParts(m, s.dw_slice);
+  const int64_t parts = s.dw_slice > 0 ? ConvDwParts(m, s.dw_slice) : 1;
   if (parts <= 1) {
     return x.Gemm(false, false, g.filters, g.patch, m, dz, m, s.cols, g.patch,
                   accumulate ? 1.0f : 0.0f, dw, g.patch);
