@@ -17,7 +17,10 @@
 //                the replay kernel, until the copy is updated
 //   device pruned  the same on a copy uploaded with the pruned model's mask
 //   mirror       MirrorFromCopy: the slice device to device into the
-//                mirror and down into a pinned model buffer
+//                mirror (what each mirrored pull costs)
+//   download mirror  DownloadMirror of that slice into a pinned model
+//                buffer (only when the host reads the model: an
+//                evaluation)
 //   load mirror  LoadMirroredModel of the whole model (device to device)
 //   load host    LoadModel of the whole model from a pinned buffer
 //
@@ -342,6 +345,9 @@ int Run() {
     (void)device->PinHostBuffer(model);
     device_row("mirror", [&] {
       return device->MirrorFromCopy(absl::MakeSpan(model), 0, *copy);
+    });
+    device_row("download mirror", [&] {
+      return device->DownloadMirror(absl::MakeSpan(model), 0, copy->size());
     });
     device_row("load mirror", [&] { return device->LoadMirroredModel(model); });
     device_row("load host", [&] { return device->LoadModel(model); });

@@ -212,15 +212,14 @@ absl::StatusOr<std::unique_ptr<ExactCopy>> ModelBackend::CreateExactCopy(
       "in host memory)"));
 }
 
-absl::Status CheckMirrorCall(size_t buffer_size, int64_t begin, int64_t count,
-                             int64_t num_params) {
-  ASGD_RETURN_IF_ERROR(
-      CheckModelSized("MirrorFromCopy", buffer_size, num_params));
+absl::Status CheckMirrorCall(absl::string_view call, size_t buffer_size,
+                             int64_t begin, int64_t count, int64_t num_params) {
+  ASGD_RETURN_IF_ERROR(CheckModelSized(call, buffer_size, num_params));
   if (begin >= 0 && count >= 0 && begin <= num_params - count) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("MirrorFromCopy: [", begin, ", ", begin + count,
+      absl::StrCat(call, ": [", begin, ", ", begin + count,
                    ") outside a model of ", num_params));
 }
 
@@ -228,9 +227,8 @@ absl::Status ModelBackend::MirrorFromCopy(absl::Span<float> buffer,
                                           int64_t begin,
                                           const ExactCopy& copy) {
   const int64_t n = ParamCount(*this);
-  ASGD_RETURN_IF_ERROR(CheckMirrorCall(buffer.size(), begin, copy.size(), n));
-  absl::Span<float> range = buffer.subspan(begin, copy.size());
-  ASGD_RETURN_IF_ERROR(copy.Download(range));
+  ASGD_RETURN_IF_ERROR(
+      CheckMirrorCall("MirrorFromCopy", buffer.size(), begin, copy.size(), n));
   float* mirror;
   {
     absl::MutexLock lock(&mirrors_->mu);
@@ -238,7 +236,24 @@ absl::Status ModelBackend::MirrorFromCopy(absl::Span<float> buffer,
     m.resize(n);
     mirror = m.data();  // stays: no other call resizes it
   }
-  std::copy(range.begin(), range.end(), mirror + begin);
+  return copy.Download(absl::MakeSpan(mirror + begin, copy.size()));
+}
+
+absl::Status ModelBackend::DownloadMirror(absl::Span<float> buffer,
+                                          int64_t begin, int64_t count) {
+  ASGD_RETURN_IF_ERROR(CheckMirrorCall("DownloadMirror", buffer.size(), begin,
+                                       count, ParamCount(*this)));
+  const float* mirror;
+  {
+    absl::MutexLock lock(&mirrors_->mu);
+    auto it = mirrors_->of.find(buffer.data());
+    if (it == mirrors_->of.end()) {
+      return absl::FailedPreconditionError(
+          "DownloadMirror of a buffer that has no mirror");
+    }
+    mirror = it->second.data();
+  }
+  std::copy(mirror + begin, mirror + begin + count, buffer.begin() + begin);
   return absl::OkStatus();
 }
 

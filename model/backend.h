@@ -224,18 +224,28 @@ class ModelBackend {
   // A slice of a pulled model straight from an exact copy (one the backend
   // made): `copy` holds [begin, begin + copy.size()) of the model pulled
   // into `buffer` (model-sized host memory: the worker's model buffers).
-  // Its values are downloaded into `buffer` and also kept in the backend's
-  // mirror of `buffer` (device memory for the CUDA backend, which copies
-  // them there device to device), so that LoadMirroredModel(buffer) makes
-  // them the resident model without reading `buffer`. The backend keeps
-  // one model-sized mirror per buffer for its life: pass the same few
-  // buffers (the worker's two). May be called from any thread, for
-  // disjoint ranges of one buffer concurrently.
+  // Its values are kept in the backend's mirror of `buffer` (device memory
+  // for the CUDA backend, which copies them there device to device), so
+  // that LoadMirroredModel(buffer) makes them the resident model without
+  // reading `buffer`. `buffer` itself is not written: DownloadMirror
+  // brings the values down when the host needs them (an evaluation), so a
+  // model that only trains never crosses PCIe. The backend keeps one
+  // model-sized mirror per buffer for its life: pass the same few buffers
+  // (the worker's two). May be called from any thread, for disjoint ranges
+  // of one buffer concurrently.
   // InvalidArgument for a range outside the model, a buffer of another
   // size, or a copy the backend cannot read (the CUDA backend: not one of
   // its device copies); the copy's errors.
   virtual absl::Status MirrorFromCopy(absl::Span<float> buffer, int64_t begin,
                                       const ExactCopy& copy);
+
+  // buffer[begin, begin + count) = the same range of the mirror of
+  // `buffer`: what the last MirrorFromCopy of that range left there. Not
+  // while a MirrorFromCopy of that range runs. InvalidArgument for a range
+  // outside the model or a buffer of another size; FailedPrecondition for a
+  // buffer that has no mirror.
+  virtual absl::Status DownloadMirror(absl::Span<float> buffer, int64_t begin,
+                                      int64_t count);
 
   // As LoadModel(buffer), from the mirror of `buffer`: the caller
   // guarantees that every element of the mirror was written by
@@ -263,10 +273,10 @@ absl::Status CheckOneBitCall(const OneBitPlan& plan, int64_t num_params,
                              size_t out_bytes);
 absl::Status CheckResidualRange(int64_t begin, size_t count,
                                 int64_t num_params);
-// MirrorFromCopy's: a buffer of the model's size, [begin, begin + count)
-// inside the model.
-absl::Status CheckMirrorCall(size_t buffer_size, int64_t begin, int64_t count,
-                             int64_t num_params);
+// MirrorFromCopy's and DownloadMirror's (naming `call`): a buffer of the
+// model's size, [begin, begin + count) inside the model.
+absl::Status CheckMirrorCall(absl::string_view call, size_t buffer_size,
+                             int64_t begin, int64_t count, int64_t num_params);
 
 // Sets the number of OpenBLAS threads for the process (1 is best when
 // several workers share a machine).

@@ -90,6 +90,10 @@ class TeacherBackend final : public ModelBackend {
                               const ExactCopy& copy) override {
     return student_->MirrorFromCopy(buffer, begin, copy);
   }
+  absl::Status DownloadMirror(absl::Span<float> buffer, int64_t begin,
+                              int64_t count) override {
+    return student_->DownloadMirror(buffer, begin, count);
+  }
   absl::Status LoadMirroredModel(absl::Span<const float> buffer) override {
     return student_->LoadMirroredModel(buffer);
   }

@@ -11,6 +11,7 @@
 // keeps them on the GPU; here the device replay's pass on the host,
 // CreateHostReplayCopy), models pulled all from the copies are loaded from
 // the backend's mirror, and the pushes are again the same.
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
@@ -54,6 +55,11 @@ class RecordingBackend final : public ModelBackend {
   }
   absl::Status Predict(absl::Span<const float> params, const Batch& batch,
                        absl::Span<int32_t> out) override {
+    if (evaluated.empty() ||
+        !std::equal(params.begin(), params.end(), evaluated.back().begin(),
+                    evaluated.back().end())) {
+      evaluated.emplace_back(params.begin(), params.end());
+    }
     return inner_->Predict(params, batch, out);
   }
   absl::Status LoadModel(absl::Span<const float> params) override {
@@ -64,6 +70,11 @@ class RecordingBackend final : public ModelBackend {
   absl::Status LoadMirroredModel(absl::Span<const float> params) override {
     ++mirrored_loads;
     return ModelBackend::LoadMirroredModel(params);
+  }
+  absl::Status DownloadMirror(absl::Span<float> buffer, int64_t begin,
+                              int64_t count) override {
+    downloaded += count;
+    return ModelBackend::DownloadMirror(buffer, begin, count);
   }
   absl::Status TakeBf16(absl::Span<uint16_t> out) override {
     ++bf16_takes;
@@ -90,6 +101,9 @@ class RecordingBackend final : public ModelBackend {
   std::vector<const float*> loads;
   int loads_from_pinned = 0;
   int mirrored_loads = 0;
+  int64_t downloaded = 0;  // floats brought down from the mirrors
+  // The models evaluations predicted with, each once, in order.
+  std::vector<std::vector<float>> evaluated;
   int bf16_takes = 0;
   int top_k_takes = 0;
 
@@ -207,14 +221,17 @@ INSTANTIATE_TEST_SUITE_P(
 // Models loaded from the backend's mirror of the copies: the same pushes,
 // so the same servers' model, as models uploaded from host memory; every
 // model after the first (which comes as weights) is loaded from the mirror.
+// The mirrored models come down into host memory only for the evaluations
+// (every 4 steps), which see the same models as the plain run's.
 TEST(ResidentTrainerMirrorTest, ModelsFromTheCopiesGiveTheSamePushes) {
+  const int64_t n = ModelParamCount(ToyModel("dnn"));
   for (int push_every : {1, 3}) {
     SCOPED_TRACE(push_every);
-    const RunResult plain =
-        Train(PushEncoding::kOneBit, InTurn(push_every, true));
-    const RunResult mirrored = Train(PushEncoding::kOneBit,
-                                     InTurn(push_every, true),
-                                     /*copies_on_backend=*/true);
+    TrainerOptions o = InTurn(push_every, true);
+    o.loop.eval_every = 4;
+    const RunResult plain = Train(PushEncoding::kOneBit, o);
+    const RunResult mirrored =
+        Train(PushEncoding::kOneBit, o, /*copies_on_backend=*/true);
     ASSERT_TRUE(plain.result.ok()) << plain.result.status();
     ASSERT_TRUE(mirrored.result.ok()) << mirrored.result.status();
     EXPECT_EQ(plain.backend->mirrored_loads, 0);
@@ -229,7 +246,22 @@ TEST(ResidentTrainerMirrorTest, ModelsFromTheCopiesGiveTheSamePushes) {
       differ += mirrored.model[i] != plain.model[i];
     }
     EXPECT_EQ(differ, 0) << "of " << plain.model.size() << " weights";
+    // Evaluations after steps 4, 8 and 12, then the final one (a plain
+    // pull): each of the three periodic ones downloaded the model once.
+    EXPECT_EQ(plain.backend->downloaded, 0);
+    EXPECT_EQ(mirrored.backend->downloaded, 3 * n);
+    EXPECT_EQ(mirrored.backend->evaluated.size(), 4u);
+    EXPECT_TRUE(mirrored.backend->evaluated == plain.backend->evaluated);
   }
+}
+
+// Without evaluations a mirrored model never comes down to host memory.
+TEST(ResidentTrainerMirrorTest, TrainingAloneDownloadsNothing) {
+  const RunResult run = Train(PushEncoding::kOneBit, InTurn(1, true),
+                              /*copies_on_backend=*/true);
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  EXPECT_EQ(run.backend->mirrored_loads, 11);
+  EXPECT_EQ(run.backend->downloaded, 0);
 }
 
 TEST(ResidentTrainerMirrorTest, LearnsTheToyTaskWithBackgroundPullsToo) {

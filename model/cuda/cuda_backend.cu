@@ -138,6 +138,10 @@ class CudaBackend final : public ModelBackend {
                               const ExactCopy& copy) override {
     return mirrors_.Mirror(buffer, begin, copy);
   }
+  absl::Status DownloadMirror(absl::Span<float> buffer, int64_t begin,
+                              int64_t count) override {
+    return mirrors_.Download(buffer, begin, count);
+  }
   absl::Status LoadMirroredModel(absl::Span<const float> buffer) override {
     ASGD_RETURN_IF_ERROR(CheckModelSized("LoadMirroredModel", buffer.size()));
     ASGD_ASSIGN_OR_RETURN(const float* mirror, mirrors_.Find(buffer));

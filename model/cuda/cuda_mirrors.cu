@@ -21,8 +21,8 @@ absl::StatusOr<std::unique_ptr<ExactCopy>> CreateDeviceCopy(int device,
 
 absl::Status ModelMirrors::Mirror(absl::Span<float> buffer, int64_t begin,
                                   const ExactCopy& copy) {
-  ASGD_RETURN_IF_ERROR(
-      CheckMirrorCall(buffer.size(), begin, copy.size(), num_params_));
+  ASGD_RETURN_IF_ERROR(CheckMirrorCall("MirrorFromCopy", buffer.size(), begin,
+                                       copy.size(), num_params_));
   const auto* device_copy = dynamic_cast<const DeviceExactCopy*>(&copy);
   if (device_copy == nullptr) {
     return absl::InvalidArgumentError(
@@ -40,8 +40,32 @@ absl::Status ModelMirrors::Mirror(absl::Span<float> buffer, int64_t begin,
     }
     mirror = it->second.get();  // the buffer stays until the backend goes
   }
-  ASGD_RETURN_IF_ERROR(device_copy->CopyToDevice(mirror + begin));
-  return copy.Download(buffer.subspan(begin, copy.size()));
+  return device_copy->CopyToDevice(mirror + begin);
+}
+
+absl::Status ModelMirrors::Download(absl::Span<float> buffer, int64_t begin,
+                                    int64_t count) {
+  ASGD_RETURN_IF_ERROR(CheckMirrorCall("DownloadMirror", buffer.size(), begin,
+                                       count, num_params_));
+  const float* mirror = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = of_.find(buffer.data());
+    if (it == of_.end()) {
+      return absl::FailedPreconditionError(
+          "DownloadMirror of a buffer that has no mirror");
+    }
+    mirror = it->second.get();
+  }
+  if (count == 0) return absl::OkStatus();
+  ASGD_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  // Synchronous: the mirror's range was written by a copy that its
+  // MirrorFromCopy waited for; every other stream of the plugin is
+  // non-blocking, so this waits for nothing else.
+  ASGD_CUDA_RETURN_IF_ERROR(cudaMemcpy(buffer.data() + begin, mirror + begin,
+                                       static_cast<size_t>(count) * sizeof(float),
+                                       cudaMemcpyDeviceToHost));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<const float*> ModelMirrors::Find(

@@ -8,8 +8,9 @@
 //
 // Internal to the plugin (nvcc only: includes cuda_util.h).
 //
-// Thread-safety: Mirror may be called from any thread, for disjoint ranges
-// of one buffer concurrently; Find from the backend's thread.
+// Thread-safety: Mirror and Download may be called from any thread, for
+// disjoint ranges of one buffer concurrently; Find from the backend's
+// thread.
 #ifndef ASGD_MODEL_CUDA_CUDA_MIRRORS_H_
 #define ASGD_MODEL_CUDA_CUDA_MIRRORS_H_
 
@@ -40,6 +41,8 @@ class ModelMirrors {
   // As ModelBackend::MirrorFromCopy: `copy` must be a DeviceExactCopy.
   absl::Status Mirror(absl::Span<float> buffer, int64_t begin,
                       const ExactCopy& copy);
+  // As ModelBackend::DownloadMirror.
+  absl::Status Download(absl::Span<float> buffer, int64_t begin, int64_t count);
   // The mirror of `buffer`; FailedPrecondition when it has none.
   absl::StatusOr<const float*> Find(absl::Span<const float> buffer);
 

@@ -36,7 +36,9 @@ namespace asgd {
 // 10: ModelBackend::stages_batches, StageNext (the next minibatch uploaded
 //     while this one computes).
 // 11: CudaOptions::conv_dw_slice_rows; profile_layers.
-inline constexpr int kCudaPluginAbiVersion = 11;
+// 12: ModelBackend::DownloadMirror (MirrorFromCopy no longer writes the
+//     host buffer).
+inline constexpr int kCudaPluginAbiVersion = 12;
 
 struct CudaPluginApi {
   int abi_version;

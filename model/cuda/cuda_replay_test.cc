@@ -149,10 +149,12 @@ TEST(CudaReplayTest, TheBackendsCopiesReplayOnOtherThreads) {
   }
 }
 
-// MirrorFromCopy / LoadMirroredModel on the GPU: the buffer gets the
-// copies' values, and the model loaded from the mirror computes the same
+// MirrorFromCopy / DownloadMirror / LoadMirroredModel on the GPU: the
+// buffer is not written until DownloadMirror brings the copies' values (a
+// range at a time), and the model loaded from the mirror computes the same
 // gradient as the same values uploaded from host memory; a copy that is not
-// the backend's is refused.
+// the backend's is refused, and so is a download without a mirror or
+// outside the model.
 TEST(CudaReplayTest, ModelsMirroredFromCopiesLoadDeviceToDevice) {
   SKIP_WITHOUT_CUDA();
   ModelSpec spec;
@@ -175,6 +177,11 @@ TEST(CudaReplayTest, ModelsMirroredFromCopiesLoadDeviceToDevice) {
   std::vector<float> buffer(n, 0.0f);
   ASSERT_TRUE(backend.MirrorFromCopy(absl::MakeSpan(buffer), 0, **a).ok());
   ASSERT_TRUE(backend.MirrorFromCopy(absl::MakeSpan(buffer), half, **b).ok());
+  EXPECT_EQ(FirstDifference(buffer, std::vector<float>(n, 0.0f)), -1);
+  ASSERT_TRUE(
+      backend.DownloadMirror(absl::MakeSpan(buffer), half, n - half).ok());
+  EXPECT_EQ(buffer[0], 0.0f);  // the first range is not downloaded yet
+  ASSERT_TRUE(backend.DownloadMirror(absl::MakeSpan(buffer), 0, half).ok());
   EXPECT_EQ(FirstDifference(buffer, model), -1);
   std::vector<float> inputs(4 * spec.input_dim());
   for (size_t i = 0; i < inputs.size(); ++i) inputs[i] = 0.1f * (i % 9) - 0.4f;
@@ -198,6 +205,10 @@ TEST(CudaReplayTest, ModelsMirroredFromCopiesLoadDeviceToDevice) {
   std::vector<float> other(n);
   EXPECT_EQ(backend.LoadMirroredModel(other).code(),
             absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(backend.DownloadMirror(absl::MakeSpan(other), 0, n).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(backend.DownloadMirror(absl::MakeSpan(buffer), 1, n).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

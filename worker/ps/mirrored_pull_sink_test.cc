@@ -1,10 +1,12 @@
 // MirroredPullSink over the default backend mirrors (host vectors), with
 // copies made by CreateHostReplayCopy: slices committed from copies reach
-// the buffer and the mirror, and the model loaded from the mirror is the
-// copies' even after the buffer was written; a slice committed as weights
-// makes the buffer unmirrored; the backend's checks.
+// the mirror and, only when downloaded, the buffer; the model loaded from
+// the mirror is the copies' even after the buffer was written; a slice
+// committed as weights makes the buffer unmirrored and needs no download;
+// the backend's checks.
 #include "worker/ps/mirrored_pull_sink.h"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -56,7 +58,13 @@ TEST(MirroredPullSinkTest, SlicesFromCopiesLoadFromTheMirror) {
   EXPECT_FALSE(sink.mirrored());  // half of it
   ASSERT_TRUE(sink.CommitCopy(second, *b).ok());
   EXPECT_TRUE(sink.mirrored());
-  EXPECT_EQ(buffer, pulled);  // downloaded into the buffer too
+  // The buffer is not written until the model is downloaded.
+  EXPECT_EQ(buffer, std::vector<float>(n, 0.0f));
+  EXPECT_EQ(sink.pending(), n);
+  ASSERT_TRUE(sink.Download().ok());
+  EXPECT_EQ(buffer, pulled);
+  EXPECT_EQ(sink.pending(), 0);
+  EXPECT_TRUE(sink.mirrored());  // and still loadable from the mirror
 
   // The mirror, not the buffer, is what LoadMirroredModel loads.
   std::fill(buffer.begin(), buffer.end(), 9.0f);
@@ -75,6 +83,48 @@ TEST(MirroredPullSinkTest, SlicesFromCopiesLoadFromTheMirror) {
   EXPECT_TRUE(sink.mirrored());
 }
 
+// A pull that came partly as weights and partly from a copy: downloading
+// brings only the copy's slice, over whatever the buffer held there, and
+// leaves the slice that came as weights as it was committed.
+TEST(MirroredPullSinkTest, DownloadBringsOnlyTheSlicesFromCopies) {
+  auto backend = *CreateCpuBackend(Spec(), 4);
+  const int64_t n = ModelParamCount(Spec());
+  std::vector<float> buffer(n, 0.0f);
+  MirroredPullSink sink(backend.get(), absl::MakeSpan(buffer));
+  const FlatRange first{0, 10}, second{10, n};
+  auto a = CopyOf(std::vector<float>(10, 1.0f));
+  auto b = CopyOf(std::vector<float>(n - 10, 2.0f));
+  // First pull: both slices from copies, downloaded.
+  ASSERT_TRUE(sink.CommitCopy(first, *a).ok());
+  ASSERT_TRUE(sink.CommitCopy(second, *b).ok());
+  ASSERT_TRUE(sink.Download().ok());
+  // Second pull: the first slice as weights (decoded into the staging
+  // buffer, which is the buffer), the second from a newer copy.
+  absl::Span<float> staging = sink.Staging(first);
+  std::fill(staging.begin(), staging.end(), 3.0f);
+  ASSERT_TRUE(sink.Commit(first).ok());
+  ASSERT_TRUE(b->Upload(std::vector<float>(n - 10, 4.0f)).ok());
+  ASSERT_TRUE(sink.CommitCopy(second, *b).ok());
+  EXPECT_FALSE(sink.mirrored());
+  EXPECT_EQ(sink.pending(), n - 10);
+  EXPECT_EQ(buffer[10], 2.0f);  // the first pull's, until downloaded
+  ASSERT_TRUE(sink.Download().ok());
+  std::vector<float> expected(n, 4.0f);
+  std::fill(expected.begin(), expected.begin() + 10, 3.0f);
+  EXPECT_EQ(buffer, expected);
+  // Through MirroredBuffers, by the buffer's memory: nothing left to do,
+  // and a buffer without a sink needs nothing.
+  MirroredBuffers buffers(backend.get());
+  std::vector<float> other(n, 5.0f);
+  ASSERT_NE(buffers.For(absl::MakeSpan(buffer)), nullptr);
+  ASSERT_TRUE(buffers.For(absl::MakeSpan(buffer))->CommitCopy(second, *b).ok());
+  std::fill(buffer.begin() + 10, buffer.end(), 0.0f);
+  ASSERT_TRUE(buffers.Download(buffer).ok());
+  EXPECT_EQ(buffer, expected);
+  ASSERT_TRUE(buffers.Download(other).ok());
+  EXPECT_EQ(other, std::vector<float>(n, 5.0f));
+}
+
 TEST(MirroredPullSinkTest, TheBackendChecksItsArguments) {
   auto backend = *CreateCpuBackend(Spec(), 4);
   const int64_t n = ModelParamCount(Spec());
@@ -89,6 +139,17 @@ TEST(MirroredPullSinkTest, TheBackendChecksItsArguments) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(backend->LoadMirroredModel(buffer).code(),
             absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(backend->DownloadMirror(absl::MakeSpan(buffer), 0, n).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(backend->MirrorFromCopy(absl::MakeSpan(buffer), 0, *copy).ok());
+  EXPECT_EQ(backend->DownloadMirror(absl::MakeSpan(small), 0, 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend->DownloadMirror(absl::MakeSpan(buffer), n - 9, 10).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend->DownloadMirror(absl::MakeSpan(buffer), -1, 2).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend->DownloadMirror(absl::MakeSpan(buffer), 0, -1).code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(backend->LoadMirroredModel(small).code(),
             absl::StatusCode::kInvalidArgument);
   // A copy of another size than the sink's range.

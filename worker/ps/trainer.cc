@@ -81,6 +81,10 @@ class Trainer::StepPolicy {
   virtual bool HostGradient() const { return true; }
   virtual absl::Status Consume(absl::Span<const float> grad, Stopwatch* watch,
                                PhaseTimes* step, TrainResult* result) = 0;
+  // Makes result->params hold the model in host memory before the host
+  // reads it (an evaluation): a policy whose pulled models may stay where
+  // the backend computes (mirrored, not downloaded) downloads them.
+  virtual absl::Status HostModel(TrainResult*) { return absl::OkStatus(); }
   // Appended to a progress line.
   virtual std::string ProgressNote() { return ""; }
   // The version a periodic evaluation reports.
@@ -141,10 +145,13 @@ class Trainer::PoolStep final : public StepPolicy {
       if (loaded_model_ < 0) PinModelBuffers(result->params);
       // A new model (or the first): onto the backend once.
       step->pull = absl::ToDoubleSeconds(watch->Lap());
-      ASGD_RETURN_IF_ERROR(
-          mirrors_ != nullptr && mirrors_->Mirrored(result->params)
-              ? t_->backend_->LoadMirroredModel(result->params)
-              : t_->backend_->LoadModel(result->params));
+      if (mirrors_ != nullptr && mirrors_->Mirrored(result->params)) {
+        ASGD_RETURN_IF_ERROR(t_->backend_->LoadMirroredModel(result->params));
+      } else {
+        // Part of it may have come from copies, into the mirror only.
+        ASGD_RETURN_IF_ERROR(HostModel(result));
+        ASGD_RETURN_IF_ERROR(t_->backend_->LoadModel(result->params));
+      }
       loaded_model_ = feed_.models();
       step->load = absl::ToDoubleSeconds(watch->Lap());
       step->pull += step->load;
@@ -163,6 +170,10 @@ class Trainer::PoolStep final : public StepPolicy {
     return backend->AccumulateGradient(batch);
   }
   bool HostGradient() const override { return resident_ == nullptr; }
+  absl::Status HostModel(TrainResult* result) override {
+    return mirrors_ != nullptr ? mirrors_->Download(result->params)
+                               : absl::OkStatus();
+  }
 
   absl::Status Consume(absl::Span<const float> grad, Stopwatch* watch,
                        PhaseTimes* step, TrainResult* result) override {
@@ -431,6 +442,7 @@ absl::Status Trainer::TrainLoop(StepPolicy* policy, BatchSource* source,
       reporter_.MaybeLog(*result, source->epochs(), policy->ProgressNote());
     }
     if (reporter_.EvalDue(result->steps)) {
+      ASGD_RETURN_IF_ERROR(policy->HostModel(result));
       ASGD_RETURN_IF_ERROR(
           reporter_.Evaluate(result->params, policy->version(), false, result));
     }
