@@ -10,7 +10,9 @@
 // With the client's exact copies kept by the backend (as --replay_on_device
 // keeps them on the GPU; here the device replay's pass on the host,
 // CreateHostReplayCopy), models pulled all from the copies are loaded from
-// the backend's mirror, and the pushes are again the same.
+// the backend's mirror, and the pushes are again the same; the mirrored
+// models come down into host memory only for evaluations (which see the
+// plain run's models) and for pulls that came partly as weights.
 #include <algorithm>
 #include <memory>
 #include <set>
@@ -115,11 +117,16 @@ struct RunResult {
   std::vector<float> model;  // the servers' model after the run
   absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
   std::unique_ptr<RecordingBackend> backend;  // what the run recorded
+  DeltaPullStats pulls;                       // the client's, after the run
 };
 
 // `copies_on_backend`: the client's exact copies are kept by the backend.
+// `weights_from_server1`: server 1 keeps no update log, so its slice of
+// every pull comes as weights (Commit) while server 0's comes from the
+// copies (CommitCopy).
 RunResult Train(PushEncoding encoding, const TrainerOptions& options,
-                bool copies_on_backend = false) {
+                bool copies_on_backend = false,
+                bool weights_from_server1 = false) {
   const ModelSpec spec = ToyModel("dnn");
   std::vector<std::unique_ptr<GrpcServer>> servers;
   std::vector<std::string> addresses;
@@ -131,6 +138,7 @@ RunResult Train(PushEncoding encoding, const TrainerOptions& options,
     o.num_shards = 2;
     o.optimizer.learning_rate = 0.1f;
     o.compressed_pushes = true;
+    if (weights_from_server1 && s == 1) o.delta_log_bytes = 0;
     auto server =
         GrpcServer::Start(o, InitialParams(spec, 1), "127.0.0.1", 0);
     EXPECT_TRUE(server.ok()) << server.status();
@@ -161,6 +169,7 @@ RunResult Train(PushEncoding encoding, const TrainerOptions& options,
   Trainer trainer(client->get(), run.backend.get(), train->get(),
                   heldout->get(), options, nullptr);
   run.result = trainer.Run();
+  run.pulls = (*client)->delta_pull_stats();
   run.model = PoolModel(servers);
   return run;
 }
@@ -253,6 +262,32 @@ TEST(ResidentTrainerMirrorTest, ModelsFromTheCopiesGiveTheSamePushes) {
     EXPECT_EQ(mirrored.backend->evaluated.size(), 4u);
     EXPECT_TRUE(mirrored.backend->evaluated == plain.backend->evaluated);
   }
+}
+
+// Pulls that come partly as weights (server 1) and partly from the copies
+// (server 0, as updates replayed there): the copies' slice comes down from
+// the mirror before each such model is uploaded, so the pushes are again
+// those of a plain run.
+TEST(ResidentTrainerMirrorTest, PullsPartlyAsWeightsLoadTheWholeModel) {
+  const RunResult plain =
+      Train(PushEncoding::kOneBit, InTurn(1, true), false, true);
+  const RunResult mixed = Train(PushEncoding::kOneBit, InTurn(1, true),
+                                /*copies_on_backend=*/true,
+                                /*weights_from_server1=*/true);
+  ASSERT_TRUE(plain.result.ok()) << plain.result.status();
+  ASSERT_TRUE(mixed.result.ok()) << mixed.result.status();
+  // Server 0 answered every pull after the first (the final one too) with
+  // updates, so the buffer's copy of its slice was not written by the pull.
+  EXPECT_EQ(mixed.pulls.update_pulls, 12);
+  EXPECT_EQ(mixed.backend->mirrored_loads, 0);
+  EXPECT_EQ(mixed.backend->loads.size(), 12u);
+  // Server 0's slice, once for each of the 11 models after the first.
+  const int64_t n = ModelParamCount(ToyModel("dnn"));
+  EXPECT_GT(mixed.backend->downloaded, 0);
+  EXPECT_LT(mixed.backend->downloaded, 11 * n);
+  EXPECT_EQ(mixed.backend->downloaded % 11, 0);
+  EXPECT_EQ(mixed.model, plain.model);
+  EXPECT_NE(plain.model, InitialParams(ToyModel("dnn"), 1));
 }
 
 // Without evaluations a mirrored model never comes down to host memory.
