@@ -163,10 +163,15 @@ if has shards; then  # 4 shards per server (SHARDS: 2 elsewhere): faster applies
   SHARDS=4 run_e2e seed4_1bit_ov3_sh4 4 1 $SEED --time_budget_s=$SEED_S --push_encoding=onebit \
     --max_overlapped_steps=3
 fi
-if has lstm; then  # LSTM 1 x 128, 2 epochs
+if has lstm; then  # LSTM and BLSTM 1 x 128, 2 epochs, 1 and 4 workers
   SRV="--model=lstm --lstm_layers=1 --lstm_cells=128 --context=2 --learning_rate=0.3"
   run_e2e lstm1_host 1 2 - --resident_model=off
   run_e2e lstm1 1 2 -
+  run_e2e lstm4_1bit 4 2 - --push_encoding=onebit
+  SRV="--model=blstm --lstm_layers=1 --lstm_cells=128 --context=2 --learning_rate=0.3"
+  run_e2e blstm1_host 1 2 - --resident_model=off
+  run_e2e blstm1 1 2 -
+  run_e2e blstm4_1bit 4 2 - --push_encoding=onebit
   SRV=
 fi
 run_pipe() {  # name backends (one per stage: cpu,cuda,...) epochs hidden [flags...]
