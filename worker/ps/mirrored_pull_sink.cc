@@ -91,6 +91,7 @@ absl::Status MirroredBuffers::Download(absl::Span<const float> buffer) {
       if (sink->data() == buffer.data() &&
           sink->size() == static_cast<int64_t>(buffer.size())) {
         found = sink.get();
+        break;
       }
     }
   }
