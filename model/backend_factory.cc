@@ -81,8 +81,8 @@ absl::StatusOr<std::string> CudaLayerProfile(const ModelSpec& spec,
                                              int sequences, int steps,
                                              const CudaOptions& cuda_options,
                                              int iters) {
-  ASGD_RETURN_IF_ERROR(CudaBackendStatus());
   ASGD_ASSIGN_OR_RETURN(const CudaPluginApi* plugin, LoadCudaPlugin());
+  ASGD_RETURN_IF_ERROR(plugin->device_status());
   return plugin->profile_layers(spec, sequences, steps, cuda_options, iters);
 }
 
