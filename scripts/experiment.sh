@@ -28,6 +28,12 @@
 # stages with their weights on the servers (data-parallel through them);
 # against local SGD and ASGD with 2 workers. Stage 0 evaluates through the
 # pipeline; local stages hand their layers to the servers at the end.
+# methods: every way asgd parallelizes training on one page, the same model
+# and data: local SGD and ASGD with 1 worker; at each of $METHOD_WORKERS
+# workers ASGD through the servers, AD-PSGD on a fixed ring, ring allreduce,
+# EASGD and ADMM, each also with its last worker $SLOWDOWN x slower; the
+# pipeline at each of $METHOD_STAGES stages, and at more than one stage also
+# with stage $METHOD_SLOW_STAGE $SLOWDOWN x slower.
 # models: each model of $MODELS trained by 2 ASGD workers through 2 servers
 # for the same wall-clock budget of $BUDGET_S seconds, side by side.
 # pushes: ASGD at $PUSH_WORKERS workers once per push encoding of
@@ -42,8 +48,8 @@
 #   EPOCHS     passes over the training data per run (default 2)
 #   TARGETS    accuracy targets in % (default "60 70 75")
 #   SLOWDOWN   straggler factor (default 3)
-#   GRID       grids to run (default "scaling decentralized"; also models,
-#              pushes)
+#   GRID       grids to run (default "scaling decentralized"; also consensus,
+#              pipeline, methods, models, pushes)
 #   MODEL      dnn, cnn, lstm or blstm for the scaling and decentralized grids
 #              (default dnn); MODEL_FLAGS: more asgd_server model flags
 #   MODELS     the models grid's models (default "dnn cnn lstm blstm"); each
@@ -61,6 +67,10 @@
 #                      CONSENSUS_FLAGS: more asgd_worker flags of its easgd
 #                      and admm runs (e.g. "--consensus_every=8")
 #   PIPELINE_STAGES  the pipeline grid's stage counts (default "1 2 3")
+#   METHOD_WORKERS   the methods grid's worker counts (default "2 4")
+#   METHOD_STAGES    its pipeline stage counts (default "1 2 3")
+#   METHOD_SLOW_STAGE  its slowed pipeline stage (default 1: the busiest of
+#                    the demo DNN's balanced cuts at 2 and 3 stages)
 #   PUSH_WORKERS    the pushes grid's worker count (default 4)
 #   PUSH_ENCODINGS  its push encodings, any of fp32 bf16 onebit topk (default
 #                   "fp32 onebit"); TOP_K_FRACTION for topk (default 0.01)
@@ -87,6 +97,9 @@ DECENTRALIZED_WORKERS=${DECENTRALIZED_WORKERS:-4}
 DELAY_TOPOLOGY=${DELAY_TOPOLOGY:-fixed_ring}
 CONSENSUS_WORKERS=${CONSENSUS_WORKERS:-"2 4"}
 PIPELINE_STAGES=${PIPELINE_STAGES:-"1 2 3"}
+METHOD_WORKERS=${METHOD_WORKERS:-"2 4"}
+METHOD_STAGES=${METHOD_STAGES:-"1 2 3"}
+METHOD_SLOW_STAGE=${METHOD_SLOW_STAGE:-1}
 CONSENSUS_FLAGS=${CONSENSUS_FLAGS:-}
 PUSH_WORKERS=${PUSH_WORKERS:-4}
 PUSH_ENCODINGS=${PUSH_ENCODINGS:-"fp32 onebit"}
@@ -196,16 +209,18 @@ write_peers_file() {
   mv "$dir/peers.tmp" "$dir/peers"
 }
 
-# run_pipeline NAME STAGES DEPTH SLOW [REPLICAS WEIGHTS]: one pipeline run
-# (index mode pipeline, workers: the pipelines), REPLICAS pipelines (default
-# 1) with --pipeline_weights=WEIGHTS (default local). Pipeline r's stage 0
-# logs to runs/NAME/worker-r.log, its stage s > 0 to stage-s.log (r = 0) or
-# stage-r-s.log. The stages start last to first, each told the port its
-# successor logged.
+# run_pipeline NAME STAGES DEPTH SLOW [REPLICAS WEIGHTS SLOW_STAGE]: one
+# pipeline run (index mode pipeline, workers: the pipelines), REPLICAS
+# pipelines (default 1) with --pipeline_weights=WEIGHTS (default local); with
+# SLOW 1, stage SLOW_STAGE (default the last) $SLOWDOWN x slower. Pipeline
+# r's stage 0 logs to runs/NAME/worker-r.log, its stage s > 0 to stage-s.log
+# (r = 0) or stage-r-s.log. The stages start last to first, each told the
+# port its successor logged.
 run_pipeline() {
   local name=$1 stages=$2 depth=$3 slow=$4 replicas=${5:-1} weights=${6:-local}
+  local slow_stage=${7:-$(($2 - 1))}
   local dir="$WORKDIR/runs/$name" s r i next=() pids=() log port start
-  echo "== run $name: $replicas pipeline(s) of $stages stages, depth $depth, weights $weights, straggler $slow"
+  echo "== run $name: $replicas pipeline(s) of $stages stages, depth $depth, weights $weights, straggler $slow (stage $slow_stage)"
   asgd_start_servers $NUM_SERVERS "$dir" --num_shards=1 \
     --learning_rate="$LEARNING_RATE" --log_every_s=0 "${RUN_MODEL_FLAGS[@]}"
   start=$(date +%s.%N)
@@ -221,7 +236,7 @@ run_pipeline() {
                    --backend=cpu --pipeline_weights="$weights"
                    --worker_index=$r --num_workers="$replicas")
       [ "$s" = 0 ] && [ "$r" = 0 ] && flags+=($EVAL_FLAGS)
-      [ "$slow" = 1 ] && [ "$s" = $((stages - 1)) ] && flags+=(--slowdown="$SLOWDOWN")
+      [ "$slow" = 1 ] && [ "$s" = "$slow_stage" ] && flags+=(--slowdown="$SLOWDOWN")
       "$BIN/worker/asgd_worker" "${flags[@]}" "${next[@]}" \
         "${EXTRA_WORKER_FLAGS[@]}" >"$log" 2>&1 &
       pids+=($!)
@@ -307,6 +322,30 @@ if has_grid pipeline; then
   run_pipeline "pipeline-2x2-servers" 2 2 0 2 servers
 fi
 
+if has_grid methods; then
+  ran sgd-1 || run sgd-1 sgd 1 0 0
+  ran asgd-1 || run asgd-1 asgd 1 0 0
+  for n in $METHOD_WORKERS; do
+    for slow in 0 1; do
+      suffix=""
+      [ "$slow" = 1 ] && suffix="-straggler"
+      ran "asgd-$n$suffix" || run "asgd-$n$suffix" asgd "$n" "$slow" 0
+      ran "adpsgd-fixed-$n$suffix" ||
+        run "adpsgd-fixed-$n$suffix" adpsgd "$n" "$slow" 0 --topology=fixed_ring
+      ran "allreduce-$n$suffix" || run "allreduce-$n$suffix" allreduce "$n" "$slow" 0
+      ran "easgd-$n$suffix" || run "easgd-$n$suffix" easgd "$n" "$slow" 0
+      ran "admm-$n$suffix" || run "admm-$n$suffix" admm "$n" "$slow" 0
+    done
+  done
+  for s in $METHOD_STAGES; do
+    ran "pipeline-$s" || run_pipeline "pipeline-$s" "$s" "$s" 0
+    if [ "$s" -gt "$METHOD_SLOW_STAGE" ]; then
+      run_pipeline "pipeline-$s-stage$METHOD_SLOW_STAGE-slow" "$s" "$s" 1 1 \
+        local "$METHOD_SLOW_STAGE"
+    fi
+  done
+fi
+
 if has_grid models; then
   for m in $MODELS; do
     flags_var="MODEL_FLAGS_$m" worker_var="WORKER_FLAGS_$m"
@@ -333,7 +372,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 command="GRID=\"$GRID\""
 settings="batch $BATCH, $NUM_SERVERS servers x 1 shard"
 if has_grid scaling || has_grid decentralized || has_grid pushes ||
-   has_grid consensus || has_grid pipeline; then
+   has_grid consensus || has_grid pipeline || has_grid methods; then
   command+=" MODEL=$MODEL MODEL_FLAGS=\"$MODEL_FLAGS\" EPOCHS=$EPOCHS LEARNING_RATE=$LEARNING_RATE"
   has_grid scaling && command+=" WORKERS=\"$WORKERS\""
   settings+="; model $MODEL ($MODEL_FLAGS; see each run's server log), lr $LEARNING_RATE (sync, allreduce, adpsgd, easgd, admm: lr x workers), $EPOCHS epochs, straggler ${SLOWDOWN}x slower"
@@ -347,6 +386,10 @@ fi
 if has_grid pipeline; then
   command+=" PIPELINE_STAGES=\"$PIPELINE_STAGES\""
   settings+="; pipeline grid: $PIPELINE_STAGES stages (balanced), full depth; depth 1 and a ${SLOWDOWN}x slower last stage at the largest"
+fi
+if has_grid methods; then
+  command+=" METHOD_WORKERS=\"$METHOD_WORKERS\" METHOD_STAGES=\"$METHOD_STAGES\" METHOD_SLOW_STAGE=$METHOD_SLOW_STAGE"
+  settings+="; methods grid: sgd and asgd at 1 worker; asgd, adpsgd (fixed ring), allreduce, easgd, admm at $METHOD_WORKERS workers, with and without a ${SLOWDOWN}x slower last worker; pipeline at $METHOD_STAGES stages (balanced, full depth), with and without stage $METHOD_SLOW_STAGE ${SLOWDOWN}x slower"
 fi
 if has_grid pushes; then
   command+=" PUSH_WORKERS=$PUSH_WORKERS PUSH_ENCODINGS=\"$PUSH_ENCODINGS\" TOP_K_FRACTION=$TOP_K_FRACTION"
@@ -363,7 +406,7 @@ if has_grid models; then
 fi
 [ -z "$WORKER_FLAGS" ] || command+=" WORKER_FLAGS=\"$WORKER_FLAGS\""
 python3 scripts/experiment_report.py --runs "$WORKDIR/runs" --out "$OUT" \
-  --targets "$TARGETS" \
+  --targets "$TARGETS" --grids "$GRID" --slowdown "$SLOWDOWN" \
   --machine "$cores cores, $cpu, no GPU; load average $load_start at the start, $load_end at the end" \
   --command "$command scripts/experiment.sh" --settings "$settings"
 echo "== results in $OUT"

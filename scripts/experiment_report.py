@@ -14,7 +14,9 @@ accuracy are the servers' consensus. The pipeline runs (one pipeline of
 stages: stage 0's worker-0.log, stage s's stage-s.log) get a table of their
 own with each stage's utilization and delays; their curve is stage 0's
 evaluations through the pipeline, their final accuracy the model the stages
-handed to the servers.
+handed to the servers. With the methods grid (--grids), one table first
+puts every method side by side: time and frames to each target, final
+accuracy and wall time, without and with a straggler.
 """
 import argparse
 import csv
@@ -145,6 +147,58 @@ def time_to(curve, target):
 
 def fmt_time(t):
     return "not reached" if t is None else f"{t:.0f} s"
+
+
+def frames_to(curve, target):
+    for _, frames, acc in curve:
+        if acc >= target:
+            return frames
+    return None
+
+
+def fmt_frames(f):
+    return "not reached" if f is None else f"{f / 1e6:.2f} M"
+
+
+def methods_table(runs, targets, slowdown, lines):
+    """Appends the methods grid's table (every method side by side) to
+    `lines`."""
+    order = {"sgd": 0, "asgd": 1, "adpsgd": 2, "allreduce": 3, "easgd": 4,
+             "admm": 5, "pipeline": 6}
+    chosen = sorted(
+        (r for r in runs if r["mode"] in order and r["pool"] == "0" and
+         r["name"] != r["model_name"] and
+         not (r["mode"] == "adpsgd" and r["method"] != "AD-PSGD, fixed ring")),
+        key=lambda r: (r["straggler"], r["mode"] == "pipeline", r["n"],
+                       order[r["mode"]], r["name"]))
+    heads = " | ".join(f"{t:g}%" for t in targets)
+    lines.append("Every method on the same model and data, side by side: time "
+                 "(from worker 0's or stage 0's start) and frames (all "
+                 "workers'; for a pipeline, the minibatches' frames once) to "
+                 "each held-out accuracy target, then the final accuracy and "
+                 "wall time. Straggler: the last worker, or for a pipeline "
+                 f"the stage named in the run, {slowdown}x slower. Frames of "
+                 "a straggler run count the slow worker's as worker 0's "
+                 "(approximate).\n")
+    lines.append(f"| run | method | workers (stages) | straggler | time to "
+                 f"{heads} | frames to {heads} | final accuracy | wall time |")
+    lines.append("|---|---|---|---|" + "---|" * (2 * len(targets) + 2))
+    for r in chosen:
+        times = " | ".join(fmt_time(time_to(r["curve"], t)) for t in targets)
+        frames = " | ".join(fmt_frames(frames_to(r["curve"], t))
+                            for t in targets)
+        slow = "yes" if r["straggler"] == "1" else "no"
+        method = r["method"]
+        size = str(r["n"])
+        if r["mode"] == "sgd":
+            method = "local SGD (one process)"
+        elif r["mode"] == "pipeline":
+            method = "pipelined back-propagation"
+            m = re.match(r"pipeline-(\d+)", r["name"])
+            size = f"({m.group(1)})" if m else ""
+        lines.append(f"| {r['name']} | {method} | {size} | {slow} | {times} | "
+                     f"{frames} | {r['final']:.1f}% | {r['wall']:.0f} s |")
+    lines.append("")
 
 
 def decentralized_tables(runs, targets, lines):
@@ -406,6 +460,9 @@ def main():
     ap.add_argument("--runs", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--targets", default="60 70 75")
+    ap.add_argument("--grids", default="",
+                    help="the grids that ran (methods adds its table)")
+    ap.add_argument("--slowdown", default="3")
     ap.add_argument("--machine", required=True)
     ap.add_argument("--command", required=True)
     ap.add_argument("--settings", required=True)
@@ -440,6 +497,8 @@ def main():
                if r["mode"] in PS_MODES and r["name"] != r["model_name"]]
     main_runs = [r for r in ps_runs if r["straggler"] == "0"]
     lines = []
+    if "methods" in a.grids.split():
+        methods_table(runs, targets, a.slowdown, lines)
     if main_runs:
         targets_table(main_runs, base, targets, lines)
     lines.append("Final held-out frame accuracy (all held-out frames, the "
