@@ -21,7 +21,9 @@
 // and the gradient). The consensus starts as the pool's model, which every
 // worker pulls first (x = z, lam = 0, u_sent = z: z is then the average of
 // every worker's u). A worker that dies leaves its last share in the
-// average; the others go on.
+// average; the others go on. One restarted in its place starts again with
+// u_sent = z, so for ADMM its predecessor's last share stays in z as an
+// offset, (u_sent_dead - z) / N (nothing on the servers remembers it).
 //
 // Staleness and drops are the servers' as for ASGD: an ADD push staler than
 // --max_staleness is dropped (the worker's half is then not applied
