@@ -106,7 +106,7 @@ run_e2e() {  # name workers epochs hidden [worker flags...]
   kill "${POOL_PIDS[@]}" 2>/dev/null; wait "${POOL_PIDS[@]}" 2>/dev/null
   { echo "== $name: $nw x cuda, $ep epochs, hidden $hid, flags: $*"
     echo "wall $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s; eval: $acc"
-    grep -hE "done:|phases|rror" $d/worker-*.log | head -10; } | tee -a $L/40_e2e.txt
+    grep -hE "done:|phases|memory:|rror" $d/worker-*.log | head -12; } | tee -a $L/40_e2e.txt
   cp $d/worker-0.log $L/41_worker0_$name.log 2>/dev/null; save
 }
 el "e2e"

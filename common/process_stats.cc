@@ -14,17 +14,20 @@
 namespace asgd {
 namespace {
 
-// "Threads:" from /proc/self/status; -1 where unknown.
-int64_t Threads() {
+// "Threads:" and "VmHWM:" (kB) from /proc/self/status; -1 where unknown.
+void ReadStatus(int64_t* threads, int64_t* peak_resident) {
+  *threads = *peak_resident = -1;
   std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
+  if (f == nullptr) return;
   char line[256];
-  long long threads = -1;
+  long long value = 0;
   while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::sscanf(line, "Threads: %lld", &threads) == 1) break;
+    if (std::sscanf(line, "Threads: %lld", &value) == 1) *threads = value;
+    if (std::sscanf(line, "VmHWM: %lld kB", &value) == 1) {
+      *peak_resident = value * 1024;
+    }
   }
   std::fclose(f);
-  return threads;
 }
 
 // Entries of /proc/self/fd, less the one the listing itself opens.
@@ -53,7 +56,7 @@ ProcessStats ReadProcessStats() {
   s.heap_in_use_bytes = static_cast<int64_t>(info.uordblks + info.hblkhd);
   s.heap_free_bytes = static_cast<int64_t>(info.fordblks);
 #endif
-  s.threads = Threads();
+  ReadStatus(&s.threads, &s.peak_resident_bytes);
   s.open_fds = OpenFds();
   return s;
 }

@@ -28,6 +28,9 @@ struct ProcessStats {
   int64_t resident_bytes = -1;     // VmRSS
   int64_t heap_in_use_bytes = -1;  // malloc: handed out and not freed
   int64_t heap_free_bytes = -1;    // malloc: freed, kept for reuse
+  // VmHWM, the most that was ever resident: in a worker's summary line
+  // (worker/loop/loop.h), not a gauge.
+  int64_t peak_resident_bytes = -1;
   int64_t threads = -1;
   int64_t open_fds = -1;
 };

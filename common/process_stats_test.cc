@@ -19,10 +19,29 @@ namespace {
 TEST(ProcessStatsTest, EveryFigureIsKnownHere) {
   const ProcessStats s = ReadProcessStats();
   EXPECT_GT(s.resident_bytes, 0);
+  EXPECT_GT(s.peak_resident_bytes, 0);
   EXPECT_GT(s.heap_in_use_bytes, 0);
   EXPECT_GE(s.heap_free_bytes, 0);
   EXPECT_GE(s.threads, 1);
   EXPECT_GE(s.open_fds, 3);  // stdin, stdout, stderr
+}
+
+TEST(ProcessStatsTest, PeakResidentKeepsWhatWasTouchedAndGivenBack) {
+  constexpr size_t kBytes = 64 << 20;  // mapped on its own, unmapped by free
+  const ProcessStats before = ReadProcessStats();
+  volatile char* block = static_cast<volatile char*>(std::malloc(kBytes));
+  ASSERT_NE(block, nullptr);
+  for (size_t i = 0; i < kBytes; i += 4096) block[i] = 1;  // every page
+  const ProcessStats touched = ReadProcessStats();
+  std::free(const_cast<char*>(block));
+  const ProcessStats after = ReadProcessStats();
+  const int64_t half = static_cast<int64_t>(kBytes) / 2;
+  // (The kernel's counters lag by a few pages: the bounds leave room.)
+  EXPECT_GE(touched.resident_bytes, before.resident_bytes + half);
+  EXPECT_GE(touched.peak_resident_bytes, before.resident_bytes + half);
+  // Freed: no longer resident, still the peak.
+  EXPECT_LE(after.resident_bytes, touched.resident_bytes - half);
+  EXPECT_GE(after.peak_resident_bytes, before.resident_bytes + half);
 }
 
 TEST(ProcessStatsTest, HeapInUseFollowsAllocationsAndFrees) {

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/process_stats.h"
 #include "common/status_macros.h"
 #include "worker/data/make_examples.h"
 
@@ -230,6 +231,11 @@ void LogSummary(std::ostream* log, int worker_index, const TrainResult& r,
               ph.idle,
               100 * (ph.pull + ph.push) / std::max(busy, 1e-9))
        << std::endl;
+  if (const int64_t peak = ReadProcessStats().peak_resident_bytes; peak > 0) {
+    *log << absl::StrFormat("worker %d memory: peak resident %.1f MB",
+                            worker_index, peak / 1e6)
+         << std::endl;
+  }
   if (r.heldout_accuracy >= 0) {
     *log << absl::StrFormat("worker %d held-out frame accuracy: %.1f%%",
                             worker_index, 100 * r.heldout_accuracy)
