@@ -138,22 +138,21 @@ def method_name(mode, peer_service):
     return mode
 
 
-def time_to(curve, target):
-    for t, _, acc in curve:
+def reached(curve, target):
+    """The first point of `curve` at `target` or above: (seconds, frames),
+    or (None, None)."""
+    for t, frames, acc in curve:
         if acc >= target:
-            return t
-    return None
+            return t, frames
+    return None, None
+
+
+def time_to(curve, target):
+    return reached(curve, target)[0]
 
 
 def fmt_time(t):
     return "not reached" if t is None else f"{t:.0f} s"
-
-
-def frames_to(curve, target):
-    for _, frames, acc in curve:
-        if acc >= target:
-            return frames
-    return None
 
 
 def fmt_frames(f):
@@ -185,7 +184,7 @@ def methods_table(runs, targets, slowdown, lines):
     lines.append("|---|---|---|---|" + "---|" * (2 * len(targets) + 2))
     for r in chosen:
         times = " | ".join(fmt_time(time_to(r["curve"], t)) for t in targets)
-        frames = " | ".join(fmt_frames(frames_to(r["curve"], t))
+        frames = " | ".join(fmt_frames(reached(r["curve"], t)[1])
                             for t in targets)
         slow = "yes" if r["straggler"] == "1" else "no"
         method = r["method"]
