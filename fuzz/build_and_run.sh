@@ -109,7 +109,8 @@ LIB_SRCS=(common/chunking.cc common/model_layout.cc common/wire_codec.cc
           server/param_store_submit.cc server/shard.cc
           step/optimizer.cc server/staging_pool.cc compression/grad_codec.cc
           compression/grad_codec_one_bit.cc compression/grad_codec_top_k.cc
-          step/compressed_apply.cc step/add_apply.cc server/update_log.cc
+          step/compressed_apply.cc step/add_apply.cc step/admm_apply.cc
+          server/update_log.cc
           worker/pipeline/stage_wire.cc)
 HDRS=(common/bf16_bits.h common/chunking.h common/model_layout.h
       common/status_macros.h common/wire_codec.h common/tensor_messages.h
@@ -118,7 +119,8 @@ HDRS=(common/bf16_bits.h common/chunking.h common/model_layout.h
       server/shard.h step/optimizer.h server/staging_pool.h
       fuzz/fuzz_common.h compression/grad_codec.h
       compression/grad_codec_internal.h step/compressed_apply.h
-      server/update_log.h step/add_apply.h worker/pipeline/stage_wire.h
+      server/update_log.h step/add_apply.h step/admm_apply.h
+      worker/pipeline/stage_wire.h
       worker/pipeline/stage_link.h)
 KALDI_SRCS=(kaldi/bad_data.cc kaldi/input_stream.cc kaldi/compressed_matrix.cc
             kaldi/object_reader.cc kaldi/posterior_object.cc kaldi/scp.cc
@@ -192,7 +194,7 @@ if [ "$BUILD_PS" = 1 ]; then
       "${LIB_SRCS[@]}" "${PS_FUZZ_SRCS[@]}"
     "$CXX" "${SAN[@]}" -fsanitize=fuzzer -o "$BUILD/push_fuzzer" "$O/push_fuzzer.o" \
       "$O/push_assembler.o" "$O/param_store.o" "$O/param_store_submit.o" \
-      "$O/shard.o" "$O/optimizer.o" "$O/add_apply.o" \
+      "$O/shard.o" "$O/optimizer.o" "$O/add_apply.o" "$O/admm_apply.o" \
       "$O/staging_pool.o" "$O/tensor_messages.o" "$O/chunking.o" \
       "$O/text_quote.o" "$O/refusal.o" "$O/wire_codec.o" "$O/model_layout.o" \
       "$O/compressed_apply.o" "$O/grad_codec.o" "$O/grad_codec_one_bit.o" \

@@ -3,7 +3,8 @@
 // that turns a violated property into a crash libFuzzer reports.
 //
 // Push stream encodings (push_fuzzer.cc). Byte 0: bit 0 selects the server of
-// the 2-server pool, bit 1 the encoding of the rest.
+// the 2-server pool, bit 1 the encoding of the rest, bit 2 a pool whose
+// servers keep kFuzzAdmmSlots ADMM slots.
 //  * Raw (bit 1 clear): records, each a little-endian uint16 length L and L
 //    bytes of one serialized asgd.v1.PushChunk (the last record takes what
 //    remains). Exercises the wire parsing exactly as gRPC would.
@@ -52,6 +53,8 @@ inline std::vector<TensorSpec> FuzzTensors() {
 }
 inline constexpr int kNumServers = 2;
 inline constexpr int kNumShards = 2;
+// The ADMM slots of the pool byte 0's kAdmmPoolBit selects.
+inline constexpr int kFuzzAdmmSlots = 2;
 inline constexpr int64_t kMaxChunkElements = 8;
 
 inline ParamStoreOptions FuzzStoreOptions(int server_index) {
@@ -63,6 +66,13 @@ inline ParamStoreOptions FuzzStoreOptions(int server_index) {
   o.max_chunk_elements = kMaxChunkElements;
   o.queue_capacity = 4;
   o.max_change = 1.0;  // asgd_server's default
+  return o;
+}
+
+// The same server in a pool that keeps ADMM slots.
+inline ParamStoreOptions FuzzAdmmStoreOptions(int server_index) {
+  ParamStoreOptions o = FuzzStoreOptions(server_index);
+  o.admm_slots = kFuzzAdmmSlots;
   return o;
 }
 
@@ -96,8 +106,10 @@ inline void AppendRecord(const std::string& bytes, std::string* out) {
 // Structured push encoding: u8 op, op % kNumPushOps selects one of these.
 //  kOpHeader: u8 flags (bit 0: u64 version, else u8; bit 1: ASSIGN; bit 2: the
 //             message's own version is a separate u8; bit 3: ADD, unless
-//             ASSIGN), version, u8 worker,
-//             u8 num_minibatches (255: then a u64, truncated to uint32).
+//             ASSIGN; bit 4: ADMM, unless ASSIGN or ADD), version, u8
+//             worker, u8 num_minibatches (255: then a u64, truncated to
+//             uint32), and for ADMM a u8 slot (taken % (2 * kFuzzAdmmSlots):
+//             half of them out of range).
 //  kOpChunk:  u8 tensor (v % (tensors + 1) == tensors: a name of u8 length
 //             and that many bytes; else the tensor's name), u8 flags (bit 0:
 //             u64 offset, else u16; bit 1: the message version is a u8, else
@@ -114,6 +126,7 @@ enum PushOp : uint8_t {
   kNumPushOps
 };
 inline constexpr uint8_t kStructuredBit = 2;
+inline constexpr uint8_t kAdmmPoolBit = 4;
 
 // The pipeline stream fuzzer's operations (stage_fuzzer.cc): u8 op, op %
 // kNumStageOps selects one, the rest of its bits are flags.

@@ -83,11 +83,13 @@ std::string EncodePushStructured(int server,
       case PushChunk::kHeader: {
         const auto& h = m.header();
         w.U8(kOpHeader);
+        const bool admm = h.kind() == asgd::v1::PushHeader::ADMM;
         w.U8(1 | (h.kind() == asgd::v1::PushHeader::ASSIGN ? 2 : 0) |
-             (h.kind() == asgd::v1::PushHeader::ADD ? 8 : 0));
+             (h.kind() == asgd::v1::PushHeader::ADD ? 8 : 0) | (admm ? 16 : 0));
         w.U64(h.model_version());
         w.U8(static_cast<uint8_t>(h.worker_id()));
         w.U8(static_cast<uint8_t>(h.num_minibatches()));
+        if (admm) w.U8(static_cast<uint8_t>(h.admm_slot()));
         break;
       }
       case PushChunk::kChunk:
@@ -364,6 +366,17 @@ int Main(int argc, char** argv) {
     auto m = ValidPush(0, 0.25f, 0);
     m[0].mutable_header()->set_kind(asgd::v1::PushHeader::ADD);
     files.push_back({"push/add_server0", EncodePush(0, m)});
+  }
+  {
+    // ADMM points: to a pool with slots (server 1, slot 1), and the same to
+    // a pool without them (refused at the header).
+    auto m = ValidPush(1, 0.75f, 0);
+    m[0].mutable_header()->set_kind(asgd::v1::PushHeader::ADMM);
+    m[0].mutable_header()->set_admm_slot(1);
+    files.push_back({"push/admm_server1", EncodePush(1 | kAdmmPoolBit, m)});
+    files.push_back({"push/admm_no_slots_server1", EncodePush(1, m)});
+    files.push_back({"push/structured_admm_server1",
+                     EncodePushStructured(1 | kAdmmPoolBit, m)});
   }
   files.push_back(
       {"push/future_version_server1", EncodePush(1, ValidPush(1, 1.0f, 5))});

@@ -5,7 +5,9 @@
 // Besides "no crash, no out-of-bounds access, no undefined behaviour" it
 // checks, against a plain reference model of where each accepted chunk must
 // land:
-//  * every Add() answers OK or INVALID_ARGUMENT; the first error is final,
+//  * every Add() answers OK or INVALID_ARGUMENT (FAILED_PRECONDITION only
+//    for a header of a kind the store does not take: ADMM without slots, a
+//    gradient or add with them); the first error is final,
 //    names a validation reason and releases the staging buffer at once; a
 //    buffer is held only once a chunk (or the commit) arrived;
 //  * an accepted message follows the one header and carries its version;
@@ -22,8 +24,10 @@
 //    a version from the future), and an
 //    applied ASSIGN push makes the weights exactly the values sent; an
 //    update the store refuses (it would leave the weights non-finite)
-//    changes nothing, the weights are always finite, and an applied
-//    gradient moves no weight by more than the store's max-change.
+//    changes nothing (nor the ADMM slots), the weights and slots are always
+//    finite, an applied gradient, add or ADMM point moves no weight by more
+//    than the store's max-change, and an ADMM point moves the weights by
+//    1 / slots of what it moves its slot.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -59,25 +63,44 @@ bool IsValidationReason(RejectReason r) {
   }
 }
 
-// One store per server index, created once; PushAssembler only reads their
-// layout, range and options.
-const ParamStore& Store(int server_index) {
-  static ParamStore* const stores[kNumServers] = {
-      ParamStore::Create(FuzzStoreOptions(0), FuzzInitialModel())->release(),
-      ParamStore::Create(FuzzStoreOptions(1), FuzzInitialModel())->release(),
+ParamStoreOptions StoreOptions(bool admm, int server_index) {
+  return admm ? FuzzAdmmStoreOptions(server_index)
+              : FuzzStoreOptions(server_index);
+}
+
+// One store per pool and server index, created once; PushAssembler only
+// reads their layout, range and options.
+const ParamStore& Store(bool admm, int server_index) {
+  static ParamStore* const stores[2][kNumServers] = {
+      {ParamStore::Create(StoreOptions(false, 0), FuzzInitialModel())
+           ->release(),
+       ParamStore::Create(StoreOptions(false, 1), FuzzInitialModel())
+           ->release()},
+      {ParamStore::Create(StoreOptions(true, 0), FuzzInitialModel())->release(),
+       ParamStore::Create(StoreOptions(true, 1), FuzzInitialModel())
+           ->release()},
   };
-  return *stores[server_index];
+  return *stores[admm ? 1 : 0][server_index];
+}
+
+std::vector<float> SlotOf(const ParamStore& store, int slot) {
+  std::vector<float> out(store.range().size());
+  store.ReadSlotEncoded(slot, 0, out.size(), WireDtype::kFloat32,
+                        reinterpret_cast<char*>(out.data()));
+  return out;
 }
 
 // Hands a committed request to a fresh store (so every input starts from
 // version 0 and runs are reproducible) and checks what it did.
-void SubmitToFreshStore(int server_index, PushRequest request) {
-  auto created =
-      ParamStore::Create(FuzzStoreOptions(server_index), FuzzInitialModel());
+void SubmitToFreshStore(bool admm_pool, int server_index, PushRequest request) {
+  auto created = ParamStore::Create(StoreOptions(admm_pool, server_index),
+                                    FuzzInitialModel());
   FUZZ_CHECK(created.ok());
   std::unique_ptr<ParamStore> store = *std::move(created);
   const std::vector<float> initial = store->Snapshot();
   const bool assign = request.kind == PushRequest::Kind::kAssign;
+  const bool admm = request.kind == PushRequest::Kind::kAdmm;
+  const int slot = request.admm_slot;
   const uint64_t base_version = request.base_version;
   const std::vector<float> sent = *request.values;
   absl::Notification done;
@@ -102,8 +125,23 @@ void SubmitToFreshStore(int server_index, PushRequest request) {
     FUZZ_CHECK(!assign);
     FUZZ_CHECK(result.error.code() == absl::StatusCode::kInvalidArgument);
     FUZZ_CHECK(store->Snapshot() == initial);
+    for (int k = 0; k < store->admm_slots(); ++k) {
+      FUZZ_CHECK(SlotOf(*store, k) == initial);
+    }
   }
   for (float w : store->Snapshot()) FUZZ_CHECK(std::isfinite(w));
+  if (admm && result.applied) {
+    // w = w0 + step / slots and s = w0 + step (every slot starts as w0).
+    const std::vector<float> now = store->Snapshot();
+    const std::vector<float> s = SlotOf(*store, slot);
+    for (size_t i = 0; i < now.size(); ++i) {
+      FUZZ_CHECK(std::isfinite(s[i]));
+      const double moved = double(now[i]) - initial[i];
+      const double slot_moved = double(s[i]) - initial[i];
+      FUZZ_CHECK(std::fabs(moved * kFuzzAdmmSlots - slot_moved) <=
+                 1e-5 * (std::fabs(slot_moved) + std::fabs(initial[i]) + 1));
+    }
+  }
   if (!assign && result.applied) {
     const std::vector<float> now = store->Snapshot();
     const double bound = store->options().max_change * (1 + 1e-5);
@@ -149,11 +187,16 @@ std::vector<PushChunk> DecodeStructured(const uint8_t* data, size_t size,
           h->set_kind(asgd::v1::PushHeader::ASSIGN);
         } else if (flags & 8) {
           h->set_kind(asgd::v1::PushHeader::ADD);
+        } else if (flags & 16) {
+          h->set_kind(asgd::v1::PushHeader::ADMM);
         }
         msg.set_model_version((flags & 4) ? in.U8() : version);
         h->set_worker_id(in.U8());
         const uint8_t k = in.U8();
         h->set_num_minibatches(k == 255 ? static_cast<uint32_t>(in.U64()) : k);
+        if (h->kind() == asgd::v1::PushHeader::ADMM) {
+          h->set_admm_slot(in.U8() % (2 * kFuzzAdmmSlots));
+        }
         break;
       }
       case kOpChunk: {
@@ -190,7 +233,8 @@ std::vector<PushChunk> DecodeStructured(const uint8_t* data, size_t size,
 void Run(const uint8_t* data, size_t size) {
   if (size < 1) return;
   const int server_index = data[0] & 1;
-  const ParamStore& store = Store(server_index);
+  const bool admm_pool = (data[0] & kAdmmPoolBit) != 0;
+  const ParamStore& store = Store(admm_pool, server_index);
   const ModelLayout& layout = store.layout();
   const FlatRange range = store.range();
   const std::vector<PushChunk> msgs =
@@ -214,7 +258,9 @@ void Run(const uint8_t* data, size_t size) {
     const bool was_committed = assembler.committed();
     const RejectReason reason_before = assembler.reject_reason();
     const absl::Status s = assembler.Add(msg);
-    FUZZ_CHECK(s.ok() || s.code() == absl::StatusCode::kInvalidArgument);
+    FUZZ_CHECK(s.ok() || s.code() == absl::StatusCode::kInvalidArgument ||
+               (s.code() == absl::StatusCode::kFailedPrecondition &&
+                msg.part_case() == PushChunk::kHeader && !was_final));
     FUZZ_CHECK(s.ok() || !s.message().empty());
     if (was_final) {
       // Nothing changes after the outcome is known.
@@ -300,12 +346,21 @@ void Run(const uint8_t* data, size_t size) {
              (header->kind() == asgd::v1::PushHeader::ASSIGN));
   FUZZ_CHECK((request.kind == PushRequest::Kind::kAdd) ==
              (header->kind() == asgd::v1::PushHeader::ADD));
+  FUZZ_CHECK((request.kind == PushRequest::Kind::kAdmm) ==
+             (header->kind() == asgd::v1::PushHeader::ADMM));
+  if (request.kind == PushRequest::Kind::kAdmm) {
+    FUZZ_CHECK(admm_pool && request.admm_slot >= 0 &&
+               request.admm_slot < kFuzzAdmmSlots &&
+               request.admm_slot == static_cast<int>(header->admm_slot()));
+  } else {
+    FUZZ_CHECK(!admm_pool || request.kind == PushRequest::Kind::kAssign);
+  }
   FUZZ_CHECK(static_cast<int64_t>(request.values->size()) == range.size());
   FUZZ_CHECK(std::memcmp(request.values->data(), expected.data(),
                          expected.size() * sizeof(float)) == 0);
   // The request holds the push's charge until it is released.
   FUZZ_CHECK(store.stats().staging_bytes == charged);
-  SubmitToFreshStore(server_index, std::move(request));
+  SubmitToFreshStore(admm_pool, server_index, std::move(request));
   FUZZ_CHECK(store.stats().staging_bytes == 0);
 }
 

@@ -143,6 +143,7 @@ run() {
     lr=$(python3 -c "print($LEARNING_RATE * $n)")
   fi
   [ "$mode" = sync ] && server_flags+=(--sync_workers="$n")
+  [ "$mode" = admm ] && server_flags+=(--admm_slots="$n")
   echo "== run $name: mode $mode, $n workers, straggler $slow, pool $pool"
   # The model's flags last: they may override the learning rate.
   asgd_start_servers $NUM_SERVERS "$dir" --num_shards=1 \

@@ -57,6 +57,9 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
     absl::Status status =
         ParseFromByteBuffer(request_, &request, "pull request");
     if (status.ok()) status = CheckPullDtype(request.dtype());
+    if (status.ok() && request.has_admm_slot()) {
+      status = CheckSlotPull(*store_, request.admm_slot(), request.delta());
+    }
     if (status.ok() && request.delta()) status = CheckDeltaRequest(request);
     if (!status.ok()) {
       FinishLocked(status);
@@ -94,9 +97,11 @@ class PullStreamReactor : public StreamReactor<PullStreamReactor> {
           break;
       }
     }
-    writer_.emplace(store_, metrics_, request.worker_id(),
-                    static_cast<WireDtype>(request.dtype()),
-                    /*end_marker=*/true);
+    writer_.emplace(
+        store_, metrics_, request.worker_id(),
+        static_cast<WireDtype>(request.dtype()),
+        /*end_marker=*/true,
+        request.has_admm_slot() ? static_cast<int>(request.admm_slot()) : -1);
     WriteNextLocked();
   }
 

@@ -67,6 +67,7 @@ GrpcParameterService::GrpcParameterService(ParamStore* store, BatchPool* pool,
   }
   description_.set_streams(true);
   description_.set_protocol_version(kProtocolVersion);
+  description_.set_admm_slots(store->admm_slots());
   description_.set_max_push_minibatches(
       static_cast<uint32_t>(store->options().max_push_minibatches));
   if (!description_.mutable_model()->ParseFromString(

@@ -37,7 +37,8 @@ constexpr int64_t kChunk = 64;  // elements per chunk: many chunks per push
 class StreamTest : public ::testing::Test {
  protected:
   // Starts the server (server 0 of 2, 2 shards, SGD with learning rate 0.5).
-  void Start(GrpcServiceOptions service = {}, bool compressed = true) {
+  void Start(GrpcServiceOptions service = {}, bool compressed = true,
+             int admm_slots = 0) {
     ParamStoreOptions o;
     SetModel(PushTestSpec(), &o);
     o.num_servers = 2;
@@ -46,6 +47,7 @@ class StreamTest : public ::testing::Test {
     o.optimizer.learning_rate = 0.5f;
     o.max_chunk_elements = kChunk;
     o.compressed_pushes = compressed;
+    o.admm_slots = admm_slots;
     metrics_ = std::make_unique<ServerMetrics>(registry_, 0, 2);
     auto server = GrpcServer::Start(o, InitialParams(PushTestSpec(), 1),
                                     "127.0.0.1", 0, metrics_.get(), {},
@@ -440,6 +442,62 @@ TEST_F(StreamTest, PullStreamServesManyPullsAndEndsEachOne) {
       << status.error_message();
   EXPECT_TRUE(push.Close().ok());
   EXPECT_EQ(server_->service()->pull_streams_open(), 0);
+}
+
+// A server with ADMM slots: says so, refuses a gradient push
+// (FAILED_PRECONDITION) and a slot it does not keep (INVALID_ARGUMENT) in
+// pushes and pulls, changing nothing; an ADMM point moves the weights by
+// 1 / slots of its difference to the slot, and the slot pulls back.
+TEST_F(StreamTest, AdmmSlotsOverTheWire) {
+  Start({}, true, /*admm_slots=*/2);
+  grpc::ClientContext describe_ctx;
+  asgd::v1::ModelDescription description;
+  ASSERT_TRUE(stub_->DescribeModel(&describe_ctx, {}, &description).ok());
+  EXPECT_EQ(description.admm_slots(), 2u);
+  const std::vector<float> w0 = store()->Snapshot();
+  const auto push_status = [&](const std::vector<PushChunk>& msgs) {
+    PushStreamCall call(stub_.get());
+    PushReply reply;
+    EXPECT_FALSE(call.Push(msgs, &reply));
+    return call.Close();
+  };
+  EXPECT_EQ(push_status(FloatPush(0.25f, 0)).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  std::vector<PushChunk> point = FloatPush(0.25f, 0);
+  point[0].mutable_header()->set_kind(asgd::v1::PushHeader::ADMM);
+  point[0].mutable_header()->set_admm_slot(2);
+  EXPECT_EQ(push_status(point).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Rejected(RejectReason::kBadHeader), 2u);
+  EXPECT_EQ(store()->Snapshot(), w0);
+
+  point[0].mutable_header()->set_admm_slot(1);
+  PushStreamCall call(stub_.get());
+  PushReply reply;
+  ASSERT_TRUE(call.Push(point, &reply));
+  EXPECT_EQ(reply.result(), PushReply::APPLIED);
+  EXPECT_TRUE(call.Close().ok());
+  const std::vector<float> w = store()->Snapshot();
+  for (size_t i = 0; i < w.size(); ++i) {
+    ASSERT_EQ(w[i], w0[i] + (0.25f - w0[i]) / 2) << i;
+  }
+
+  grpc::ClientContext ctx;
+  auto stream = stub_->PullStream(&ctx);
+  std::vector<float> values;
+  PullRequest request;
+  request.set_admm_slot(1);
+  ASSERT_TRUE(stream->Write(request));
+  EXPECT_EQ(ReadPull(stream.get(), *store(), &values), 1);
+  EXPECT_EQ(values, std::vector<float>(w.size(), 0.25f));
+  request.set_admm_slot(0);
+  ASSERT_TRUE(stream->Write(request));
+  EXPECT_EQ(ReadPull(stream.get(), *store(), &values), 1);
+  EXPECT_EQ(values, w0);
+  request.set_admm_slot(2);
+  ASSERT_TRUE(stream->Write(request));
+  EXPECT_EQ(ReadPull(stream.get(), *store(), &values), -1);
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 // Shutting down ends idle streams at once with UNAVAILABLE: a shutdown with

@@ -22,6 +22,14 @@ int StagingBuffersKept(int64_t elements) {
       std::clamp<int64_t>((int64_t{512} << 20) / bytes, 1, 8));
 }
 
+// *value = max(*value, v), from any thread.
+void RaiseTo(std::atomic<double>* value, double v) {
+  double now = value->load(std::memory_order_relaxed);
+  while (v > now &&
+         !value->compare_exchange_weak(now, v, std::memory_order_relaxed)) {
+  }
+}
+
 }  // namespace
 
 const char* RejectReasonName(RejectReason r) {
@@ -109,6 +117,16 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ParamStore::Create(
         "queue_capacity, max_chunk_elements and max_push_minibatches must be "
         "at least 1, sync_workers at least 0");
   }
+  if (options.admm_slots < 0 || options.admm_slots > kMaxAdmmSlots) {
+    return absl::InvalidArgumentError(absl::StrCat("admm_slots must be in [0, ",
+                                                   kMaxAdmmSlots, "], got ",
+                                                   options.admm_slots));
+  }
+  if (options.admm_slots > 0 && options.sync_workers > 0) {
+    return absl::InvalidArgumentError(
+        "ADMM slots in a synchronous pool: ADMM's average is asynchronous; "
+        "start the pool without --sync_workers");
+  }
   const int64_t push_bytes =
       layout.ServerRange(options.server_index).size() * int64_t{sizeof(float)};
   if (options.push_memory_bytes < push_bytes) {
@@ -125,6 +143,8 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ParamStore::Create(
   const FlatRange r = store->range_;
   std::copy(initial_model.begin() + r.begin, initial_model.begin() + r.end,
             store->weights_.begin());
+  // Every slot starts as the model, which is then their average.
+  store->slots_.assign(options.admm_slots, store->weights_);
   for (int k = 0; k < options.num_shards; ++k) {
     const FlatRange s = store->layout_.ShardRange(options.server_index, k);
     const int64_t local = s.begin - r.begin;
@@ -137,10 +157,13 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ParamStore::Create(
     const uint8_t* keep = store->options_.keep != nullptr
                               ? store->options_.keep->data() + s.begin
                               : nullptr;
+    std::vector<float*> slots;
+    for (std::vector<float>& slot : store->slots_) {
+      slots.push_back(slot.data() + local);
+    }
     store->shards_.push_back(std::make_unique<Shard>(
-        k, store->weights_.data() + local, local, s.size(),
-        &store->optimizer_, options.queue_capacity, std::move(on_applied),
-        keep));
+        k, store->weights_.data() + local, local, s.size(), &store->optimizer_,
+        options.queue_capacity, std::move(on_applied), keep, std::move(slots)));
   }
   return store;
 }
@@ -177,6 +200,11 @@ void ParamStore::Read(int64_t begin, int64_t n, float* out) const {
 void ParamStore::ReadEncoded(int64_t begin, int64_t n, WireDtype dtype,
                              char* out) const {
   EncodeFloats(weights_.data() + begin, n, dtype, out);
+}
+
+void ParamStore::ReadSlotEncoded(int slot, int64_t begin, int64_t n,
+                                 WireDtype dtype, char* out) const {
+  EncodeFloats(slots_[slot].data() + begin, n, dtype, out);
 }
 
 std::vector<float> ParamStore::Snapshot() const {
@@ -253,9 +281,7 @@ float ParamStore::ClipToMaxChangeLocked(float scale, double max_g) {
 }
 
 float ParamStore::ClipChangeLocked(float scale, double change) {
-  if (change > largest_change_.load(std::memory_order_relaxed)) {
-    largest_change_.store(change, std::memory_order_relaxed);
-  }
+  RaiseTo(&largest_change_, change);
   if (options_.max_change <= 0 || !(change > options_.max_change)) {
     return scale;
   }
@@ -265,6 +291,14 @@ float ParamStore::ClipChangeLocked(float scale, double change) {
   // float arithmetic too.
   const double clipped = scale * (options_.max_change / change);
   return std::nextafter(static_cast<float>(clipped), 0.0f);
+}
+
+void ParamStore::CountAdmmChange(double change) {
+  RaiseTo(&largest_change_, change);
+  if (options_.max_change > 0 && change > options_.max_change) {
+    updates_clipped_.fetch_add(1, std::memory_order_relaxed);
+    if (options_.observer != nullptr) options_.observer->OnUpdateClipped();
+  }
 }
 
 void ParamStore::ProjectedMaxLocked(double* max_w, double* max_v) {
@@ -318,6 +352,13 @@ absl::Status ParamStore::EnqueueLocked(
     }
     add_w = bound.max_g;  // after it |w| <= max_g
     add_v = 0;
+  } else if (kind == ApplyTask::Kind::kAdmm) {
+    // Its step depends on the slot, which only the shards read: always
+    // checked; after it |w| stays within kMaxMagnitude.
+    check = std::make_shared<UpdateCheck>(static_cast<int>(shards_.size()));
+    updates_checked_.fetch_add(1, std::memory_order_relaxed);
+    add_w = kMaxMagnitude;
+    add_v = 0;
   } else if (kind == ApplyTask::Kind::kAdd) {
     double max_w, max_v;
     ProjectedMaxLocked(&max_w, &max_v);
@@ -364,7 +405,8 @@ absl::Status ParamStore::EnqueueLocked(
   }
   auto completion = std::make_shared<PushCompletion>();
   completion->remaining.store(static_cast<int>(shards_.size()));
-  completion->on_done = [this, worker_id, version, check,
+  const bool admm = kind == ApplyTask::Kind::kAdmm;
+  completion->on_done = [this, worker_id, version, check, admm,
                          on_applied = std::move(on_applied)] {
     in_flight_.fetch_sub(1, std::memory_order_acq_rel);
     if (check != nullptr && !check->passed()) {
@@ -377,6 +419,7 @@ absl::Status ParamStore::EnqueueLocked(
       return;
     }
     applied_count_.fetch_add(1, std::memory_order_relaxed);
+    if (admm) CountAdmmChange(check->max() / options_.admm_slots);
     if (options_.observer != nullptr) {
       options_.observer->OnPushApplied(worker_id, version);
     }
@@ -392,6 +435,8 @@ absl::Status ParamStore::EnqueueLocked(
     task.backup = backup;
     task.completion = completion;
     task.check = check;
+    task.admm_slot = bound.admm_slot;
+    task.max_change = options_.max_change;
     const bool ok = shard->TryEnqueue(std::move(task));
     (void)ok;
   }

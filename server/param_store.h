@@ -19,11 +19,24 @@
 //    of N workers computed from the current version, applies their average
 //    as one update, then answers all N. A push from an older version is
 //    dropped (pull required).
-// Add pushes (PushRequest::Kind::kAdd, consensus training: EASGD, ADMM) are
+// Add pushes (PushRequest::Kind::kAdd, consensus training: EASGD) are
 // added to the weights as they are, in asynchronous mode only: no optimizer,
 // no learning rate, the optimizer state untouched, a pruned weight left at 0.
 // Like gradients they are dropped when staler than max_staleness, and scaled
 // down so that no weight moves by more than max_change.
+// ADMM (admm_slots N > 0): the store keeps N slot buffers over its range,
+// one per worker slot, each the last point u_k = x_k + lam_k / rho its
+// worker pushed (PushRequest::Kind::kAdmm), and the weights are their
+// average (step/admm_apply.h): a push for slot k replaces u_k in it. Every
+// slot starts as the initial model (and again after an assign or a restored
+// checkpoint: the slots are not checkpointed), so the weights are the
+// slots' average from the start. Such a store takes only ADMM and assign
+// pushes (a gradient or an add would move the weights off the average:
+// FailedPrecondition). Memory: N model slices, allocated at Create. Every
+// ADMM update goes through the all-shard check (the step depends on the
+// slot, which only its shards read), which also finds its largest step for
+// max_change. ReadSlotEncoded serves a slot to its worker (a restarted one
+// takes its dual from it).
 // Update scale: the learning rate of an update is multiplied by
 // f(num_minibatches) (accumulated pushes; see MinibatchLrScale) and by
 // g(staleness) (StalenessLrScale). num_minibatches is at most
@@ -144,6 +157,9 @@ class StoreObserver {
   virtual void OnUpdateClipped() {}
 };
 
+// The most ADMM slots one store keeps (ParamStoreOptions::admm_slots).
+inline constexpr int kMaxAdmmSlots = 1024;
+
 struct ParamStoreOptions {
   std::vector<TensorSpec> tensors;
   int server_index = 0;
@@ -181,6 +197,8 @@ struct ParamStoreOptions {
   int64_t push_memory_bytes = int64_t{1} << 30;
   // Memory for DC-ASGD's per-worker model copies (with dc_lambda > 0).
   int64_t dc_memory_bytes = int64_t{1} << 30;
+  // ADMM's worker slots (see above); 0: none. At most kMaxAdmmSlots.
+  int admm_slots = 0;
   // Memory for the log of recent compressed updates that delta pulls replay
   // (0: no delta pulls). Used only where delta pulls are possible (above).
   int64_t delta_log_bytes = int64_t{64} << 20;
@@ -211,8 +229,10 @@ struct PushRequest {
     kAssign,    // set the weights to `values`; resets the optimizer state
     kAdd,       // add `values` to the weights as they are (consensus
                 // training); no optimizer step, its state untouched
+    kAdmm,      // `values` is slot `admm_slot`'s new point (see above)
   };
   Kind kind = Kind::kGradient;
+  int admm_slot = 0;  // kAdmm: in [0, admm_slots)
   // Server-local values (range().size() floats): a gradient, or weights.
   std::shared_ptr<const std::vector<float>> values;
   // Instead of `values`, a gradient only: a compressed gradient of the whole
@@ -290,6 +310,16 @@ class ParamStore {
   void Read(int64_t begin, int64_t n, float* out) const;
   // The same elements encoded as `dtype` (n * WireBytes(dtype) bytes).
   void ReadEncoded(int64_t begin, int64_t n, WireDtype dtype, char* out) const;
+  // The same elements of ADMM slot `slot` (in [0, admm_slots)), read like
+  // the weights while its shards may write them.
+  void ReadSlotEncoded(int slot, int64_t begin, int64_t n, WireDtype dtype,
+                       char* out) const;
+  int admm_slots() const { return options_.admm_slots; }
+  // OK when this store takes a push of `kind` (for slot `admm_slot`, an
+  // ADMM push); FailedPrecondition for an ADMM push to a store without
+  // slots or a gradient or add push to one with them, InvalidArgument for a
+  // slot out of range. Counts nothing.
+  absl::Status CheckPushKind(PushRequest::Kind kind, int64_t admm_slot) const;
 
   // A buffer of range().size() floats (unspecified contents) for staging
   // one incoming push, charged `bytes` of the push memory budget at once;
@@ -318,11 +348,13 @@ class ParamStore {
   // result.error, refused) it, or at once when dropped as stale. Errors
   // (nothing enqueued, `done` not run): InvalidArgument for a wrong size,
   // too many minibatches, non-finite values, an update that cannot stay
-  // finite, a compressed assign or add, an add in synchronous mode, or a
-  // second push from one worker for one synchronous step; Aborted for a
-  // version from the future (pull again); Unavailable when shut down, or
-  // busy (with Refusal::kBusy), or (a compressed push in synchronous mode,
-  // which is decoded to float32 to be summed) with no staging memory
+  // finite, a compressed assign, add or ADMM point, an add in synchronous
+  // mode, an ADMM slot out of range, or a second push from one worker for
+  // one synchronous step; FailedPrecondition for a push of a kind the store
+  // does not take (CheckPushKind); Aborted for a version from the future
+  // (pull again); Unavailable when shut down, or busy (with
+  // Refusal::kBusy), or (a compressed push in synchronous mode, which is
+  // decoded to float32 to be summed) with no staging memory
   // (Refusal::kPushMemory).
   absl::Status Submit(PushRequest request,
                       std::function<void(const PushResult&)> done);
@@ -373,6 +405,7 @@ class ParamStore {
   // One admitted update as the admission bound sees it.
   struct UpdateBound {
     bool assign = false;
+    int admm_slot = -1;  // an ADMM update's slot
     float scale = 1.0f;
     double max_g = 0;        // largest |value| of the update
     double max_backup = -1;  // DC-ASGD copy's largest |value|; < 0: none
@@ -389,6 +422,9 @@ class ParamStore {
   // `scale` 1 (an add: its largest |value|).
   float ClipChangeLocked(float scale, double change)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
+  // Books an applied ADMM update's largest step (before max_change) in
+  // largest_change and, when the shards scaled it down, updates_clipped.
+  void CountAdmmChange(double change);
   // Bounds of the weights and momentum after every admitted update:
   // max over shards of (its last maxima + what the updates it has not
   // applied yet can add). Needs submit_mu_.
@@ -415,8 +451,9 @@ class ParamStore {
                                     UpdateBound bound,
                                     std::function<void(const PushResult&)> done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
-  // Submit's asynchronous add at `staleness`: the values as they are, scaled
-  // down to max_change, then EnqueueLocked.
+  // Submit's asynchronous add at `staleness` (the values as they are,
+  // scaled down to max_change) or ADMM push (scaled by the shards), then
+  // EnqueueLocked.
   absl::Status SubmitAddLocked(PushRequest request, uint64_t staleness,
                                UpdateBound bound,
                                std::function<void(const PushResult&)> done)
@@ -431,6 +468,9 @@ class ParamStore {
   const FlatRange range_;
   const Optimizer optimizer_;
   std::vector<float> weights_;  // written only by shard threads
+  // ADMM's slot buffers (admm_slots of range().size()); written only by
+  // shard threads, each on its own sub-range.
+  std::vector<std::vector<float>> slots_;
   mutable StagingPool staging_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::unique_ptr<UpdateLog> log_;  // delta pulls; null when off
@@ -459,7 +499,7 @@ class ParamStore {
   std::atomic<uint64_t> dc_backup_misses_{0};
   std::atomic<uint64_t> updates_checked_{0};
   std::atomic<uint64_t> updates_clipped_{0};
-  std::atomic<double> largest_change_{0};  // written under submit_mu_
+  std::atomic<double> largest_change_{0};  // raised by compare-exchange
 
   std::atomic<uint64_t> accepted_{0};
   std::atomic<int> in_flight_{0};

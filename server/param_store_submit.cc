@@ -15,7 +15,40 @@
 
 namespace asgd {
 
+absl::Status ParamStore::CheckPushKind(PushRequest::Kind kind,
+                                       int64_t admm_slot) const {
+  const int slots = options_.admm_slots;
+  if (kind == PushRequest::Kind::kAdmm) {
+    if (slots == 0) {
+      return absl::FailedPreconditionError(
+          "an ADMM push to a server that keeps no ADMM slots: start the "
+          "servers with --admm_slots=N (N: the number of ADMM workers)");
+    }
+    if (admm_slot < 0 || admm_slot >= slots) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ADMM slot ", admm_slot, " is outside [0, ", slots,
+                       ") (--admm_slots of the server; the worker's slot is "
+                       "its --worker_index)"));
+    }
+    return absl::OkStatus();
+  }
+  if (slots > 0 && kind != PushRequest::Kind::kAssign) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this server keeps ADMM's consensus over ", slots,
+        " worker slots (--admm_slots) and takes only ADMM and assign pushes; "
+        "a ",
+        kind == PushRequest::Kind::kAdd ? "consensus add" : "gradient",
+        " push would move it off the slots' average"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParamStore::CheckPush(PushRequest* request) {
+  if (absl::Status s = CheckPushKind(request->kind, request->admm_slot);
+      !s.ok()) {
+    CountRejected(RejectReason::kBadHeader);
+    return s;
+  }
   if (request->kind == PushRequest::Kind::kAdd && options_.sync_workers > 0) {
     CountRejected(RejectReason::kBadHeader);
     return absl::InvalidArgumentError(
@@ -28,8 +61,8 @@ absl::Status ParamStore::CheckPush(PushRequest* request) {
       return absl::InvalidArgumentError(
           request->kind == PushRequest::Kind::kAssign
               ? "an assign push carries weights, not a compressed gradient"
-              : "an add push carries float32 or bfloat16 values, not a "
-                "compressed gradient");
+              : "an add or ADMM push carries float32 or bfloat16 values, "
+                "not a compressed gradient");
     }
     if (request->compressed->size() != range_.size()) {
       CountRejected(RejectReason::kBadSize);
@@ -114,7 +147,8 @@ absl::Status ParamStore::Submit(PushRequest request,
     } else if (options_.max_staleness > 0 &&
                staleness > options_.max_staleness) {
       dropped = true;
-    } else if (request.kind == PushRequest::Kind::kAdd) {
+    } else if (request.kind == PushRequest::Kind::kAdd ||
+               request.kind == PushRequest::Kind::kAdmm) {
       return SubmitAddLocked(std::move(request), staleness, bound,
                              std::move(done));
     } else {
@@ -165,12 +199,19 @@ absl::Status ParamStore::SubmitGradientLocked(
 absl::Status ParamStore::SubmitAddLocked(
     PushRequest request, uint64_t staleness, UpdateBound bound,
     std::function<void(const PushResult&)> done) {
-  // No learning rate: the values move the weights as they are.
-  bound.scale = ClipChangeLocked(1.0f, bound.max_g);
+  // No learning rate. An add's values move the weights as they are; an
+  // ADMM step is u minus the slot, which only the shards hold: they find
+  // its scale (ApplyTask::Kind::kAdmm).
+  const bool admm = request.kind == PushRequest::Kind::kAdmm;
+  if (admm) {
+    bound.admm_slot = request.admm_slot;
+  } else {
+    bound.scale = ClipChangeLocked(1.0f, bound.max_g);
+  }
   const uint64_t worker_id = request.worker_id;
   ASGD_RETURN_IF_ERROR(EnqueueLocked(
-      worker_id, ApplyTask::Kind::kAdd, std::move(request.values), nullptr,
-      bound, nullptr,
+      worker_id, admm ? ApplyTask::Kind::kAdmm : ApplyTask::Kind::kAdd,
+      std::move(request.values), nullptr, bound, nullptr,
       [staleness, done = std::move(done)](uint64_t v, absl::Status error) {
         done(PushResult{error.ok(), staleness, v, std::move(error)});
       }));

@@ -16,8 +16,22 @@ absl::Status CheckPullDtype(int dtype) {
                        : ", which is unknown"));
 }
 
+absl::Status CheckSlotPull(const ParamStore& store, uint32_t slot, bool delta) {
+  if (delta) {
+    return absl::InvalidArgumentError(
+        "a pull of an ADMM slot cannot be a delta pull");
+  }
+  if (slot >= static_cast<uint32_t>(store.admm_slots())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull of ADMM slot ", slot, ": this server keeps ",
+                     store.admm_slots(), " (--admm_slots)"));
+  }
+  return absl::OkStatus();
+}
+
 PullWriter::PullWriter(ParamStore* store, ServerMetrics* metrics,
-                       uint64_t worker_id, WireDtype dtype, bool end_marker)
+                       uint64_t worker_id, WireDtype dtype, bool end_marker,
+                       int admm_slot)
     : store_(store),
       metrics_(metrics),
       dtype_(dtype),
@@ -25,7 +39,8 @@ PullWriter::PullWriter(ParamStore* store, ServerMetrics* metrics,
       chunks_(PlanChunks(store->layout(), store->range(),
                          store->options().max_chunk_elements)),
       version_(store->version()),
-      snapshot_(store->SnapshotForPull(worker_id)) {
+      snapshot_(admm_slot < 0 ? store->SnapshotForPull(worker_id) : nullptr),
+      admm_slot_(admm_slot) {
   Count(ServerMetrics::PullForm::kWeights);
 }
 
@@ -40,6 +55,7 @@ PullWriter::PullWriter(ParamStore* store, ServerMetrics* metrics,
                                store->options().max_chunk_elements)
                   : std::vector<ChunkRef>()),
       version_(plan.version),
+      admm_slot_(-1),
       plan_(std::move(plan)),
       lineage_(lineage) {
   Count(plan_->base != nullptr ? ServerMetrics::PullForm::kExactWeights
@@ -91,8 +107,10 @@ void PullWriter::NextWeights(PullPart* msg) {
     msg->dtype = dtype_;
     msg->count = count;
     msg->fill = [store = store_, snapshot = snapshot_.get(), local, count,
-                 dtype = dtype_](char* out) {
-      if (snapshot != nullptr) {
+                 dtype = dtype_, slot = admm_slot_](char* out) {
+      if (slot >= 0) {
+        store->ReadSlotEncoded(slot, local, count, dtype, out);
+      } else if (snapshot != nullptr) {
         EncodeFloats(snapshot->data() + local, count, dtype, out);
       } else {
         store->ReadEncoded(local, count, dtype, out);

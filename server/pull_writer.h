@@ -45,6 +45,10 @@ namespace asgd {
 // sent).
 absl::Status CheckPullDtype(int dtype);
 
+// InvalidArgument unless `store` can serve a pull of ADMM slot `slot`
+// (PullRequest.admm_slot): a slot it keeps, and not a delta pull.
+absl::Status CheckSlotPull(const ParamStore& store, uint32_t slot, bool delta);
+
 // One message of a pull (one asgd.v1.PullChunk).
 struct PullPart {
   enum class Kind {
@@ -81,9 +85,11 @@ struct PullPart {
 class PullWriter {
  public:
   // A pull of weights in `dtype` at the store's current version (counted as
-  // a pull of weights); `end_marker`: end with a kEndOfPull message.
+  // a pull of weights); `end_marker`: end with a kEndOfPull message. With
+  // `admm_slot` >= 0 (checked by CheckSlotPull), that ADMM slot's values
+  // instead of the weights.
   PullWriter(ParamStore* store, ServerMetrics* metrics, uint64_t worker_id,
-             WireDtype dtype, bool end_marker);
+             WireDtype dtype, bool end_marker, int admm_slot = -1);
 
   // A delta pull's reply (float32), ending with the server's lineage.
   PullWriter(ParamStore* store, ServerMetrics* metrics, DeltaPlan plan,
@@ -112,6 +118,7 @@ class PullWriter {
   // Set when the store keeps the worker's model for delay compensation: the
   // pull then serves exactly that copy.
   const std::shared_ptr<const std::vector<float>> snapshot_;
+  const int admm_slot_;  // >= 0: serve that ADMM slot
   // A delta pull's reply.
   std::optional<DeltaPlan> plan_;
   uint64_t lineage_ = 0;

@@ -293,5 +293,34 @@ TEST(PullWriterTest, APrunedModelsBaseCarriesItsMask) {
   EXPECT_TRUE(parts.back().exact);
 }
 
+TEST(PullWriterTest, AnAdmmSlotPullServesTheSlotNotTheWeights) {
+  ParamStoreOptions o = SmallStore();
+  o.admm_slots = 2;
+  auto store = ParamStore::Create(o, Initial());
+  ASSERT_TRUE(store.ok()) << store.status();
+  PushRequest point;
+  point.kind = PushRequest::Kind::kAdmm;
+  point.admm_slot = 1;
+  point.values = std::make_shared<const std::vector<float>>(350, 4.0f);
+  ASSERT_TRUE(SubmitAndWait(**store, std::move(point)).applied);
+  ASSERT_TRUE(CheckSlotPull(**store, 1, /*delta=*/false).ok());
+  PullWriter slot1(store->get(), nullptr, 0, WireDtype::kFloat32, true, 1);
+  EXPECT_EQ(Weights(Drain(&slot1)), std::vector<float>(350, 4.0f));
+  PullWriter slot0(store->get(), nullptr, 0, WireDtype::kFloat32, true, 0);
+  EXPECT_EQ(Weights(Drain(&slot0)), Initial());
+  PullWriter weights(store->get(), nullptr, 0, WireDtype::kFloat32, true);
+  EXPECT_EQ(Weights(Drain(&weights)), (*store)->Snapshot());
+  EXPECT_NE((*store)->Snapshot(), Initial());
+  // A slot the store does not keep, or a slot as a delta pull: refused.
+  EXPECT_EQ(CheckSlotPull(**store, 2, false).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckSlotPull(**store, 0, /*delta=*/true).code(),
+            absl::StatusCode::kInvalidArgument);
+  auto plain = ParamStore::Create(SmallStore(), Initial());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(CheckSlotPull(**plain, 0, false).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace asgd

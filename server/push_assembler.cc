@@ -59,11 +59,19 @@ absl::Status PushAssembler::Add(const PushMessage& msg) {
         case asgd::v1::PushHeader::ADD:
           kind_ = PushRequest::Kind::kAdd;
           break;
+        case asgd::v1::PushHeader::ADMM:
+          kind_ = PushRequest::Kind::kAdmm;
+          break;
         default:
           return Reject(RejectReason::kBadHeader,
                         absl::InvalidArgumentError(absl::StrCat(
                             "unknown push kind ", static_cast<int>(h.kind()),
-                            " (want GRADIENT, ASSIGN or ADD)")));
+                            " (want GRADIENT, ASSIGN, ADD or ADMM)")));
+      }
+      admm_slot_ = h.admm_slot();
+      // Refused before any data arrives.
+      if (absl::Status s = store_->CheckPushKind(kind_, admm_slot_); !s.ok()) {
+        return Reject(RejectReason::kBadHeader, std::move(s));
       }
       have_header_ = true;
       base_version_ = h.model_version();
@@ -155,6 +163,7 @@ PushRequest PushAssembler::TakeRequest() {
   request.base_version = base_version_;
   request.num_minibatches = num_minibatches_;
   request.kind = kind_;
+  request.admm_slot = static_cast<int>(admm_slot_);
   if (committed_ && compressed_sequence_.has_value()) {
     auto gradient = std::make_shared<CompressedGradient>();
     gradient->encoding = encoding_ == PushEncoding::kOneBit
@@ -217,8 +226,8 @@ absl::Status PushAssembler::StartChunks(const TensorChunkView& chunk) {
                       kind_ == PushRequest::Kind::kAssign
                           ? "an ASSIGN push carries weights, not a compressed "
                             "gradient"
-                          : "an ADD push carries float32 or bfloat16 values, "
-                            "not a compressed gradient"));
+                          : "an ADD or ADMM push carries float32 or bfloat16 "
+                            "values, not a compressed gradient"));
   }
   // Memory only now that data arrives, and only within the budget; the
   // chunk's bytes are charged by Add().

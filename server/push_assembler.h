@@ -147,6 +147,7 @@ class PushAssembler {
   int num_minibatches_ = 1;
   uint64_t worker_id_ = 0;
   PushRequest::Kind kind_ = PushRequest::Kind::kGradient;
+  int64_t admm_slot_ = 0;  // the header's (checked against the store)
 };
 
 }  // namespace asgd

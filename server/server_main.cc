@@ -112,6 +112,10 @@ ABSL_FLAG(std::string, staleness_lr_scale, "none",
 ABSL_FLAG(int, sync_workers, 0,
           "Synchronous baseline: wait for one push from each of this many "
           "workers per version and apply their average (0: asynchronous).");
+ABSL_FLAG(int, admm_slots, 0,
+          "ADMM consensus (asgd_worker --mode=admm): keep this many worker "
+          "slots, each its worker's last point, and serve their average as "
+          "the model (0: none). Costs this many copies of the server's slice.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Directory for this server's checkpoints (weights, optimizer state, "
           "version). On start the server restores its checkpoint from here if "
@@ -262,6 +266,7 @@ absl::Status TrainingOptionsFromFlags(ParamStoreOptions* options) {
   options->optimizer.step_size = absl::GetFlag(FLAGS_lr_step_size);
   options->optimizer.gamma = absl::GetFlag(FLAGS_lr_gamma);
   options->sync_workers = absl::GetFlag(FLAGS_sync_workers);
+  options->admm_slots = absl::GetFlag(FLAGS_admm_slots);
   auto schedule = ParseLrSchedule(absl::GetFlag(FLAGS_lr_schedule));
   if (!schedule.ok()) return schedule.status();
   options->optimizer.schedule = *schedule;
@@ -359,6 +364,11 @@ void PrintStarted(const ParamStoreOptions& options, const ModelSpec& spec,
       static_cast<long long>(layout.total_size()),
       static_cast<long long>(store.range().size()), options.num_shards,
       layout.Fingerprint().c_str());
+  if (options.admm_slots > 0) {
+    std::printf("asgd_server %d keeps %d ADMM slots (%.1f MB)\n",
+                options.server_index, options.admm_slots,
+                options.admm_slots * store.range().size() * 4.0 / 1e6);
+  }
   std::fflush(stdout);
   if (metrics.serving()) {
     std::printf("asgd_server %d metrics on %s\n", options.server_index,

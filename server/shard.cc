@@ -6,12 +6,14 @@
 
 #include "common/wire_codec.h"
 #include "step/add_apply.h"
+#include "step/admm_apply.h"
 
 namespace asgd {
 
-bool UpdateCheck::Vote(bool ok) {
+bool UpdateCheck::Vote(bool ok, double local_max) {
   absl::MutexLock lock(&mu_);
   passed_ = passed_ && ok;
+  max_ = std::max(max_, local_max);
   --waiting_;
   auto all_voted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return waiting_ <= 0;
@@ -25,9 +27,15 @@ bool UpdateCheck::passed() const {
   return passed_;
 }
 
+double UpdateCheck::max() const {
+  absl::MutexLock lock(&mu_);
+  return max_;
+}
+
 Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
              const Optimizer* optimizer, int queue_capacity,
-             AppliedCallback on_applied, const uint8_t* keep)
+             AppliedCallback on_applied, const uint8_t* keep,
+             std::vector<float*> admm_slots)
     : index_(index),
       weights_(weights),
       local_begin_(local_begin),
@@ -36,6 +44,7 @@ Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
       capacity_(queue_capacity),
       on_applied_(std::move(on_applied)),
       keep_(keep),
+      admm_slots_(std::move(admm_slots)),
       state_(optimizer->has_state() ? size : 0, 0.0f),
       max_w_(MaxAbs(weights, size)),
       thread_([this] { Run(); }) {}
@@ -56,9 +65,27 @@ void Shard::Restore(const std::vector<float>& weights,
   if (!state_.empty() && !state.empty()) {
     std::copy_n(state.data() + local_begin_, size_, state_.data());
   }
+  ResetAdmmSlots();
   max_w_.store(MaxAbs(weights_, size_), std::memory_order_release);
   max_v_.store(MaxAbs(state_.data(), state_.size()), std::memory_order_release);
   applied_.store(applied, std::memory_order_release);
+}
+
+void Shard::ResetAdmmSlots() {
+  for (float* slot : admm_slots_) std::copy_n(weights_, size_, slot);
+}
+
+void Shard::ApplyAdmmTask(const ApplyTask& task) {
+  const float* u = task.data->data() + local_begin_;
+  float* slot = admm_slots_[task.admm_slot];
+  const int slots = static_cast<int>(admm_slots_.size());
+  const AdmmScan scan = ScanAdmm(weights_, u, slot, size_, slots, keep_);
+  if (!task.check->Vote(scan.bounded, scan.max_delta)) return;
+  // Every shard computes the same scale from the same largest step.
+  const float scale = AdmmScale(task.check->max(), slots, task.max_change);
+  max_w_.store(
+      ApplyAdmm(weights_, u, slot, size_, slots, scale, keep_).max_abs_w,
+      std::memory_order_release);
 }
 
 void Shard::Close() {
@@ -127,8 +154,11 @@ void Shard::Run() {
         }
       }
       std::fill(state_.begin(), state_.end(), 0.0f);
+      ResetAdmmSlots();
       max_w_.store(MaxAbs(weights_, size_), std::memory_order_release);
       max_v_.store(0.0f, std::memory_order_release);
+    } else if (task.kind == ApplyTask::Kind::kAdmm) {
+      ApplyAdmmTask(task);
     } else if (task.kind == ApplyTask::Kind::kAdd) {
       const float* data = task.data->data() + local_begin_;
       const bool apply =

@@ -51,15 +51,19 @@ struct PushCompletion {
 class UpdateCheck {
  public:
   explicit UpdateCheck(int shards) : waiting_(shards) {}
-  // Records one shard's verdict and waits for all; true when all were ok.
-  bool Vote(bool ok);
-  // The verdict, once every shard voted.
+  // Records one shard's verdict (and a value of its part, `local_max`,
+  // whose largest over all parts max() gives) and waits for all; true when
+  // all were ok.
+  bool Vote(bool ok, double local_max = 0);
+  // The verdict and the largest local_max, once every shard voted.
   bool passed() const;
+  double max() const;
 
  private:
   mutable absl::Mutex mu_;
   int waiting_ ABSL_GUARDED_BY(mu_);
   bool passed_ ABSL_GUARDED_BY(mu_) = true;
+  double max_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Where a snapshot task copies a shard's weights and optimizer state: into
@@ -75,6 +79,9 @@ struct ApplyTask {
     kAssign,    // set the weights to `data` and reset the optimizer state
     kAdd,       // add scale * `data` to the weights (step/add_apply.h);
                 // the optimizer state is untouched
+    kAdmm,      // `data` is ADMM slot `admm_slot`'s new point
+                // (step/admm_apply.h); always with `check`, whose vote also
+                // finds the update's largest step for `max_change`
     kSnapshot,  // copy weights and state into `snapshot` (not an update)
   };
   Kind kind = Kind::kGradient;
@@ -90,6 +97,8 @@ struct ApplyTask {
   // compensation; may be null.
   std::shared_ptr<const std::vector<float>> backup;
   std::shared_ptr<SnapshotTarget> snapshot;  // kSnapshot only
+  int admm_slot = 0;                         // kAdmm only
+  double max_change = 0;  // kAdmm only: the store's bound (0: none)
   std::shared_ptr<PushCompletion> completion;
   // Set for a gradient or an add whose bound failed: check before applying (see above).
   std::shared_ptr<UpdateCheck> check;
@@ -104,9 +113,13 @@ class Shard {
   // holds `size` floats and must outlive the shard. `on_applied` may be empty.
   // `keep`, when not null, is a pruned model's mask over the shard's `size`
   // weights (0: pruned; see ParamStoreOptions::keep) and must outlive it.
+  // `admm_slots` point at the shard's `size` values of each ADMM slot
+  // (ParamStore); they must outlive it. An assign and Restore set them to
+  // the weights.
   Shard(int index, float* weights, int64_t local_begin, int64_t size,
         const Optimizer* optimizer, int queue_capacity,
-        AppliedCallback on_applied = nullptr, const uint8_t* keep = nullptr);
+        AppliedCallback on_applied = nullptr, const uint8_t* keep = nullptr,
+        std::vector<float*> admm_slots = {});
   ~Shard();
 
   Shard(const Shard&) = delete;
@@ -143,6 +156,9 @@ class Shard {
   // `check`, see UpdateCheck).
   void ApplyCompressedTask(const CompressedGradient& g, UpdateCheck* check,
                            const UpdateContext& ctx);
+  void ApplyAdmmTask(const ApplyTask& task);
+  // Every ADMM slot := the weights (after an assign or a restore).
+  void ResetAdmmSlots();
 
   const int index_;
   float* const weights_;
@@ -152,6 +168,7 @@ class Shard {
   const size_t capacity_;
   const AppliedCallback on_applied_;
   const uint8_t* const keep_;  // null: not pruned
+  const std::vector<float*> admm_slots_;
   std::vector<float> state_;  // optimizer state; apply thread only
 
   absl::Mutex mu_;

@@ -5,11 +5,14 @@
 #     and 1 train on to the end (no worker waits for another), and the
 #     servers' consensus, read by asgd_eval, is well above the initial
 #     model's accuracy.
-#  2. admm, 2 workers on fresh servers: the same.
+#  2. admm, 2 workers on fresh servers with 2 ADMM slots; worker 1 is
+#     killed in the middle and restarted with the same --worker_index: it
+#     takes its dual from its slot on the servers (logged), and every
+#     worker finishes; the consensus is well above the initial model.
 #  3. Refused, with a message naming the flag (before connecting): a bad
 #     --elastic_alpha, --admm_rho or --consensus_every, --minibatch_pool with
-#     a consensus mode; a synchronous pool refuses the ADD pushes and the
-#     worker ends with that error.
+#     a consensus mode; a synchronous pool refuses the ADD pushes, a pool
+#     without ADMM slots an admm worker, and the worker ends with that error.
 # Usage: consensus_binary_test.sh SERVER WORKER EVAL MAKE_CORPUS
 set -euo pipefail
 SERVER=$1 WORKER=$2 EVAL=$3 MAKE_CORPUS=$4
@@ -68,18 +71,35 @@ above easgd "$before" "$after"
 echo "easgd with a dead worker: both survivors finished, consensus $before% -> $after%"
 passed=$((passed + 1))
 
-# 2. admm on fresh servers.
-start_servers admm "${POOL_FLAGS[@]}"
+# 2. admm on fresh servers with a slot per worker; worker 1 dies and is
+# restarted in its slot.
+start_servers admm "${POOL_FLAGS[@]}" --admm_slots=2
 before=$(accuracy admm-before)
-start_workers admm 2 --mode=admm --epochs=2 --log_every=1000 \
-  --consensus_every=2 --admm_rho=0.5
+ADMM_FLAGS=(--mode=admm --epochs=0 --max_steps=1200 --log_every=50
+            --consensus_every=2 --admm_rho=0.5)
+start_workers admm 2 "${ADMM_FLAGS[@]}"
+wait_for "admm worker 1 to take its slot" grep -q "admm slot 1:" "$TMP/admm-1.log"
+grep -q "(a fresh slot)" "$TMP/admm-1.log" || fail "admm worker 1: not a fresh slot"
+wait_for "admm worker 1 to train" grep -q "worker 1 step 100 " "$TMP/admm-1.log"
+kill -9 "${WORKER_PIDS[1]}"
+wait "${WORKER_PIDS[1]}" 2>/dev/null || true
+"$WORKER" --servers="$SERVERS" --corpus="$TMP/corpus" --backend=cpu \
+  --worker_index=1 --num_workers=2 --batch_size=64 --connect_timeout_s=60 \
+  "${ADMM_FLAGS[@]}" >"$TMP/admm-1-restarted.log" 2>&1 &
+WORKER_PIDS[1]=$!
+PIDS+=($!)
 for w in 0 1; do
   wait "${WORKER_PIDS[$w]}" || fail "admm worker $w exited with an error"
-  grep -q "mode admm: " "$TMP/admm-$w.log" || fail "admm worker $w's done line"
 done
+grep -q "mode admm: " "$TMP/admm-0.log" || fail "admm worker 0's done line"
+grep -q "mode admm: " "$TMP/admm-1-restarted.log" ||
+  fail "restarted admm worker 1's done line"
+grep -Eq "worker 1 admm slot 1: \|u_slot - z\| [0-9.e+-]+ \(taken over" \
+  "$TMP/admm-1-restarted.log" ||
+  fail "the restarted admm worker did not take its dual from its slot"
 after=$(accuracy admm-after)
 above admm "$before" "$after"
-echo "admm: consensus $before% -> $after%"
+echo "admm with a restarted worker: it took over its slot, consensus $before% -> $after%"
 passed=$((passed + 1))
 
 # 3. Refusals.
@@ -98,9 +118,11 @@ refused every "--consensus_every must be >= 1" --mode=admm --consensus_every=0
 echo 0123456789abcdef0123 >"$TMP/run_id"
 refused pool "--mode=easgd takes no --minibatch_pool" --mode=easgd \
   --minibatch_pool --pool_run_id_file="$TMP/run_id"
+start_servers noslots "${POOL_FLAGS[@]}"
+refused noslots "servers started with --admm_slots" --mode=admm
 start_servers sync "${POOL_FLAGS[@]}" --sync_workers=2
 refused sync "synchronous pool" --mode=easgd --consensus_every=1
-echo "refusals: alpha, rho, every, pool, a synchronous pool"
+echo "refusals: alpha, rho, every, pool, ADMM without slots, a synchronous pool"
 passed=$((passed + 1))
 
 echo "$passed passed, 0 failed"

@@ -1,9 +1,11 @@
 // Consensus training (worker/consensus/) against real servers over gRPC
 // (127.0.0.1, port 0): one worker's EASGD and ADMM runs equal a reference
 // written out here step by step (the servers' model and the worker's own,
-// bit for bit); a push too stale is dropped on both ends of the spring;
-// workers together train the toy task; a synchronous pool and bad options
-// are refused clearly.
+// bit for bit); a worker restarted in an ADMM slot takes its dual from the
+// servers' slot and leaves the consensus the slots' average; a push too
+// stale is dropped on both ends of the spring; workers together train the
+// toy task; a synchronous pool, a pool without ADMM slots (or EASGD on one
+// with them) and bad options are refused clearly.
 #include <memory>
 #include <thread>
 #include <vector>
@@ -155,50 +157,144 @@ TEST(ConsensusTest, EasgdOneWorkerEqualsTheReference) {
   }
 }
 
+// The reference of one ADMM worker: starting at x = z with lam = rho (slot
+// - z), `steps` steps on g + lam + rho (x - z); every `every` steps and at
+// the end the servers replace the slot's point with u = x + lam / rho in
+// the average of `slots` slots (step/admm_apply.h: z += (u - s) / slots,
+// s = u), the worker pulls z and lam += rho (x - z). Returns
+// the worker's x; updates z and the slot.
+std::vector<float> AdmmReference(const ModelSpec& spec, Worker& worker,
+                                 const ConsensusOptions& o, int slots,
+                                 std::vector<float>& z,
+                                 std::vector<float>& slot) {
+  auto backend = CreateCpuBackend(spec, worker.backend->max_rows());
+  EXPECT_TRUE(backend.ok());
+  Batches batches(worker.train.get(), o);
+  const size_t n = z.size();
+  const float rho = o.rho;
+  std::vector<float> x = z, lam(n);
+  for (size_t i = 0; i < n; ++i) lam[i] = rho * (slot[i] - x[i]);
+  for (int step = 1; step <= o.loop.max_steps; ++step) {
+    const std::vector<float> g = batches.Gradient(backend->get(), x);
+    for (size_t i = 0; i < n; ++i) {
+      const float augmented = g[i] + (lam[i] + rho * (x[i] - z[i]));
+      x[i] -= kLearningRate * augmented;
+    }
+    if (step % o.every == 0 || step == o.loop.max_steps) {
+      for (size_t i = 0; i < n; ++i) {
+        const float u = x[i] + lam[i] / rho;
+        const float d = 1.0f * (u - slot[i]);
+        z[i] = z[i] + d / static_cast<float>(slots);
+        slot[i] = u;
+        lam[i] += rho * (x[i] - z[i]);
+      }
+    }
+  }
+  return x;
+}
+
+// The servers' ADMM slot `slot`, whole (layout order).
+std::vector<float> PoolSlot(ParamClient* client, int slot) {
+  std::vector<float> values(client->layout().total_size());
+  EXPECT_TRUE(client->PullAdmmSlot(slot, absl::MakeSpan(values)).ok());
+  return values;
+}
+
 TEST(ConsensusTest, AdmmOneWorkerEqualsTheReference) {
   const ModelSpec spec = ToyModel("dnn");
-  auto pool = StartTestPool(spec, 2, 2, kLearningRate);
+  auto pool = StartTestPool(spec, 2, 2, kLearningRate, /*admm_slots=*/1);
   ASSERT_TRUE(pool.ok()) << pool.status();
   auto worker = MakeWorker(*pool, 0, 1, 16);
   ASSERT_NE(worker, nullptr);
   ConsensusOptions o = Options(ConsensusRule::kAdmm, 0);
   o.every = 2;
   o.rho = 0.5f;
-  o.num_workers = 1;
   o.loop.max_steps = 5;
   const std::vector<float> z0 = PoolModel(pool->servers);
+  EXPECT_EQ(PoolSlot(worker->client.get(), 0), z0);  // a fresh slot
 
   auto result = Train(*worker, o);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->rounds, 3);
+  EXPECT_EQ(result->slot_distance, 0.0);
 
-  // The reference: steps on g + lam + rho (x - z); every 2 steps and at the
-  // end the servers add (u - u_sent) / 1 with u = x + lam / rho, the worker
-  // pulls z and lam += rho (x - z).
-  auto backend = CreateCpuBackend(spec, worker->backend->max_rows());
-  ASSERT_TRUE(backend.ok());
-  Batches batches(worker->train.get(), o);
-  const size_t n = z0.size();
-  std::vector<float> x = z0, z = z0, lam(n, 0.0f), u_sent = z0;
-  for (int step = 1; step <= 5; ++step) {
-    const std::vector<float> g = batches.Gradient(backend->get(), x);
-    for (size_t i = 0; i < n; ++i) {
-      const float augmented = g[i] + (lam[i] + 0.5f * (x[i] - z[i]));
-      x[i] -= kLearningRate * augmented;
-    }
-    if (step % 2 == 0 || step == 5) {
-      for (size_t i = 0; i < n; ++i) {
-        const float u = x[i] + lam[i] / 0.5f;
-        z[i] += (u - u_sent[i]) * 1.0f;
-        u_sent[i] = u;
-        lam[i] += 0.5f * (x[i] - z[i]);
-      }
-    }
-  }
+  std::vector<float> z = z0, slot = z0;
+  const std::vector<float> x = AdmmReference(spec, *worker, o, 1, z, slot);
   EXPECT_NE(z, z0);
   EXPECT_EQ(PoolModel(pool->servers), z);
+  EXPECT_EQ(PoolSlot(worker->client.get(), 0), slot);
   EXPECT_EQ(result->train.params, z);
   EXPECT_EQ(result->local, x);
+}
+
+// Two workers in two slots; then worker 0 "dies" and a new worker 0 takes
+// its slot over: it starts with the dual of the slot's point, and the
+// consensus stays the average of the two slots.
+TEST(ConsensusTest, ARestartedAdmmWorkerTakesItsDualFromTheServers) {
+  const ModelSpec spec = ToyModel("dnn");
+  auto pool = StartTestPool(spec, 2, 2, kLearningRate, /*admm_slots=*/2);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  for (int w = 0; w < 2; ++w) {
+    auto worker = MakeWorker(*pool, w, 2, 16);
+    ASSERT_NE(worker, nullptr);
+    ConsensusOptions o = Options(ConsensusRule::kAdmm, w);
+    o.every = 2;
+    o.rho = 0.5f;
+    o.loop.max_steps = 4;
+    auto result = Train(*worker, o);
+    ASSERT_TRUE(result.ok()) << result.status();
+  }
+  auto restarted = MakeWorker(*pool, 0, 2, 16);
+  ASSERT_NE(restarted, nullptr);
+  std::vector<float> z = PoolModel(pool->servers);
+  std::vector<float> slot0 = PoolSlot(restarted->client.get(), 0);
+  const std::vector<float> slot1 = PoolSlot(restarted->client.get(), 1);
+  ASSERT_NE(slot0, z);  // the dead worker's point is still in the average
+  for (size_t i = 0; i < z.size(); ++i) {
+    ASSERT_NEAR(z[i], (slot0[i] + slot1[i]) / 2, 1e-5) << i;
+  }
+
+  ConsensusOptions o = Options(ConsensusRule::kAdmm, 0);
+  o.every = 2;
+  o.rho = 0.5f;
+  o.loop.max_steps = 3;
+  o.loop.seed = 2;  // other minibatches than its predecessor's
+  auto result = Train(*restarted, o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GT(result->slot_distance, 0.0);
+
+  const std::vector<float> x = AdmmReference(spec, *restarted, o, 2, z, slot0);
+  EXPECT_EQ(PoolModel(pool->servers), z);
+  EXPECT_EQ(PoolSlot(restarted->client.get(), 0), slot0);
+  EXPECT_EQ(PoolSlot(restarted->client.get(), 1), slot1);
+  EXPECT_EQ(result->local, x);
+  for (size_t i = 0; i < z.size(); ++i) {
+    EXPECT_NEAR(z[i], (slot0[i] + slot1[i]) / 2, 1e-5) << i;
+  }
+}
+
+TEST(ConsensusTest, AdmmNeedsSlotsAndASlotPoolTakesNoEasgd) {
+  const ModelSpec spec = ToyModel("dnn");
+  for (bool slots : {false, true}) {
+    SCOPED_TRACE(slots ? "EASGD on a pool with ADMM slots"
+                       : "ADMM on a pool without slots");
+    auto pool = StartTestPool(spec, 2, 1, kLearningRate, slots ? 2 : 0);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    auto worker = MakeWorker(*pool, 0, 1, 16);
+    ASSERT_NE(worker, nullptr);
+    ConsensusOptions o =
+        Options(slots ? ConsensusRule::kEasgd : ConsensusRule::kAdmm, 0);
+    o.every = 1;
+    o.loop.max_steps = 2;
+    const std::vector<float> z0 = PoolModel(pool->servers);
+    auto result = Train(*worker, o);
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(),
+              slots ? absl::StatusCode::kFailedPrecondition
+                    : absl::StatusCode::kInvalidArgument)
+        << result.status();
+    EXPECT_EQ(PoolModel(pool->servers), z0);
+  }
 }
 
 // Makes every push stale: before forwarding one, another client pushes
@@ -304,7 +400,8 @@ class ConsensusTrainsTest : public ::testing::TestWithParam<RuleAndModel> {};
 
 TEST_P(ConsensusTrainsTest, TwoWorkersTrainTheToyTask) {
   const ModelSpec spec = ToyModel(GetParam().model);
-  auto pool = StartTestPool(spec, 2, 2, kLearningRate);
+  const bool admm = GetParam().rule == ConsensusRule::kAdmm;
+  auto pool = StartTestPool(spec, 2, 2, kLearningRate, admm ? 2 : 0);
   ASSERT_TRUE(pool.ok()) << pool.status();
   std::vector<std::unique_ptr<Worker>> workers;
   for (int w = 0; w < 2; ++w) {
@@ -326,7 +423,6 @@ TEST_P(ConsensusTrainsTest, TwoWorkersTrainTheToyTask) {
       o.every = 4;
       o.alpha = 0.45f;
       o.rho = 0.5f;
-      o.num_workers = 2;
       results[w] = Train(*workers[w], o);
     });
   }
@@ -392,7 +488,6 @@ TEST(ConsensusTest, BadOptionsAreRefused) {
   EXPECT_TRUE(refused([](ConsensusOptions& o) { o.rho = 0; }));
   EXPECT_TRUE(refused([](ConsensusOptions& o) { o.rho = -1; }));
   EXPECT_TRUE(refused([](ConsensusOptions& o) { o.learning_rate = 0; }));
-  EXPECT_TRUE(refused([](ConsensusOptions& o) { o.num_workers = 0; }));
   EXPECT_TRUE(refused([](ConsensusOptions& o) { o.loop.batch_size = 0; }));
   EXPECT_TRUE(ParseConsensusMode("easgd").ok());
   EXPECT_EQ(ParseConsensusMode("elastic").status().code(),

@@ -1,7 +1,7 @@
 // A pool of in-process parameter servers on 127.0.0.1, free ports, for the
 // end-to-end tests: `num_servers` servers of the model `spec`, plain SGD
 // at `learning_rate` (also published as the "learning_rate" attribute),
-// initial weights from seed 1.
+// initial weights from seed 1; `admm_slots` ADMM slots on each server.
 #ifndef ASGD_TESTS_TEST_POOL_H_
 #define ASGD_TESTS_TEST_POOL_H_
 
@@ -26,7 +26,8 @@ struct TestPool {
 
 inline absl::StatusOr<TestPool> StartTestPool(const ModelSpec& spec,
                                               int num_servers, int num_shards,
-                                              float learning_rate) {
+                                              float learning_rate,
+                                              int admm_slots = 0) {
   TestPool pool;
   for (int s = 0; s < num_servers; ++s) {
     ParamStoreOptions o;
@@ -35,6 +36,7 @@ inline absl::StatusOr<TestPool> StartTestPool(const ModelSpec& spec,
     o.num_servers = num_servers;
     o.num_shards = num_shards;
     o.optimizer.learning_rate = learning_rate;
+    o.admm_slots = admm_slots;
     o.attributes["learning_rate"] = absl::StrCat(learning_rate);
     auto server = GrpcServer::Start(o, InitialParams(spec, 1), "127.0.0.1", 0);
     if (!server.ok()) return server.status();

@@ -15,14 +15,16 @@ ABSL_FLAG(double, admm_rho, 0.1,
           "admm: the penalty rho (> 0) of the augmented Lagrangian: how "
           "strongly a worker's model is pulled toward the consensus between "
           "communications (each local step adds rho * (x - z) to the "
-          "gradient; keep rho * learning rate well below 1).");
+          "gradient; keep rho * learning rate well below 1). The servers "
+          "must keep one ADMM slot per worker (asgd_server "
+          "--admm_slots=--num_workers); a worker's slot is its "
+          "--worker_index.");
 
 namespace asgd {
 
 absl::Status ApplyConsensusFlags(absl::string_view mode, int num_workers,
                                  ConsensusOptions* options) {
   ASGD_ASSIGN_OR_RETURN(options->rule, ParseConsensusMode(mode));
-  options->num_workers = num_workers;
   options->every = absl::GetFlag(FLAGS_consensus_every);
   if (options->every < 1) {
     return absl::InvalidArgumentError(

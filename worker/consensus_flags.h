@@ -14,8 +14,8 @@ namespace asgd {
 
 // Sets the rule (from `mode`: easgd or admm), tau, alpha (0: 0.9 /
 // num_workers, the EASGD paper's choice of a total elastic force of 0.9)
-// and rho in *options, and options->num_workers. InvalidArgument naming the
-// flag for a value out of range.
+// and rho in *options. InvalidArgument naming the flag for a value out of
+// range.
 absl::Status ApplyConsensusFlags(absl::string_view mode, int num_workers,
                                  ConsensusOptions* options);
 

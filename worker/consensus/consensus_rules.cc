@@ -25,14 +25,14 @@ void AugmentAdmmGradient(absl::Span<const float> x, absl::Span<const float> z,
   }
 }
 
-void AdmmShare(absl::Span<const float> x, absl::Span<const float> lam,
-               absl::Span<const float> u_sent, float rho, int num_workers,
-               absl::Span<float> u, absl::Span<float> share) {
-  const float inv = 1.0f / static_cast<float>(num_workers);
-  for (size_t i = 0; i < x.size(); ++i) {
-    u[i] = x[i] + lam[i] / rho;
-    share[i] = (u[i] - u_sent[i]) * inv;
-  }
+void AdmmPoint(absl::Span<const float> x, absl::Span<const float> lam,
+               float rho, absl::Span<float> u) {
+  for (size_t i = 0; i < x.size(); ++i) u[i] = x[i] + lam[i] / rho;
+}
+
+void AdmmDualOfPoint(absl::Span<const float> u, absl::Span<const float> x,
+                     float rho, absl::Span<float> lam) {
+  for (size_t i = 0; i < lam.size(); ++i) lam[i] = rho * (u[i] - x[i]);
 }
 
 void AdmmDualStep(absl::Span<const float> x, absl::Span<const float> z,

@@ -13,12 +13,14 @@
 // ADMM (consensus form, scaled by rho, asynchronous): worker i minimizes
 //   f_i(x) + lam . (x - z) + rho/2 |x - z|^2
 // by tau SGD steps on g + lam + rho * (x - z) (AugmentAdmmGradient), then
-// sends its share of the consensus update. The consensus is the average of
-// every worker's u_i = x_i + lam_i / rho; the servers keep only that
-// average: each worker pushes (u_new - u_sent) / num_workers (AdmmShare)
-// and remembers what it sent, so the servers hold no per-worker state.
-// Then it pulls the new z and updates its duals: lam += rho * (x - z)
-// (AdmmDualStep).
+// sends its point u_i = x_i + lam_i / rho (AdmmPoint). The consensus is the
+// average of every worker's u_i: the servers keep each worker slot's last
+// u_i and replace it in their average (an ADMM push, step/admm_apply.h).
+// Then the worker pulls the new z and updates its duals: lam += rho * (x - z)
+// (AdmmDualStep). A worker that takes over a slot (restarted in a dead
+// one's place) starts from x = z with the dual that gives the slot's point:
+// lam = rho * (u_slot - x) (AdmmDualOfPoint), so z does not move when it
+// joins.
 //
 // Arithmetic: float32, each elementwise expression evaluated left to right
 // as written here. (How far a worker is from the consensus, |x - z|, is
@@ -47,11 +49,13 @@ void AugmentAdmmGradient(absl::Span<const float> x, absl::Span<const float> z,
                          absl::Span<const float> lam, float rho,
                          absl::Span<float> g);
 
-// u = x + lam / rho; share = (u - u_sent) / num_workers. Writes u into
-// `u` (the caller copies it into u_sent where the share was applied).
-void AdmmShare(absl::Span<const float> x, absl::Span<const float> lam,
-               absl::Span<const float> u_sent, float rho, int num_workers,
-               absl::Span<float> u, absl::Span<float> share);
+// u = x + lam / rho.
+void AdmmPoint(absl::Span<const float> x, absl::Span<const float> lam,
+               float rho, absl::Span<float> u);
+
+// lam = rho * (u - x): the dual that makes x's point u.
+void AdmmDualOfPoint(absl::Span<const float> u, absl::Span<const float> x,
+                     float rho, absl::Span<float> lam);
 
 // lam += rho * (x - z).
 void AdmmDualStep(absl::Span<const float> x, absl::Span<const float> z,

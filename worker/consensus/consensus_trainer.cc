@@ -52,21 +52,16 @@ absl::Status ValidateConsensusOptions(const ConsensusOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("the ADMM penalty rho must be > 0, got ", o.rho));
   }
-  if (o.num_workers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_workers must be >= 1, got ", o.num_workers));
-  }
   return absl::OkStatus();
 }
 
 // The run's buffers (flat, layout order) and the consensus's versions.
 struct ConsensusTrainer::State {
   explicit State(int64_t n, bool admm)
-      : x(n), z(n), grad(n), values(n), lam(admm ? n : 0),
-        u(admm ? n : 0), u_sent(admm ? n : 0) {}
+      : x(n), z(n), grad(n), values(n), lam(admm ? n : 0) {}
   std::vector<float> x, z, grad;
-  std::vector<float> values;  // what the next push sends: e, or the share
-  std::vector<float> lam, u, u_sent;  // admm only
+  std::vector<float> values;  // what the next push sends: e, or the point u
+  std::vector<float> lam;     // admm only
   std::vector<uint64_t> versions;     // of z
   std::vector<bool> applied;          // per server, of the last push
   double distance = -1;
@@ -81,6 +76,7 @@ ConsensusTrainer::ConsensusTrainer(ParamClient* client, ModelBackend* backend,
       backend_(backend),
       train_(train),
       options_(options),
+      log_(log),
       reporter_(options.loop, backend, heldout, log),
       retry_(options.retry, options.loop.worker_index, options.loop.observer,
              reporter_.clock(), log) {}
@@ -96,8 +92,11 @@ absl::Status ConsensusTrainer::PushAdd(State* s, ConsensusResult* result) {
   const int servers = client_->layout().num_servers();
   std::vector<ServerPush> parts;
   parts.reserve(servers);
+  const bool admm = options_.rule == ConsensusRule::kAdmm;
   for (int i = 0; i < servers; ++i) {
-    parts.push_back(encoder->EncodeUncompressed(i, s->values, PushKind::kAdd));
+    parts.push_back(encoder->EncodeUncompressed(
+        i, s->values, admm ? PushKind::kAdmm : PushKind::kAdd));
+    parts.back().admm_slot = options_.loop.worker_index;
   }
   const std::vector<absl::StatusOr<ServerPushReply>> replies =
       client_->PushEncoded(parts, s->versions, 1);
@@ -142,22 +141,17 @@ absl::Status ConsensusTrainer::Communicate(State* s, ConsensusResult* result) {
     s->distance = L2Distance(s->x, s->z);
     ElasticDifference(s->x, s->z, options_.alpha, absl::MakeSpan(s->values));
   } else {
-    AdmmShare(s->x, s->lam, s->u_sent, options_.rho, options_.num_workers,
-              absl::MakeSpan(s->u), absl::MakeSpan(s->values));
+    AdmmPoint(s->x, s->lam, options_.rho, absl::MakeSpan(s->values));
   }
   ASGD_RETURN_IF_ERROR(PushAdd(s, result));
   int applied = 0;
   for (int i = 0; i < layout.num_servers(); ++i) {
     if (!s->applied[i]) continue;
     ++applied;
+    if (admm) continue;  // the servers keep the point
     const FlatRange r = layout.ServerRange(i);
-    if (!admm) {
-      ElasticStep(absl::MakeConstSpan(s->values).subspan(r.begin, r.size()),
-                  absl::MakeSpan(s->x).subspan(r.begin, r.size()));
-    } else {
-      std::copy(s->u.begin() + r.begin, s->u.begin() + r.end,
-                s->u_sent.begin() + r.begin);
-    }
+    ElasticStep(absl::MakeConstSpan(s->values).subspan(r.begin, r.size()),
+                absl::MakeSpan(s->x).subspan(r.begin, r.size()));
   }
   const absl::Time t2 = clock->Now();
   if (admm) {
@@ -173,6 +167,32 @@ absl::Status ConsensusTrainer::Communicate(State* s, ConsensusResult* result) {
   result->last_distance = s->distance;
   if (options_.observer != nullptr) {
     options_.observer->OnRound(applied, layout.num_servers(), s->distance);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConsensusTrainer::TakeSlot(State* s, ConsensusResult* result) {
+  const int slot = options_.loop.worker_index;
+  absl::Status pulled = retry_.Retry(
+      [&] { return client_->PullAdmmSlot(slot, absl::MakeSpan(s->values)); },
+      "pull of the ADMM slot", "the pool answers again");
+  if (!pulled.ok()) {
+    return absl::Status(
+        pulled.code(),
+        absl::StrCat("ADMM slot ", slot,
+                     " (--worker_index): ", pulled.message(),
+                     " (ADMM needs servers started with --admm_slots=N, N "
+                     "the number of ADMM workers)"));
+  }
+  AdmmDualOfPoint(s->values, s->x, options_.rho, absl::MakeSpan(s->lam));
+  result->slot_distance = L2Distance(s->values, s->z);
+  if (log_ != nullptr) {
+    *log_ << absl::StrFormat(
+        "worker %d admm slot %d: |u_slot - z| %.4g%s\n", slot, slot,
+        result->slot_distance,
+        result->slot_distance > 0
+            ? " (taken over: the dual comes from the slot's point)"
+            : " (a fresh slot)");
   }
   return absl::OkStatus();
 }
@@ -203,12 +223,12 @@ absl::StatusOr<ConsensusResult> ConsensusTrainer::Run() {
   Clock* const clock = reporter_.clock();
   State s(total, admm);
 
-  // The consensus starts as the pool's model: x = z, lam = 0, u_sent = z.
+  // Every worker starts at the consensus: x = z (admm: lam from its slot).
   const absl::Time start = clock->Now();
   ASGD_RETURN_IF_ERROR(PullWithRetry(&s));
-  r.phases.pull += absl::ToDoubleSeconds(clock->Now() - start);
   s.x = s.z;
-  if (admm) s.u_sent = s.z;
+  if (admm) ASGD_RETURN_IF_ERROR(TakeSlot(&s, &result));
+  r.phases.pull += absl::ToDoubleSeconds(clock->Now() - start);
 
   const BatchShape shape = ShapeOfBatch(*train_, loop.batch_size);
   const uint64_t seed = loop.seed * 7919 + loop.worker_index;

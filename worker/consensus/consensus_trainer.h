@@ -7,23 +7,26 @@
 //   easgd: pull z; e = alpha (x - z); push e (an ADD push: the servers add
 //          it to z); x -= e on the slices of the servers that applied it.
 //   admm:  local steps on the augmented Lagrangian (g + lam + rho (x - z));
-//          push this worker's share of the consensus average, (u - u_sent)/N
-//          with u = x + lam / rho (an ADD push; u_sent follows on the slices
-//          of the servers that applied it, so a share that was dropped or
-//          lost goes with the next one); pull z; lam += rho (x - z).
+//          push this worker's point u = x + lam / rho (an ADMM push for its
+//          slot, --worker_index: the servers replace the slot's last point
+//          with it in their average, so a push that was dropped or lost is
+//          made good by the next one); pull z; lam += rho (x - z).
 //
 // The push goes as --wire_dtype: with bf16 the servers add e (or the share)
 // rounded to bfloat16 while the worker keeps its float32 value, so the two
 // ends of EASGD's spring move by amounts that differ in the low bits.
 //
-// The servers keep nothing per worker: ADMM's duals and last shares live
-// here, on the worker that owns them (3 model-sized buffers besides x, z
-// and the gradient). The consensus starts as the pool's model, which every
-// worker pulls first (x = z, lam = 0, u_sent = z: z is then the average of
-// every worker's u). A worker that dies leaves its last share in the
-// average; the others go on. One restarted in its place starts again with
-// u_sent = z, so for ADMM its predecessor's last share stays in z as an
-// offset, (u_sent_dead - z) / N (nothing on the servers remembers it).
+// ADMM needs servers started with --admm_slots=N (N workers, slots 0..N-1):
+// they keep each slot's last point, and z is the points' average. Every
+// slot starts as the pool's model. A worker starts by pulling z and its
+// slot's point u_slot, and takes x = z, lam = rho (u_slot - z): for a fresh
+// slot (u_slot = z) that is lam = 0; for one taken over from a worker that
+// died (restarted in its place, as Kubernetes restarts a pod) it is the
+// dual that gives the slot's point, so z does not move when it joins and
+// the dead worker's place in the average passes on to it (its local model
+// is lost; its point is not). Buffers: x, z, the gradient, lam and the
+// point pushed. EASGD keeps nothing per worker on the servers: a worker
+// that dies leaves its last elastic step in z; the others go on.
 //
 // Staleness and drops are the servers' as for ASGD: an ADD push staler than
 // --max_staleness is dropped (the worker's half is then not applied
@@ -88,8 +91,8 @@ struct ConsensusOptions {
   float learning_rate = 0.05f;  // of the local SGD step (> 0)
   int every = 4;                // tau: minibatches between communications
   float alpha = 0.5f;           // easgd: elastic coefficient, in (0, 1]
-  float rho = 0.1f;             // admm: penalty, > 0
-  int num_workers = 1;          // admm: the workers the average is over
+  float rho = 0.1f;             // admm: penalty, > 0; the servers' slot is
+                                // loop.worker_index
   RetryOptions retry;
   ConsensusObserver* observer = nullptr;  // may be null; outlives Run()
   // When set, minibatches come from the source it opens instead of a
@@ -98,8 +101,7 @@ struct ConsensusOptions {
 };
 
 // InvalidArgument naming the first bad value: learning_rate <= 0, every < 1,
-// alpha outside (0, 1], rho <= 0, num_workers < 1, or what
-// ValidateLoopOptions refuses.
+// alpha outside (0, 1], rho <= 0, or what ValidateLoopOptions refuses.
 absl::Status ValidateConsensusOptions(const ConsensusOptions& options);
 
 struct ConsensusResult {
@@ -111,6 +113,9 @@ struct ConsensusResult {
   int64_t rounds = 0;         // communications
   int64_t parts_dropped = 0;  // server parts not applied (stale, refused)
   double last_distance = -1;  // |x - z| at the last communication
+  // admm: |u_slot - z| when the worker took its slot over (0 for a fresh
+  // slot).
+  double slot_distance = -1;
 };
 
 class ConsensusTrainer {
@@ -126,10 +131,13 @@ class ConsensusTrainer {
  private:
   struct State;
   absl::Status PullWithRetry(State* s);
+  // admm: x = z, lam from the slot's point (see above); logs it.
+  absl::Status TakeSlot(State* s, ConsensusResult* result);
   // One communication (the rule's push and pull); books it in `result`.
   absl::Status Communicate(State* s, ConsensusResult* result);
-  // Sends `values` as an ADD push computed from s->versions; marks in
-  // s->applied which servers applied their part.
+  // Sends `values` as an ADD push (admm: an ADMM push for the worker's
+  // slot) computed from s->versions; marks in s->applied which servers
+  // applied their part.
   absl::Status PushAdd(State* s, ConsensusResult* result);
   // The progress line's note; starts the next staleness window.
   std::string ProgressExtra(const ConsensusResult& result);
@@ -138,6 +146,7 @@ class ConsensusTrainer {
   ModelBackend* const backend_;
   const ExampleSet* const train_;
   const ConsensusOptions options_;
+  std::ostream* const log_;  // may be null
   LoopReporter reporter_;  // holds the held-out set and the log
   RetryPolicy retry_;
   uint64_t window_staleness_ = 0;

@@ -26,6 +26,8 @@ enum class PushKind {
   kAssign,    // replace the servers' weights (warm start, SGD hand-over)
   kAdd,       // add the values to the servers' weights as they are
               // (consensus training, worker/consensus/)
+  kAdmm,      // ADMM's point of the worker in slot ServerPush::admm_slot:
+              // the servers average it with the other slots' points
 };
 
 // One chunk of a server's push.
@@ -40,6 +42,7 @@ struct EncodedChunk {
 // One server's part of a push, chunk by chunk in plan order.
 struct ServerPush {
   PushKind kind = PushKind::kGradient;
+  int admm_slot = 0;  // kAdmm only
   // kFloat32 / kBfloat16: `values` sent as that wire dtype; kOneBit /
   // kTopK: `bytes`.
   PushEncoding encoding = PushEncoding::kFloat32;

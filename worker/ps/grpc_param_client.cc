@@ -44,7 +44,8 @@ absl::Status WithServer(const std::string& address, absl::Status s) {
 namespace {
 
 asgd::v1::PushChunk PushHeaderMessage(uint64_t worker_id, uint64_t version,
-                                      int num_minibatches, PushKind kind) {
+                                      int num_minibatches, PushKind kind,
+                                      int admm_slot) {
   asgd::v1::PushChunk msg;
   msg.set_model_version(version);
   auto* header = msg.mutable_header();
@@ -53,7 +54,9 @@ asgd::v1::PushChunk PushHeaderMessage(uint64_t worker_id, uint64_t version,
   header->set_num_minibatches(num_minibatches);
   header->set_kind(kind == PushKind::kAssign ? asgd::v1::PushHeader::ASSIGN
                    : kind == PushKind::kAdd  ? asgd::v1::PushHeader::ADD
+                   : kind == PushKind::kAdmm ? asgd::v1::PushHeader::ADMM
                                              : asgd::v1::PushHeader::GRADIENT);
+  if (kind == PushKind::kAdmm) header->set_admm_slot(admm_slot);
   return msg;
 }
 
@@ -310,7 +313,8 @@ ClientStream& GrpcParamClient::OpenStream(Server& server, bool pull,
 }
 
 absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
-                                                   PullSink* sink) {
+                                                   PullSink* sink,
+                                                   int admm_slot) {
   Server& server = *servers_[server_index];
   const FlatRange range = layout_.ServerRange(server_index);
   const absl::Time deadline = absl::Now() + options_.rpc_timeout;
@@ -318,9 +322,11 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
   asgd::v1::PullRequest request;
   request.set_worker_id(options_.worker_id);
   request.set_dtype(static_cast<asgd::v1::WireDtype>(options_.wire_dtype));
+  const bool delta = server.delta && admm_slot < 0;
+  if (admm_slot >= 0) request.set_admm_slot(admm_slot);
   // A delta pull: the copy is lost until a reply makes it exact again.
   std::optional<uint64_t> held;
-  if (server.delta) {
+  if (delta) {
     held = server.copy.BeginDelta(range);
     request.set_delta(true);
     // Host and device copies replay a pruned model's mask (DeltaReceiver).
@@ -339,7 +345,7 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
     const bool fresh = server.pull_stream == nullptr;
     RawCall& call = OpenStream(server, /*pull=*/true, deadline).call();
     PullReader reader(&layout_, range, max_chunk_elements_, staging,
-                      server.delta ? &server.copy : nullptr, held,
+                      delta ? &server.copy : nullptr, held,
                       server.replay.get());
     absl::Status bad;
     const bool sent = call.Write(request_buffer, deadline);
@@ -389,16 +395,33 @@ absl::StatusOr<uint64_t> GrpcParamClient::PullFrom(int server_index,
 
 absl::Status GrpcParamClient::Pull(PullSink* sink,
                                    std::vector<uint64_t>* versions) {
+  return PullAll(sink, versions, /*admm_slot=*/-1);
+}
+
+absl::Status GrpcParamClient::PullAdmmSlot(int slot, absl::Span<float> values) {
+  if (slot < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ADMM slot ", slot, " is negative"));
+  }
+  HostPullSink sink(values);
+  std::vector<uint64_t> versions;
+  return PullAll(&sink, &versions, slot);
+}
+
+absl::Status GrpcParamClient::PullAll(PullSink* sink,
+                                      std::vector<uint64_t>* versions,
+                                      int admm_slot) {
   if (sink->size() != layout_.total_size()) {
     return absl::InvalidArgumentError("pull buffer has the wrong size");
   }
   const int n = static_cast<int>(servers_.size());
   std::vector<std::future<absl::StatusOr<uint64_t>>> futures;
   for (int s = 1; s < n; ++s) {
-    futures.push_back(std::async(std::launch::async,
-                                 [this, s, sink] { return PullFrom(s, sink); }));
+    futures.push_back(std::async(
+        std::launch::async,
+        [this, s, sink, admm_slot] { return PullFrom(s, sink, admm_slot); }));
   }
-  absl::StatusOr<uint64_t> first = PullFrom(0, sink);
+  absl::StatusOr<uint64_t> first = PullFrom(0, sink, admm_slot);
   versions->assign(n, 0);
   absl::Status status = WithServer(servers_[0]->address, first.status());
   if (first.ok()) (*versions)[0] = *first;
@@ -418,7 +441,7 @@ absl::StatusOr<ServerPushReply> GrpcParamClient::PushTo(
     int num_minibatches) {
   Server& server = *servers_[server_index];
   const grpc::ByteBuffer header = SerializeToByteBuffer(PushHeaderMessage(
-      options_.worker_id, version, num_minibatches, push.kind));
+      options_.worker_id, version, num_minibatches, push.kind, push.admm_slot));
   const grpc::ByteBuffer commit =
       SerializeToByteBuffer(PushCommitMessage(version, push.chunks.size()));
   const absl::Time deadline = absl::Now() + options_.rpc_timeout;

@@ -86,6 +86,7 @@ class GrpcParamClient final : public ParamClient {
   int max_push_minibatches() const override { return max_push_minibatches_; }
   using ParamClient::Pull;
   absl::Status Pull(PullSink* sink, std::vector<uint64_t>* versions) override;
+  absl::Status PullAdmmSlot(int slot, absl::Span<float> values) override;
   absl::StatusOr<PushOutcome> Push(absl::Span<const float> gradient,
                                    const std::vector<uint64_t>& versions,
                                    int num_minibatches,
@@ -150,7 +151,13 @@ class GrpcParamClient final : public ParamClient {
                          std::vector<std::unique_ptr<Server>> servers);
   // The server's pull or push stream, opened when it has none.
   ClientStream& OpenStream(Server& server, bool pull, absl::Time deadline);
-  absl::StatusOr<uint64_t> PullFrom(int server, PullSink* sink);
+  // `admm_slot` >= 0: that ADMM slot instead of the weights (never a delta
+  // pull).
+  absl::StatusOr<uint64_t> PullFrom(int server, PullSink* sink,
+                                    int admm_slot = -1);
+  // Pull and PullAdmmSlot: every server's part, in parallel.
+  absl::Status PullAll(PullSink* sink, std::vector<uint64_t>* versions,
+                       int admm_slot);
   // Sends `push` to `server` and returns its reply.
   absl::StatusOr<ServerPushReply> PushTo(int server, const ServerPush& push,
                                          uint64_t version, int num_minibatches);

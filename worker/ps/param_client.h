@@ -146,6 +146,16 @@ class ParamClient {
     return Pull(&sink, versions);
   }
 
+  // ADMM slot `slot`'s values from every server (their last point from the
+  // worker in that slot; PullRequest.admm_slot) into `values`
+  // (layout().total_size() floats). InvalidArgument from a server that
+  // keeps no such slot.
+  virtual absl::Status PullAdmmSlot(int slot, absl::Span<float> values) {
+    (void)slot;
+    (void)values;
+    return absl::UnimplementedError("this client pulls no ADMM slots");
+  }
+
   // Sends each server its encoded part of a push: parts[i] to server i
   // (PushEncoder, push_encoder.h, makes them; all of one kind), computed
   // from the model of `versions`, over `num_minibatches` minibatches.
