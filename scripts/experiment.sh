@@ -20,7 +20,9 @@
 # consensus: at each of $CONSENSUS_WORKERS workers: asgd through the servers,
 # EASGD and ADMM (each worker its own model, pulled toward the servers'
 # consensus every --consensus_every minibatches), and at the last count the
-# same with its last worker $SLOWDOWN x slower.
+# same with its last worker $SLOWDOWN x slower, and EASGD and ADMM with their
+# last worker killed (SIGKILL) halfway through its epochs and restarted in
+# its place for the other half (straggler column 2: "restarted").
 # pipeline: the model's layers split into each of $PIPELINE_STAGES stages (one
 # process each, balanced by training work; pipelined back-propagation with
 # full depth), and at the largest count the same without pipelining (depth
@@ -121,7 +123,10 @@ read -r -a RUN_MODEL_FLAGS <<<"--model=$MODEL --hidden=$HIDDEN $MODEL_FLAGS"
 read -r -a EXTRA_WORKER_FLAGS <<<"$WORKER_FLAGS"
 
 # run NAME MODE WORKERS SLOW POOL [WORKER FLAGS...]: one training run; logs
-# in runs/NAME. The decentralized modes (adpsgd, allreduce) take their
+# in runs/NAME. SLOW 1: the last worker $SLOWDOWN x slower; 2: the last
+# worker killed once its progress line says it did half its epochs, and
+# started again with the same index for the other half (worker-N.log, then
+# worker-N-restarted.log). The decentralized modes (adpsgd, allreduce) take their
 # learning rate from the servers' learning_rate attribute and find each
 # other through peer port files: each worker writes its free port to
 # runs/NAME/peer.W, and once all exist the script writes runs/NAME/peers,
@@ -155,10 +160,15 @@ run() {
     (umask 077; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/pool_run_id")
   fi
   start=$(date +%s.%N)
+  local restart_flags=()
   for ((w = 0; w < n; w++)); do
     local flags=(--servers="$SERVERS" --corpus="$CORPUS" --mode="$mode"
                  --worker_index=$w --num_workers="$n" --epochs="$EPOCHS"
                  --batch_size="$BATCH" --log_every=500)
+    if [ "$slow" = 2 ] && [ $w -eq $((n - 1)) ]; then
+      flags+=(--log_every=10)  # the last of a repeated flag wins
+      restart_flags=("${flags[@]}" "${EXTRA_WORKER_FLAGS[@]}" "${extra[@]}")
+    fi
     [ $w -eq 0 ] && flags+=($EVAL_FLAGS)
     [ "$slow" = 1 ] && [ $w -eq $((n - 1)) ] && flags+=(--slowdown="$SLOWDOWN")
     [ "$pool" = 1 ] && flags+=(--minibatch_pool --pool_run_id_file="$dir/pool_run_id")
@@ -171,10 +181,35 @@ run() {
     ASGD_PIDS+=($!)
   done
   [ "$peers" = 1 ] && write_peers_file "$dir" "$n" "${pids[@]}"
+  [ "$slow" = 2 ] && restart_last_worker "$dir" "$n"
   for w in "${pids[@]}"; do
     wait "$w" || { echo "a worker of $name failed:" >&2; tail -5 "$dir"/worker-*.log >&2; exit 1; }
   done
   finish_run "$name" "$mode" "$n" "$slow" "$pool" "$start"
+}
+
+# restart_last_worker DIR N: (run's, with SLOW 2) waits until worker N-1's
+# progress line reaches half of $EPOCHS epochs, kills it (SIGKILL) and starts
+# it again from restart_flags for the other half; updates pids.
+restart_last_worker() {
+  local dir=$1 last=$(($2 - 1)) half i
+  half=$(python3 -c "print($EPOCHS / 2)")
+  for ((i = 0; i < 6000; i++)); do
+    python3 - "$dir/worker-$last.log" "$half" <<'PY' && break
+import re, sys
+epochs = [float(m) for m in re.findall(r"epoch ([0-9.]+)", open(sys.argv[1]).read())]
+sys.exit(0 if epochs and max(epochs) >= float(sys.argv[2]) else 1)
+PY
+    kill -0 "${pids[$last]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "${pids[$last]}" 2>/dev/null || true
+  wait "${pids[$last]}" 2>/dev/null || true
+  echo "   worker $last killed at $(grep -o 'step [0-9]* epoch [0-9.]*' "$dir/worker-$last.log" | tail -1); restarted for $half epochs"
+  "$BIN/worker/asgd_worker" "${restart_flags[@]}" --epochs="$half" \
+    >"$dir/worker-$last-restarted.log" 2>&1 &
+  pids[$last]=$!
+  ASGD_PIDS+=($!)
 }
 
 # finish_run NAME MODE WORKERS SLOW POOL START: after a run's workers ended,
@@ -308,6 +343,8 @@ if has_grid consensus; then
   ran "asgd-$last-straggler" || run "asgd-$last-straggler" asgd "$last" 1 0
   run "easgd-$last-straggler" easgd "$last" 1 0 "${consensus_flags[@]}"
   run "admm-$last-straggler" admm "$last" 1 0 "${consensus_flags[@]}"
+  run "easgd-$last-restart" easgd "$last" 2 0 "${consensus_flags[@]}"
+  run "admm-$last-restart" admm "$last" 2 0 "${consensus_flags[@]}"
 fi
 
 if has_grid pipeline; then

@@ -54,14 +54,27 @@ DECENTRALIZED_MODES = ("adpsgd", "allreduce")
 CONSENSUS_MODES = ("easgd", "admm")
 
 
+# The index's straggler column: none, a slow last worker, or the last worker
+# killed halfway and restarted in its place (experiment.sh's run SLOW 2).
+STRAGGLER = {"0": "no", "1": "yes", "2": "restarted"}
+
+
 def read_run(runs, row):
     d = os.path.join(runs, row["name"])
     n = int(row["workers"])
     curve, workers, comm, peers, method = [], {}, {}, {}, None
     rounds = {}
     epochs_done = ""
+    # A worker restarted in its place (straggler 2) logs its second life in
+    # worker-W-restarted.log, whose done line counts only that life.
+    logs = []
     for w in range(n):
-        with open(os.path.join(d, f"worker-{w}.log")) as f:
+        logs.append((w, os.path.join(d, f"worker-{w}.log")))
+        restarted = os.path.join(d, f"worker-{w}-restarted.log")
+        if os.path.exists(restarted):
+            logs.append((w, restarted))
+    for w, path in logs:
+        with open(path) as f:
             for line in f:
                 m = PROGRESS.search(line)
                 if m and w == 0:
@@ -313,7 +326,7 @@ def consensus_tables(runs, targets, lines):
         steps = " / ".join(str(r["workers"][i]["steps"]) for i in range(r["n"]))
         blocked = (f"{sum(r['comm'].values()) / len(r['comm']):.0f}%"
                    if r["comm"] else "")
-        slow = "yes" if r["straggler"] == "1" else "no"
+        slow = STRAGGLER.get(r["straggler"], r["straggler"])
         lines.append(f"| {r['name']} | {r['method']} | {r['n']} | {slow} | "
                      f"{cells} | {r['final']:.1f}% | {r['wall']:.0f} s | "
                      f"{blocked} | {steps} | {rounds(r)} |")

@@ -20,6 +20,46 @@ absl::Status PushAssembler::Reject(RejectReason reason, absl::Status status) {
   return status;
 }
 
+absl::Status PushAssembler::AcceptHeader(const asgd::v1::PushHeader& h) {
+  const uint32_t max_minibatches =
+      static_cast<uint32_t>(store_->options().max_push_minibatches);
+  if (h.num_minibatches() < 1 || h.num_minibatches() > max_minibatches) {
+    return Reject(RejectReason::kBadHeader,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "push header needs 1 <= num_minibatches <= ",
+                      max_minibatches, ", got ", h.num_minibatches())));
+  }
+  switch (h.kind()) {
+    case asgd::v1::PushHeader::GRADIENT:
+      kind_ = PushRequest::Kind::kGradient;
+      break;
+    case asgd::v1::PushHeader::ASSIGN:
+      kind_ = PushRequest::Kind::kAssign;
+      break;
+    case asgd::v1::PushHeader::ADD:
+      kind_ = PushRequest::Kind::kAdd;
+      break;
+    case asgd::v1::PushHeader::ADMM:
+      kind_ = PushRequest::Kind::kAdmm;
+      break;
+    default:
+      return Reject(RejectReason::kBadHeader,
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "unknown push kind ", static_cast<int>(h.kind()),
+                        " (want GRADIENT, ASSIGN, ADD or ADMM)")));
+  }
+  admm_slot_ = h.admm_slot();
+  // Refused before any data arrives.
+  if (absl::Status s = store_->CheckPushKind(kind_, admm_slot_); !s.ok()) {
+    return Reject(RejectReason::kBadHeader, std::move(s));
+  }
+  have_header_ = true;
+  base_version_ = h.model_version();
+  num_minibatches_ = static_cast<int>(h.num_minibatches());
+  worker_id_ = h.worker_id();
+  return absl::OkStatus();
+}
+
 absl::Status PushAssembler::Add(const PushMessage& msg) {
   if (rejected_) {
     return absl::InvalidArgumentError(
@@ -40,44 +80,7 @@ absl::Status PushAssembler::Add(const PushMessage& msg) {
         return Reject(RejectReason::kBadHeader,
                       absl::InvalidArgumentError("second push header"));
       }
-      const auto& h = msg.header;
-      const uint32_t max_minibatches =
-          static_cast<uint32_t>(store_->options().max_push_minibatches);
-      if (h.num_minibatches() < 1 || h.num_minibatches() > max_minibatches) {
-        return Reject(RejectReason::kBadHeader,
-                      absl::InvalidArgumentError(absl::StrCat(
-                          "push header needs 1 <= num_minibatches <= ",
-                          max_minibatches, ", got ", h.num_minibatches())));
-      }
-      switch (h.kind()) {
-        case asgd::v1::PushHeader::GRADIENT:
-          kind_ = PushRequest::Kind::kGradient;
-          break;
-        case asgd::v1::PushHeader::ASSIGN:
-          kind_ = PushRequest::Kind::kAssign;
-          break;
-        case asgd::v1::PushHeader::ADD:
-          kind_ = PushRequest::Kind::kAdd;
-          break;
-        case asgd::v1::PushHeader::ADMM:
-          kind_ = PushRequest::Kind::kAdmm;
-          break;
-        default:
-          return Reject(RejectReason::kBadHeader,
-                        absl::InvalidArgumentError(absl::StrCat(
-                            "unknown push kind ", static_cast<int>(h.kind()),
-                            " (want GRADIENT, ASSIGN, ADD or ADMM)")));
-      }
-      admm_slot_ = h.admm_slot();
-      // Refused before any data arrives.
-      if (absl::Status s = store_->CheckPushKind(kind_, admm_slot_); !s.ok()) {
-        return Reject(RejectReason::kBadHeader, std::move(s));
-      }
-      have_header_ = true;
-      base_version_ = h.model_version();
-      num_minibatches_ = static_cast<int>(h.num_minibatches());
-      worker_id_ = h.worker_id();
-      return absl::OkStatus();
+      return AcceptHeader(msg.header);
     }
     case PushMessage::Part::kChunk: {
       if (!have_header_) {

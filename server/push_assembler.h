@@ -122,6 +122,8 @@ class PushAssembler {
   absl::Status Reject(RejectReason reason, absl::Status status);
   // The first chunk: picks float or compressed assembly, takes staging.
   absl::Status StartChunks(const TensorChunkView& chunk);
+  // The header's checks and fields (a second header is Add's to refuse).
+  absl::Status AcceptHeader(const asgd::v1::PushHeader& h);
   absl::Status AddCompressed(const TensorChunkView& chunk);
   // The bytes of staging memory `chunk` takes once written.
   int64_t StagedBytes(const TensorChunkView& chunk) const;
