@@ -419,7 +419,7 @@ fi
 if has_grid consensus; then
   command+=" CONSENSUS_WORKERS=\"$CONSENSUS_WORKERS\""
   [ -z "$CONSENSUS_FLAGS" ] || command+=" CONSENSUS_FLAGS=\"$CONSENSUS_FLAGS\""
-  settings+="; consensus grid: easgd and admm at $CONSENSUS_WORKERS workers (${CONSENSUS_FLAGS:-default flags})"
+  settings+="; consensus grid: easgd and admm at $CONSENSUS_WORKERS workers (${CONSENSUS_FLAGS:-default flags}; admm: servers with --admm_slots=workers), at the last count also with the last worker ${SLOWDOWN}x slower, and killed halfway through its epochs and restarted for the rest (restarted: its steps count that second life only)"
 fi
 if has_grid pipeline; then
   command+=" PIPELINE_STAGES=\"$PIPELINE_STAGES\""

@@ -188,11 +188,9 @@ absl::Status ConsensusTrainer::TakeSlot(State* s, ConsensusResult* result) {
   result->slot_distance = L2Distance(s->values, s->z);
   if (log_ != nullptr) {
     *log_ << absl::StrFormat(
-        "worker %d admm slot %d: |u_slot - z| %.4g%s\n", slot, slot,
-        result->slot_distance,
-        result->slot_distance > 0
-            ? " (taken over: the dual comes from the slot's point)"
-            : " (a fresh slot)");
+        "worker %d admm slot %d: |u_slot - z| %.4g (dual rho (u_slot - z): "
+        "the slot's point stays in the average)\n",
+        slot, slot, result->slot_distance);
   }
   return absl::OkStatus();
 }

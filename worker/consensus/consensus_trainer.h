@@ -19,12 +19,15 @@
 // ADMM needs servers started with --admm_slots=N (N workers, slots 0..N-1):
 // they keep each slot's last point, and z is the points' average. Every
 // slot starts as the pool's model. A worker starts by pulling z and its
-// slot's point u_slot, and takes x = z, lam = rho (u_slot - z): for a fresh
-// slot (u_slot = z) that is lam = 0; for one taken over from a worker that
-// died (restarted in its place, as Kubernetes restarts a pod) it is the
-// dual that gives the slot's point, so z does not move when it joins and
-// the dead worker's place in the average passes on to it (its local model
-// is lost; its point is not). Buffers: x, z, the gradient, lam and the
+// slot's point u_slot, and takes x = z, lam = rho (u_slot - z), the dual
+// that gives the slot's point, so z does not move when it joins: on a pool
+// nobody trained yet that is lam = 0; for a worker restarted in a dead
+// one's place (as Kubernetes restarts a pod) the dead worker's place in the
+// average passes on to it (its local model is lost; its point is not); a
+// worker that starts after the others moved z keeps its slot's initial
+// point in the average the same way. Logged as
+//   "worker 1 admm slot 1: |u_slot - z| 2.074 (dual rho (u_slot - z): ...)".
+//   Buffers: x, z, the gradient, lam and the
 // point pushed. EASGD keeps nothing per worker on the servers: a worker
 // that dies leaves its last elastic step in z; the others go on.
 //
