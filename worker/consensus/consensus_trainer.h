@@ -12,8 +12,8 @@
 //          with it in their average, so a push that was dropped or lost is
 //          made good by the next one); pull z; lam += rho (x - z).
 //
-// The push goes as --wire_dtype: with bf16 the servers add e (or the share)
-// rounded to bfloat16 while the worker keeps its float32 value, so the two
+// The push goes as --wire_dtype: with bf16 the servers take e (or the
+// point) rounded to bfloat16 while the worker keeps its float32 value, so the two
 // ends of EASGD's spring move by amounts that differ in the low bits.
 //
 // ADMM needs servers started with --admm_slots=N (N workers, slots 0..N-1):
@@ -27,16 +27,18 @@
 // worker that starts after the others moved z keeps its slot's initial
 // point in the average the same way. Logged as
 //   "worker 1 admm slot 1: |u_slot - z| 2.074 (dual rho (u_slot - z): ...)".
-//   Buffers: x, z, the gradient, lam and the
-// point pushed. EASGD keeps nothing per worker on the servers: a worker
-// that dies leaves its last elastic step in z; the others go on.
+// Buffers: x, z, the gradient, lam and the point pushed. EASGD keeps
+// nothing per worker on the servers: a worker that dies leaves its last
+// elastic step in z; the others go on.
 //
-// Staleness and drops are the servers' as for ASGD: an ADD push staler than
-// --max_staleness is dropped (the worker's half is then not applied
-// either); refused (overloaded) pushes likewise; a server that is away is
-// waited out by the one RetryPolicy (worker/ps/retry_policy.h) as in the
-// ASGD trainer. A push the servers refuse as malformed (InvalidArgument,
-// FailedPrecondition: a synchronous pool, an old server) ends the run.
+// Staleness and drops are the servers' as for ASGD: an ADD or ADMM push
+// staler than --max_staleness is dropped (EASGD's half on the worker is
+// then not applied either); refused (overloaded) pushes likewise; a server
+// that is away is waited out by the one RetryPolicy
+// (worker/ps/retry_policy.h) as in the ASGD trainer. A push the servers
+// refuse as malformed (InvalidArgument, FailedPrecondition: a synchronous
+// pool, a pool without ADMM slots or EASGD on one with them, an old
+// server) ends the run, as does a slot pull they refuse.
 //
 // The loop ends after max_steps, max_seconds or the worker's epochs, then
 // communicates once more (so the consensus holds its last steps) and pulls
@@ -116,8 +118,8 @@ struct ConsensusResult {
   int64_t rounds = 0;         // communications
   int64_t parts_dropped = 0;  // server parts not applied (stale, refused)
   double last_distance = -1;  // |x - z| at the last communication
-  // admm: |u_slot - z| when the worker took its slot over (0 for a fresh
-  // slot).
+  // admm: |u_slot - z| when the worker took its slot (0 on a pool nobody
+  // trained yet).
   double slot_distance = -1;
 };
 
