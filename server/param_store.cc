@@ -163,7 +163,8 @@ absl::StatusOr<std::unique_ptr<ParamStore>> ParamStore::Create(
     }
     store->shards_.push_back(std::make_unique<Shard>(
         k, store->weights_.data() + local, local, s.size(), &store->optimizer_,
-        options.queue_capacity, std::move(on_applied), keep, std::move(slots)));
+        options.queue_capacity, std::move(on_applied), keep, std::move(slots),
+        options.max_change));
   }
   return store;
 }
@@ -436,7 +437,6 @@ absl::Status ParamStore::EnqueueLocked(
     task.completion = completion;
     task.check = check;
     task.admm_slot = bound.admm_slot;
-    task.max_change = options_.max_change;
     const bool ok = shard->TryEnqueue(std::move(task));
     (void)ok;
   }

@@ -35,7 +35,7 @@ double UpdateCheck::max() const {
 Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
              const Optimizer* optimizer, int queue_capacity,
              AppliedCallback on_applied, const uint8_t* keep,
-             std::vector<float*> admm_slots)
+             std::vector<float*> admm_slots, double admm_max_change)
     : index_(index),
       weights_(weights),
       local_begin_(local_begin),
@@ -45,6 +45,7 @@ Shard::Shard(int index, float* weights, int64_t local_begin, int64_t size,
       on_applied_(std::move(on_applied)),
       keep_(keep),
       admm_slots_(std::move(admm_slots)),
+      admm_max_change_(admm_max_change),
       state_(optimizer->has_state() ? size : 0, 0.0f),
       max_w_(MaxAbs(weights, size)),
       thread_([this] { Run(); }) {}
@@ -82,7 +83,7 @@ void Shard::ApplyAdmmTask(const ApplyTask& task) {
   const AdmmScan scan = ScanAdmm(weights_, u, slot, size_, slots, keep_);
   if (!task.check->Vote(scan.bounded, scan.max_delta)) return;
   // Every shard computes the same scale from the same largest step.
-  const float scale = AdmmScale(task.check->max(), slots, task.max_change);
+  const float scale = AdmmScale(task.check->max(), slots, admm_max_change_);
   max_w_.store(
       ApplyAdmm(weights_, u, slot, size_, slots, scale, keep_).max_abs_w,
       std::memory_order_release);

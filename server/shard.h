@@ -81,7 +81,8 @@ struct ApplyTask {
                 // the optimizer state is untouched
     kAdmm,      // `data` is ADMM slot `admm_slot`'s new point
                 // (step/admm_apply.h); always with `check`, whose vote also
-                // finds the update's largest step for `max_change`
+                // finds the update's largest step for the shard's
+                // admm_max_change
     kSnapshot,  // copy weights and state into `snapshot` (not an update)
   };
   Kind kind = Kind::kGradient;
@@ -98,7 +99,6 @@ struct ApplyTask {
   std::shared_ptr<const std::vector<float>> backup;
   std::shared_ptr<SnapshotTarget> snapshot;  // kSnapshot only
   int admm_slot = 0;                         // kAdmm only
-  double max_change = 0;  // kAdmm only: the store's bound (0: none)
   std::shared_ptr<PushCompletion> completion;
   // Set for a gradient or an add whose bound failed: check before applying (see above).
   std::shared_ptr<UpdateCheck> check;
@@ -115,11 +115,12 @@ class Shard {
   // weights (0: pruned; see ParamStoreOptions::keep) and must outlive it.
   // `admm_slots` point at the shard's `size` values of each ADMM slot
   // (ParamStore); they must outlive it. An assign and Restore set them to
-  // the weights.
+  // the weights. `admm_max_change` is the store's max_change (0: none),
+  // which an ADMM update's step is scaled to.
   Shard(int index, float* weights, int64_t local_begin, int64_t size,
         const Optimizer* optimizer, int queue_capacity,
         AppliedCallback on_applied = nullptr, const uint8_t* keep = nullptr,
-        std::vector<float*> admm_slots = {});
+        std::vector<float*> admm_slots = {}, double admm_max_change = 0);
   ~Shard();
 
   Shard(const Shard&) = delete;
@@ -169,6 +170,7 @@ class Shard {
   const AppliedCallback on_applied_;
   const uint8_t* const keep_;  // null: not pruned
   const std::vector<float*> admm_slots_;
+  const double admm_max_change_;
   std::vector<float> state_;  // optimizer state; apply thread only
 
   absl::Mutex mu_;
