@@ -1,22 +1,24 @@
 // Every push validation case, sent over a real gRPC connection to a server on
 // port 0: each gets INVALID_ARGUMENT, is counted, and leaves the weights
 // unchanged. Plus a valid push, a pull round trip and a broken stream.
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/chunking.h"
-#include "model/model_spec.h"
 #include "common/wire_codec.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "model/model_spec.h"
 #include "proto/asgd.grpc.pb.h"
 #include "server/grpc_server.h"
 #include "server/manual_clock.h"
@@ -479,10 +481,20 @@ TEST_F(PushAdmissionTest, StalledStreamsAreEndedAndExtraOnesRefusedAtOnce) {
   auto stub = asgd::v1::ParameterServer::NewStub(grpc::CreateChannel(
       server_->local_address(), grpc::InsecureChannelCredentials()));
   const std::vector<float> before = server_->store()->Snapshot();
+  // Each stream sends a header, then nothing, and waits for its status on a
+  // thread of its own.
   struct Stream {
     grpc::ClientContext ctx;
     std::unique_ptr<grpc::ClientReaderWriter<PushChunk, PushReply>> writer;
+    grpc::Status end;
+    std::thread waiter;
+    ~Stream() {  // a failed assertion leaves the waiter running
+      if (!waiter.joinable()) return;
+      ctx.TryCancel();
+      waiter.join();
+    }
   };
+  std::atomic<int> ended{0};
   std::vector<std::unique_ptr<Stream>> streams;
   for (int i = 0; i < 3; ++i) {
     auto s = std::make_unique<Stream>();
@@ -491,39 +503,56 @@ TEST_F(PushAdmissionTest, StalledStreamsAreEndedAndExtraOnesRefusedAtOnce) {
     s->writer = stub->PushStream(&s->ctx);
     PushChunk header;
     header.mutable_header()->set_num_minibatches(1);
-    s->writer->Write(header);  // then nothing
+    s->writer->Write(header);
+    s->waiter = std::thread([s = s.get(), &ended] {
+      s->end = s->writer->Finish();
+      ended.fetch_add(1);
+    });
     streams.push_back(std::move(s));
   }
+  // The manual clock moves only once every stream the server ended has its
+  // status: a server cancels a call it still holds a timeout after ending it
+  // (a client that reads nothing), and a jump of the clock must not make
+  // that cancel overtake a status still on its way.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  auto await_ended = [&] {
+    const int n = static_cast<int>(Rejected(RejectReason::kPeerLimit) +
+                                   Rejected(RejectReason::kStalled));
+    while (ended.load() < n && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));  // polling a condition, bounded
+    }
+  };
   // Two streams admitted, one refused; nothing expires before the timeout,
   // both admitted ones once it passed (a header still on its way when the
   // clock moves counts as progress then: move on until both are ended).
   StreamWatchdog* watchdog = server_->service()->watchdog();
   const absl::Duration timeout = watchdog->timeout();
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while ((server_->service()->pushes_in_flight() < 2 ||
           Rejected(RejectReason::kPeerLimit) < 1) &&
          absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));  // polling a condition, bounded
   }
   ASSERT_EQ(server_->service()->pushes_in_flight(), 2);
+  await_ended();
   clock_.Advance(timeout - absl::Milliseconds(1));
   watchdog->Poll();
   EXPECT_EQ(Rejected(RejectReason::kStalled), 0u);
   while (Rejected(RejectReason::kStalled) < 2 && absl::Now() < deadline) {
+    await_ended();
     clock_.Advance(timeout);
     watchdog->Poll();
     absl::SleepFor(absl::Milliseconds(5));  // polling a condition, bounded
   }
-  std::vector<grpc::Status> ends;
-  for (auto& s : streams) ends.push_back(s->writer->Finish());
+  for (auto& s : streams) s->waiter.join();
   int stalled = 0, refused = 0;
-  for (size_t i = 0; i < ends.size(); ++i) {
-    const auto& trailers = streams[i]->ctx.GetServerTrailingMetadata();
-    if (ends[i].error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  for (const auto& s : streams) {
+    const auto& trailers = s->ctx.GetServerTrailingMetadata();
+    if (s->end.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       ++stalled;
       EXPECT_EQ(trailers.count("asgd-refusal"), 0u);
     } else {
-      EXPECT_EQ(ends[i].error_code(), grpc::StatusCode::UNAVAILABLE);
+      EXPECT_EQ(s->end.error_code(), grpc::StatusCode::UNAVAILABLE)
+          << s->end.error_message();
       auto it = trailers.find("asgd-refusal");
       ASSERT_NE(it, trailers.end());
       EXPECT_EQ(std::string(it->second.data(), it->second.size()),
