@@ -10,9 +10,11 @@ and whether it still answers and still applies honest pushes.
      --max_calls_per_peer places); the same on DescribeModel and on the
      retired per-call Pull (answered UNIMPLEMENTED).
   2. zero window: M pull streams (one request each) on connections that
-     grant no flow-control
-     window, from several local addresses; the server cuts them off at the
-     progress timeout (RST_STREAM), and memory comes back.
+     grant no flow-control window, from one and from four local addresses:
+     at most 16 admitted per address, the rest refused at once (PEER_LIMIT,
+     or SERVER_LIMIT once every --max_calls place is taken); the server cuts
+     the admitted ones off at the progress timeout (RST_STREAM), and memory
+     comes back.
   3. a PushStream that never reads its replies: the push is applied, the
      stream is ended and cancelled at the progress timeout, and the address's
      places come back.
@@ -53,7 +55,15 @@ check, fail = CHECKS.check, CHECKS.fail
 PROGRESS_TIMEOUT_S = 2
 SERVICE = "/asgd.v1.ParameterServer/"
 GROWTH_BOUND_MB = 300
-KEPT_BOUND_MB = 64
+# What a server may still hold once a burst's calls are gone: the server
+# trims malloc only when more than 64 MB lie free (server_main.cc,
+# common/freed_memory.h), so up to 64 MB freed stay resident by design, plus
+# what it still uses (+5 to +18 MB after a trim, under load too). A server
+# that gives nothing back keeps +195 to +219 MB after 10,000 reset
+# PullStreams (docs/reliability.md). Under load, bursts that peaked at +73 and
+# +121 MB left +68 and +71 MB: free memory just under the trim threshold.
+TRIM_KEEP_MB = 64
+KEPT_BOUND_MB = TRIM_KEEP_MB + 32
 
 
 # --- Protocol Buffers, by hand (varints and length-delimited fields) -------
@@ -446,6 +456,19 @@ def settle(server, seconds=PROGRESS_TIMEOUT_S * 2 + 2):
     return server.rss()
 
 
+def kept_after(server, base):
+    """What the server still holds over `base` (MB) once its RSS has
+    settled, waiting (bounded) for it to fall under KEPT_BOUND_MB: the
+    server trims every 2 s, and after a reset burst only once gRPC has
+    worked through its backlog of calls (docs/reliability.md)."""
+    after = settle(server)
+    back_by = time.time() + 20
+    while after - base >= KEPT_BOUND_MB and time.time() < back_by:
+        time.sleep(0.25)
+        after = server.rss()
+    return after - base
+
+
 # --- The attacks -------------------------------------------------------------
 
 def rapid_reset(server, method, n, messages, source="127.0.0.1",
@@ -486,18 +509,12 @@ def rapid_reset(server, method, n, messages, source="127.0.0.1",
     back_s = None
     if probe_from and describe(server.port, source=source) is not None:
         back_s = time.time() - sent["at"]
-    after = settle(server)
-    # What the burst took goes back to the system (every 2 s the server
-    # trims what malloc keeps after a burst); bounded wait.
-    back_by = time.time() + 10
-    while after - base >= KEPT_BOUND_MB and time.time() < back_by:
-        time.sleep(0.25)
-        after = server.rss()
+    kept = kept_after(server, base)
     grown = peak.done() - base
     print(f"{n} {method} calls opened and reset on one connection from "
           f"{source} in {sent['s']:.1f} s: server RSS {base:.0f} MB -> peak "
-          f"+{grown:.0f} MB, {after - base:+.0f} MB after")
-    return grown, after - base, probes, back_s
+          f"+{grown:.0f} MB, {kept:+.0f} MB after")
+    return grown, kept, probes, back_s
 
 
 def zero_window_pulls(server, n, sources):
@@ -527,25 +544,40 @@ def zero_window_pulls(server, n, sources):
             break
     held_peak = peak.done() - base
     ended_s = time.time() - t0
-    refused = sum(1 for c in conns for st, r in c.ended.values()
-                  if st == 14 and r == "PEER_LIMIT")
+    # Refused at once: UNAVAILABLE with PEER_LIMIT (the address's places
+    # are taken), or SERVER_LIMIT (every --max_calls place is: 4 addresses
+    # at --max_calls_per_peer alive calls each fill the server's 512 when
+    # gRPC is slow to release the refused ones, as on a loaded machine).
+    refusals = {"PEER_LIMIT": 0, "SERVER_LIMIT": 0}
     # Admitted and ended by the server: DEADLINE_EXCEEDED (4), CANCELLED
     # (1: "cancelled on the server side") or a reset.
-    cut_off = sum(1 for c in conns for st, r in c.ended.values()
-                  if st in (1, 4))
-    cut_off += sum(len(c.reset - set(c.ended)) for c in conns)
-    other = sum(1 for c in conns for st, r in c.ended.values()
-                if st not in (1, 4) and not (st == 14 and r == "PEER_LIMIT"))
+    cut_off = sum(len(c.reset - set(c.ended)) for c in conns)
+    others = {}
+    for c in conns:
+        for sid, (st, r) in c.ended.items():
+            if st == 14 and r in refusals:
+                refusals[r] += 1
+            elif st in (1, 4):
+                cut_off += 1
+            else:
+                key = f"{st} {r} {c.messages.get(sid, '')!r}"
+                others[key] = others.get(key, 0) + 1
+    refused = sum(refusals.values())
+    other = sum(others.values())
     open_left = sum(len(s) for s in sids) - refused - cut_off - other
+    if others:
+        print("ended otherwise: " + "; ".join(
+            f"{n} x {key}" for key, n in sorted(others.items())))
     for c in conns:
         c.close()
-    after = settle(server)
+    kept = kept_after(server, base)
     print(f"{n} zero-window pull streams from {len(sources)} addresses: peak "
-          f"+{held_peak:.0f} MB, {refused} refused (PEER_LIMIT), {cut_off} "
+          f"+{held_peak:.0f} MB, {refused} refused ({refusals['PEER_LIMIT']} "
+          f"PEER_LIMIT, {refusals['SERVER_LIMIT']} SERVER_LIMIT), {cut_off} "
           f"ended by the server at the progress timeout (DEADLINE_EXCEEDED, "
           f"CANCELLED or RST_STREAM), {other} ended otherwise, {open_left} never ended, "
-          f"{ended_s:.1f} s; {after - base:+.0f} MB after the client left")
-    return held_peak, refused, cut_off, open_left + other, after - base
+          f"{ended_s:.1f} s; {kept:+.0f} MB after the client left")
+    return held_peak, refused, cut_off, open_left + other, kept
 
 
 def push_stream_never_reads(server, model):
@@ -693,8 +725,9 @@ def main():
                   "at the progress timeout",
                   left == 0 and cut == zero - refused,
                   f"{left} never ended or ended otherwise, {cut} cut off")
-            check("the memory comes back once the client leaves",
-                  after < 64, f"{after:+.0f} MB")
+            check(f"the memory comes back once the client leaves: < "
+                  f"{KEPT_BOUND_MB} MB more after", after < KEPT_BOUND_MB,
+                  f"{after:+.0f} MB")
         check("the server answers after the zero-window pulls",
               healthy(path, server.port))
 
