@@ -127,6 +127,12 @@ if [ -n "$failed_targets" ]; then
     path=${t#//}; path=${path/://}
     podman exec --user "$USER_NAME" "$CONTAINER" cat "/home/$USER_NAME/asgd/bazel-testlogs/$path/test.log" \
       >"$CTR_LOGS/testlogs/${path//\//_}.log" 2>/dev/null || true
+    # What failed, in this script's own output too (CI keeps only that): a
+    # script check's FAILED line and its detail, a gtest failure and its
+    # message, at most 40 lines per target.
+    ctr_say "$t: what failed"
+    grep -E -A3 '^FAILED: |^FAIL: |Failure$|^\[  FAILED  \]|Assertion|Check failed' \
+      "$CTR_LOGS/testlogs/${path//\//_}.log" 2>/dev/null | head -40 | sed 's/^/    | /' || true
   done
   ctr_say "logs of the failed tests: $CTR_LOGS/testlogs"
 fi
