@@ -58,10 +58,11 @@ GROWTH_BOUND_MB = 300
 # What a server may still hold once a burst's calls are gone: the server
 # trims malloc only when more than 64 MB lie free (server_main.cc,
 # common/freed_memory.h), so up to 64 MB freed stay resident by design, plus
-# what it still uses (+5 to +18 MB after a trim, under load too). A server
+# what it still uses (+5 to +25 MB after a trim, under load too). A server
 # that gives nothing back keeps +195 to +219 MB after 10,000 reset
-# PullStreams (docs/reliability.md). Under load, bursts that peaked at +73 and
-# +121 MB left +68 and +71 MB: free memory just under the trim threshold.
+# PullStreams (docs/reliability.md). Under load, some bursts that peaked at
+# +67 to +135 MB left +58 to +92 MB: free memory just under the trim
+# threshold, or gRPC's backlog of reset calls not yet freed.
 TRIM_KEEP_MB = 64
 KEPT_BOUND_MB = TRIM_KEEP_MB + 32
 
@@ -567,7 +568,7 @@ def zero_window_pulls(server, n, sources):
     open_left = sum(len(s) for s in sids) - refused - cut_off - other
     if others:
         print("ended otherwise: " + "; ".join(
-            f"{n} x {key}" for key, n in sorted(others.items())))
+            f"{count} x {key}" for key, count in sorted(others.items())))
     for c in conns:
         c.close()
     kept = kept_after(server, base)
