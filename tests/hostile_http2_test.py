@@ -26,6 +26,7 @@ Usage: hostile_http2_test.py SERVER [--model=small|seed] [--resets=N]
 With --legacy (a server from before these limits) the server is started
 without the new flags and the bounds are reported; checks may fail there.
 """
+import collections
 import os
 import socket
 import struct
@@ -553,7 +554,7 @@ def zero_window_pulls(server, n, sources):
     # Admitted and ended by the server: DEADLINE_EXCEEDED (4), CANCELLED
     # (1: "cancelled on the server side") or a reset.
     cut_off = sum(len(c.reset - set(c.ended)) for c in conns)
-    others = {}
+    others = collections.Counter()
     for c in conns:
         for sid, (st, r) in c.ended.items():
             if st == 14 and r in refusals:
@@ -562,7 +563,7 @@ def zero_window_pulls(server, n, sources):
                 cut_off += 1
             else:
                 key = f"{st} {r} {c.messages.get(sid, '')!r}"
-                others[key] = others.get(key, 0) + 1
+                others[key] += 1
     refused = sum(refusals.values())
     other = sum(others.values())
     open_left = sum(len(s) for s in sids) - refused - cut_off - other
