@@ -48,8 +48,13 @@ class CudaExactCopy final : public DeviceExactCopy {
     ASGD_ASSIGN_OR_RETURN(w_, DeviceBuffer<float>::Create(count));
     count_ = count;
     if (count > 0) {
-      ASGD_CUDA_RETURN_IF_ERROR(
-          cudaMemset(w_.get(), 0, static_cast<size_t>(count) * sizeof(float)));
+      // On the copy's own stream, waited for: a cudaMemset would run on the
+      // legacy default stream, which the copy's non-blocking stream does not
+      // wait for, so it could land after (over) the first Upload.
+      ASGD_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+          w_.get(), 0, static_cast<size_t>(count) * sizeof(float),
+          stream_.get()));
+      ASGD_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
     }
     return absl::OkStatus();
   }
